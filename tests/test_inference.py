@@ -1,0 +1,79 @@
+"""Text → frozen result: tokens, shapes, read-only arrays, BOS, truncation, predictions."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from analysis.errors import InputError
+from analysis.inference import run_text
+from analysis.tokens import display_token
+
+
+def test_display_tokens_make_whitespace_visible():
+    assert display_token("Ġcat") == "␣cat"
+    assert display_token("Ċ") == "↵"
+    assert display_token("ĠĠ") == "␣␣"
+    assert display_token("<|endoftext|>", frozenset({"<|endoftext|>"})) == "<|endoftext|>"
+    assert display_token("Ã©") == "é"
+    assert display_token("Ã") == "\\xc3"  # half a UTF-8 character stays visible as a byte
+
+
+def test_result_is_frozen_and_read_only(tiny_result):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny_result.text = "changed"
+    for array in (tiny_result.attentions, tiny_result.token_ids, tiny_result.layer_inputs,
+                  tiny_result.attention_outputs):
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array[..., 0] = 0
+
+
+def test_shapes_dtypes_and_rows(tiny_result):
+    r = tiny_result
+    n = len(r.tokens)
+    assert r.attentions.shape == (3, 4, n, n) and r.attentions.dtype == np.float32
+    assert r.layer_inputs.shape == r.attention_outputs.shape == (3, n, 64)
+    np.testing.assert_allclose(r.attentions.sum(-1), 1, atol=1e-5)
+    assert np.triu(r.attentions[0, 0], k=1).max() == 0  # causal
+    assert r.tokens[0] == "<|endoftext|>" and r.bos
+    assert "␣cat" in r.tokens and r.token_ids.dtype == np.int64
+    assert len(r.predictions) == 5
+    probs = [p.probability for p in r.predictions]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+
+
+def test_capture_matches_transformers_own_attentions(tiny_model, tiny_result):
+    import torch
+
+    ids = torch.tensor([tiny_result.token_ids.tolist()])
+    with torch.inference_mode():
+        out = tiny_model.model(ids, output_attentions=True, output_hidden_states=True)
+    assert len(out.attentions) == tiny_model.n_layer  # eager: the weights really come back
+    reference = torch.stack(out.attentions)[:, 0].numpy()
+    np.testing.assert_array_equal(tiny_result.attentions, reference)
+    np.testing.assert_array_equal(tiny_result.layer_inputs[1], out.hidden_states[1][0].numpy())
+    top = int(out.logits[0, -1].argmax())
+    assert tiny_result.predictions[0].token_id == top
+
+
+def test_bos_switch(tiny_model):
+    without = run_text(tiny_model, "Hello there", bos=False)
+    with_bos = run_text(tiny_model, "Hello there", bos=True)
+    assert with_bos.n_tokens == without.n_tokens + 1 and not without.bos
+    assert with_bos.token_ids[0] == tiny_model.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert run_text(tiny_model, "Hello there").bos is tiny_model.prepend_bos_default
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_empty_text_is_refused(tiny_model, text):
+    with pytest.raises(InputError, match="empty"):
+        run_text(tiny_model, text)
+
+
+def test_long_text_is_truncated_with_a_warning(tiny_model):
+    r = run_text(tiny_model, "one two three four " * 40, bos=True)
+    assert r.truncated and r.n_tokens == tiny_model.context_length == 64
+    assert r.n_tokens_text > 64
+    assert "only the first 64 tokens" in r.warnings[0]
+    short = run_text(tiny_model, "one two")
+    assert not short.truncated and short.warnings == ()
