@@ -409,6 +409,6 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
 
 def _dispose(widget: QtWidgets.QWidget) -> None:
     """Destroy an offscreen figure now, while the QApplication is alive (not at interpreter exit)."""
-    widget.close()
+    widget.hide()  # not close(): pyqtgraph's GraphicsView.close() drops the viewport and crashes Qt 6.11
     widget.deleteLater()
     QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
