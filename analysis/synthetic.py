@@ -42,7 +42,10 @@ def save_random_gpt2(folder: Path, n_layer: int = 2, n_head: int = 2, d_model: i
         config.attnscope_prepend_bos = True
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(config).eval()
-    model.save_pretrained(folder, safe_serialization=safetensors)
+    model.save_pretrained(folder)
+    if not safetensors:  # an old-style folder with pickle weights only (transformers 5 no longer writes these)
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
     tokenizer.model_max_length = n_positions
     tokenizer.save_pretrained(folder)
     return folder

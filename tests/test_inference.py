@@ -36,7 +36,7 @@ def test_shapes_dtypes_and_rows(tiny_result):
     np.testing.assert_allclose(r.attentions.sum(-1), 1, atol=1e-5)
     assert np.triu(r.attentions[0, 0], k=1).max() == 0  # causal
     assert r.tokens[0] == "<|endoftext|>" and r.bos
-    assert "␣cat" in r.tokens and r.token_ids.dtype == np.int64
+    assert "␣the" in r.tokens and r.token_ids.dtype == np.int64
     assert len(r.predictions) == 5
     probs = [p.probability for p in r.predictions]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
