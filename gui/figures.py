@@ -131,7 +131,7 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         self.bottom_axis = TokenAxis("bottom", rotate=True)
         self.plot = self.addPlot(axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
         self.plot.invertY(True)
-        self.plot.setAspectLocked(True)
+        self.plot.setAspectLocked(True, ratio=1)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.image = HoverImage(on_hover=self._hovered, on_click=lambda cell: self.query_clicked.emit(cell[0]))
@@ -139,7 +139,7 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         self.row_highlight = QtWidgets.QGraphicsRectItem()
         self.row_highlight.setPen(pg.mkPen("#ff2d55", width=2, cosmetic=True))
         self.row_highlight.setVisible(False)
-        self.plot.addItem(self.row_highlight)
+        self.plot.addItem(self.row_highlight, ignoreBounds=True)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
 
@@ -161,8 +161,9 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         self.plot.setLabel("left", "query")
         self.plot.setLabel("bottom", "key")
         self.update_label_density()
-        self.plot.setLimits(xMin=-n, xMax=2 * n, yMin=-n, yMax=2 * n)
-        self.plot.setRange(xRange=(0, n), yRange=(0, n), padding=0)
+        self.plot.setLimits(xMin=-10 * n, xMax=11 * n, yMin=-10 * n, yMax=11 * n)
+        self.plot.getViewBox().setDefaultPadding(0)
+        self.plot.enableAutoRange()
 
     def update_label_density(self) -> None:
         if self.matrix is None:
@@ -211,7 +212,7 @@ class GridPlot(pg.GraphicsLayoutWidget):
         self.cell_px = cell_px
         self.plot = self.addPlot()
         self.plot.invertY(True)
-        self.plot.setAspectLocked(True)
+        self.plot.setAspectLocked(True, ratio=1)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.image = HoverImage(on_hover=self._hovered, on_click=self._clicked)
@@ -219,7 +220,7 @@ class GridPlot(pg.GraphicsLayoutWidget):
         self.selection = QtWidgets.QGraphicsRectItem()
         self.selection.setPen(pg.mkPen("#ff2d55", width=3, cosmetic=True))
         self.selection.setZValue(10)
-        self.plot.addItem(self.selection)
+        self.plot.addItem(self.selection, ignoreBounds=True)
         self.badges: list[QtWidgets.QGraphicsItem] = []
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
@@ -249,8 +250,10 @@ class GridPlot(pg.GraphicsLayoutWidget):
         if title:
             self.plot.setTitle(html.escape(title), size="11pt")
         w, h = H * self.pitch, L * self.pitch
-        self.plot.setLimits(xMin=-self.pitch, xMax=w + self.pitch, yMin=-self.pitch, yMax=h + self.pitch)
-        self.plot.setRange(xRange=(0, w), yRange=(0, h), padding=0.01)
+        # generous limits: with the aspect locked, tight ones would crop the mosaic in a narrow panel
+        self.plot.setLimits(xMin=-10 * w, xMax=11 * w, yMin=-10 * h, yMax=11 * h)
+        self.plot.getViewBox().setDefaultPadding(0.01)
+        self.plot.enableAutoRange()  # fit the whole mosaic, and keep fitting on resize until the user zooms
 
     def select(self, layer: int, head: int) -> None:
         p = self.pitch
@@ -275,7 +278,7 @@ class GridPlot(pg.GraphicsLayoutWidget):
                                         f"{v:.2f}</span>", anchor=(0, 0))
                 text.setPos(head * self.pitch, layer * self.pitch)
                 text.setZValue(5)
-                self.plot.addItem(text)
+                self.plot.addItem(text, ignoreBounds=True)
                 self.badges.append(text)
 
     def _cell_head(self, cell) -> tuple[int, int] | None:

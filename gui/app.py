@@ -1,0 +1,115 @@
+"""Starting the app: which model to open, launch options, and the --screenshot mode."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from .qt import ensure_qapp
+
+SCREENSHOT_TIMEOUT_MS = 300_000
+DEFAULT_TEXT = "The server rejected the request because it was overloaded."
+
+
+def default_model_choice() -> tuple[str, bool]:
+    """(source, gpt2_missing): GPT-2 when it is in the local cache (no network is touched), else bundled."""
+    from analysis.loading import BUNDLED, is_cached
+
+    if is_cached("gpt2"):
+        return "gpt2", False
+    return BUNDLED, True
+
+
+def parse_select(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        layer, head = (int(x) for x in text.split("."))
+    except ValueError:
+        raise SystemExit(f"attnscope: error: --select takes LAYER.HEAD, e.g. 3.1 (got {text!r})") from None
+    return layer, head
+
+
+def run_app(args) -> int:
+    select = parse_select(getattr(args, "select", None))
+    screenshot_dir: Path | None = getattr(args, "screenshot", None)
+    app = ensure_qapp()
+    from .window import MainWindow
+
+    window = MainWindow()
+    if args.device and args.device != "auto":
+        window.pending_device = args.device
+        window.device_choice.addItem(args.device) if window.device_choice.findText(args.device) < 0 else None
+        window.device_choice.setCurrentText(args.device)
+    gpt2_missing = False
+    source = args.model
+    if source is None:
+        remembered = window.settings.value("model/last")
+        source, gpt2_missing = (str(remembered), False) if remembered else default_model_choice()
+    if gpt2_missing:
+        from .downloads import offer_gpt2_download
+
+        offer_gpt2_download(window)
+    text = args.text if args.text is not None else (DEFAULT_TEXT if screenshot_dir else "")
+    if not text:
+        recent = window.recent_texts()
+        text = recent[0] if recent else DEFAULT_TEXT
+    window.set_text(text)
+    status = {"code": 0}
+
+    if select is not None:
+        def apply_select(_request_id):
+            window.select_head(*select)
+            window.result_shown.disconnect(apply_select)
+
+        window.result_shown.connect(apply_select)
+
+    if screenshot_dir is not None:
+        def fail(message: str) -> None:
+            print(f"attnscope: error: {message}", file=sys.stderr)
+            status["code"] = 1
+            window.close()
+            app.exit(1)
+
+        def shoot(_request_id) -> None:
+            QtCore.QTimer.singleShot(400, lambda: take_screenshots(window, screenshot_dir, app, status))
+
+        window.result_shown.connect(shoot)
+        window.error_shown.connect(fail)
+        QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out waiting for the first result"))
+    window.show()
+    window.load_model(source)
+    code = app.exec()
+    return status["code"] or code
+
+
+def take_screenshots(window, folder: Path, app, status) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        QtWidgets.QApplication.processEvents()
+        shots = {"window": window}
+        window.tabs.setCurrentIndex(0)
+        QtWidgets.QApplication.processEvents()
+        shots_taken = []
+        for name, widget in (("window", window), ("grid", window.grid), ("detail", window.detail)):
+            path = folder / f"{name}.png"
+            if not widget.grab().save(str(path)):
+                raise OSError(f"cannot write {path}")
+            shots_taken.append(path)
+        window.tabs.setCurrentIndex(1)
+        QtWidgets.QApplication.processEvents()
+        QtCore.QThread.msleep(100)
+        QtWidgets.QApplication.processEvents()
+        for name, widget in (("scores", window.scores_panel), ("window-scores", window)):
+            path = folder / f"{name}.png"
+            if not widget.grab().save(str(path)):
+                raise OSError(f"cannot write {path}")
+            shots_taken.append(path)
+        del shots
+        print("\n".join(str(p) for p in shots_taken))
+    except OSError as exc:
+        print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
+        status["code"] = 1
+    window.close()
+    app.exit(status["code"])

@@ -1,0 +1,206 @@
+"""One long-lived worker thread that owns the model; the UI talks to it with requests and
+hears back through past-tense Qt signals (``model_loaded``, ``analysis_ready``, ``failed`` …).
+
+- The thread is a plain Python daemon thread reading a request queue; signals emitted from
+  it are queued to the receivers in the GUI thread.
+- A newer request of the same kind supersedes older ones still waiting (typing fast sends
+  many analyse requests: only the latest runs). Results carry their request id, so the window
+  can also drop a late answer to an old request.
+- Every request is wrapped: an exception becomes a ``failed`` signal with a message, and the
+  worker keeps serving (a failed load leaves the previous model in place).
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6 import QtCore
+
+from analysis.errors import AttnScopeError
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    request_id: int
+    source: str
+    device: str = "auto"
+    dtype: str = "float32"
+    allow_pickle: bool = False
+
+
+@dataclass(frozen=True)
+class AnalyseRequest:
+    request_id: int
+    text: str
+    bos: bool | None
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """Any other work that needs the model (parity, exports): ``task(loaded) -> value``."""
+
+    request_id: int
+    name: str
+    task: Any
+
+
+@dataclass(frozen=True)
+class AnalysisBundle:
+    """What an analyse request produced: the frozen result and every head score."""
+
+    request_id: int
+    result: Any  # AttentionResult
+    scores: Any  # HeadScores
+    seconds: float
+
+
+_STOP = object()
+
+
+class Worker(QtCore.QObject):
+    devices_found = QtCore.Signal(list)
+    load_started = QtCore.Signal(int, str)
+    load_progress = QtCore.Signal(str, object, object)  # message, done bytes, total bytes (ints may exceed 2^31)
+    model_loaded = QtCore.Signal(int, object)  # request id, ModelInfo
+    analysis_started = QtCore.Signal(int)
+    analysis_ready = QtCore.Signal(object)  # AnalysisBundle
+    task_done = QtCore.Signal(int, str, object)  # request id, name, value
+    failed = QtCore.Signal(int, str, str)  # request id, kind ("load", "analyse", task name), message
+
+    def __init__(self):
+        super().__init__()
+        self._ids = itertools.count(1)
+        self._queue: queue.Queue = queue.Queue()
+        self._cancel_load = threading.Event()
+        self._loaded = None
+        self._busy = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="attnscope-worker", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- requests (GUI thread)
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def load(self, source: str, device: str = "auto", dtype: str = "float32", allow_pickle: bool = False) -> int:
+        request = LoadRequest(self.next_id(), source, device, dtype, allow_pickle)
+        self._cancel_load.clear()
+        self._queue.put(request)
+        return request.request_id
+
+    def cancel_load(self) -> None:
+        self._cancel_load.set()
+
+    def analyse(self, text: str, bos: bool | None = None) -> int:
+        request = AnalyseRequest(self.next_id(), text, bos)
+        self._queue.put(request)
+        return request.request_id
+
+    def submit(self, name: str, task) -> int:
+        request = TaskRequest(self.next_id(), name, task)
+        self._queue.put(request)
+        return request.request_id
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Ask the thread to finish (cancelling a download) and wait up to ``timeout`` seconds."""
+        self._cancel_load.set()
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set()
+
+    # ----------------------------------------------------------------- the thread
+    def _serve(self) -> None:
+        try:
+            from analysis.devices import available_devices
+
+            self.devices_found.emit(available_devices())
+        except Exception:  # torch missing or broken: loading will say why
+            self.devices_found.emit(["auto", "cpu"])
+        while True:
+            batch = [self._queue.get()]
+            while True:  # take everything waiting, so stale requests can be skipped
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if any(r is _STOP for r in batch):
+                return
+            for request in self._without_superseded(batch):
+                self._busy.set()
+                try:
+                    self._handle(request)
+                finally:
+                    self._busy.clear()
+
+    @staticmethod
+    def _without_superseded(batch: list) -> list:
+        last_of_kind = {}
+        for index, request in enumerate(batch):
+            if isinstance(request, (LoadRequest, AnalyseRequest)):
+                last_of_kind[type(request)] = index
+        kept = []
+        for index, request in enumerate(batch):
+            if isinstance(request, (LoadRequest, AnalyseRequest)) and last_of_kind[type(request)] != index:
+                continue
+            if isinstance(request, AnalyseRequest) and any(isinstance(r, LoadRequest) for r in batch[index + 1:]):
+                continue  # the model will change: analyse again after the load instead
+            kept.append(request)
+        return kept
+
+    def _handle(self, request) -> None:
+        kind = ("load" if isinstance(request, LoadRequest) else
+                "analyse" if isinstance(request, AnalyseRequest) else request.name)
+        try:
+            if isinstance(request, LoadRequest):
+                self._do_load(request)
+            elif isinstance(request, AnalyseRequest):
+                self._do_analyse(request)
+            else:
+                if self._loaded is None:
+                    raise AttnScopeError("No model is loaded yet.")
+                self.task_done.emit(request.request_id, request.name, request.task(self._loaded))
+        except AttnScopeError as exc:
+            self.failed.emit(request.request_id, kind, str(exc))
+        except MemoryError:
+            self.failed.emit(request.request_id, kind, "Out of memory: try a shorter text or a smaller model.")
+        except Exception as exc:  # a bug: report it, keep serving
+            traceback.print_exc()
+            self.failed.emit(request.request_id, kind, f"Unexpected {type(exc).__name__}: {exc}")
+
+    def _do_load(self, request: LoadRequest) -> None:
+        from analysis.loading import load_model
+
+        self.load_started.emit(request.request_id, request.source)
+        last = [0.0]
+
+        def progress(message: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] > 0.1 or (total and done >= total):
+                last[0] = now
+                self.load_progress.emit(message, int(done), int(total))
+
+        loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,
+                            progress=progress, cancel=self._cancel_load)
+        previous, self._loaded = self._loaded, loaded
+        del previous
+        self.model_loaded.emit(request.request_id, loaded.info)
+
+    def _do_analyse(self, request: AnalyseRequest) -> None:
+        from analysis.head_scores import all_scores
+        from analysis.inference import run_text
+
+        if self._loaded is None:
+            raise AttnScopeError("No model is loaded yet.")
+        self.analysis_started.emit(request.request_id)
+        started = time.perf_counter()
+        result = run_text(self._loaded, request.text, bos=request.bos, request_id=request.request_id)
+        scores = all_scores(result)
+        self.analysis_ready.emit(AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))
