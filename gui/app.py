@@ -84,32 +84,48 @@ def run_app(args) -> int:
     return status["code"] or code
 
 
+def grab(widget, path: Path) -> Path:
+    QtWidgets.QApplication.processEvents()
+    if not widget.grab().save(str(path)):
+        raise OSError(f"cannot write {path}")
+    return path
+
+
 def take_screenshots(window, folder: Path, app, status) -> None:
+    """Main views now; then the from-scratch tabs once the worker has computed them; then exit."""
+    taken = []
+
+    def finish(code: int = 0) -> None:
+        print("\n".join(str(p) for p in taken))
+        status["code"] = status["code"] or code
+        window.close()
+        app.exit(status["code"])
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        QtWidgets.QApplication.processEvents()
-        shots = {"window": window}
         window.tabs.setCurrentIndex(0)
-        QtWidgets.QApplication.processEvents()
-        shots_taken = []
-        for name, widget in (("window", window), ("grid", window.grid), ("detail", window.detail)):
-            path = folder / f"{name}.png"
-            if not widget.grab().save(str(path)):
-                raise OSError(f"cannot write {path}")
-            shots_taken.append(path)
+        taken += [grab(window, folder / "window.png"), grab(window.grid, folder / "grid.png"),
+                  grab(window.detail, folder / "detail.png")]
         window.tabs.setCurrentIndex(1)
-        QtWidgets.QApplication.processEvents()
-        QtCore.QThread.msleep(100)
-        QtWidgets.QApplication.processEvents()
-        for name, widget in (("scores", window.scores_panel), ("window-scores", window)):
-            path = folder / f"{name}.png"
-            if not widget.grab().save(str(path)):
-                raise OSError(f"cannot write {path}")
-            shots_taken.append(path)
-        del shots
-        print("\n".join(str(p) for p in shots_taken))
+        taken += [grab(window.scores_panel, folder / "scores.png")]
     except OSError as exc:
         print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
-        status["code"] = 1
-    window.close()
-    app.exit(status["code"])
+        finish(1)
+        return
+
+    def scratch_ready(_request_id) -> None:
+        window.scratch_shown.disconnect(scratch_ready)
+        try:
+            names = ("scratch-steps", "scratch-parity", "scratch-calculator", "scratch-sqrt-dk", "scratch-cost")
+            for index, name in enumerate(names):
+                window.scratch.setCurrentIndex(index)
+                taken.append(grab(window, folder / f"{name}.png"))
+            window.scratch.setCurrentIndex(0)
+        except OSError as exc:
+            print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
+            finish(1)
+            return
+        finish(0)
+
+    window.scratch_shown.connect(scratch_ready)
+    window.tabs.setCurrentWidget(window.scratch)

@@ -117,6 +117,7 @@ class MainWindow(QtWidgets.QMainWindow):
     result_shown = QtCore.Signal(int)  # request id of the result now on screen
     model_ready = QtCore.Signal(object)  # ModelInfo
     error_shown = QtCore.Signal(str)
+    scratch_shown = QtCore.Signal(int)
 
     def __init__(self, settings: QtCore.QSettings | None = None, worker: Worker | None = None):
         super().__init__()
@@ -250,14 +251,23 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.scores_panel = ScoresPanel()
         self.scores_panel.head_selected.connect(self.select_head)
-        scratch = QtWidgets.QLabel("The from-scratch panel (every step of attention beside the model's numbers) "
-                                   "comes here.")
-        scratch.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-        scratch.setWordWrap(True)
+        from .scratch import ScratchPanel
+
+        self.scratch = ScratchPanel()
+        self.scratch.head_clicked.connect(self.select_head)
+        self.scratch.dtype_choice.currentTextChanged.connect(lambda _: self._request_scratch())
+        self.scratch_timer = QtCore.QTimer(self)
+        self.scratch_timer.setSingleShot(True)
+        self.scratch_timer.setInterval(150)
+        self.scratch_timer.timeout.connect(self._request_scratch_now)
+        self.latest_scratch_id = 0
+        self.scratch_key = None
+        self.parity_cache = None  # (result request id, dtype, ParityReport)
         self.tabs = QtWidgets.QTabWidget()
         self.tabs.addTab(detail_panel, "Head")
         self.tabs.addTab(self.scores_panel, "Head scores")
-        self.tabs.addTab(scratch, "From scratch")
+        self.tabs.addTab(self.scratch, "From scratch")
+        self.tabs.currentChanged.connect(lambda _: self._request_scratch())
 
         self.splitter = QtWidgets.QSplitter()
         self.splitter.addWidget(grid_panel)
@@ -583,6 +593,7 @@ class MainWindow(QtWidgets.QMainWindow):
         preds = " ".join(f"<code>{html.escape(p.token)}</code>&nbsp;{p.probability:.1%}" for p in result.predictions)
         self.predictions_label.setText(f"Next token: {preds}")
         self.scores_panel.set_scores(bundle.scores, self.colormap_choice.currentText())
+        self.scratch_key = None
         self.layer = min(self.layer, result.n_layer - 1)
         self.head = min(self.head, result.n_head - 1)
         self._redraw()
@@ -618,6 +629,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.error_shown.emit(message)
 
     def _task_done(self, request_id: int, name: str, value) -> None:
+        if name == "scratch":
+            if request_id != self.latest_scratch_id:
+                return  # a newer selection was asked for
+            self.parity_cache = (value.result.request_id, value.report.manual_dtype, value.report)
+            self.scratch.show_data(value)
+            self.scratch_shown.emit(request_id)
+            return
         if name == "export-data":
             self.statusBar().showMessage(f"Exported {', '.join(Path(p).name for p in value)}", 8000)
 
@@ -631,6 +649,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.grid.select(self.layer, self.head)
         self.scores_panel.select(self.layer, self.head)
         self._show_detail()
+        self._request_scratch()
 
     def move_selection(self, d_layer: int, d_head: int) -> None:
         self.select_head(self.layer + d_layer, self.head + d_head)
@@ -640,6 +659,29 @@ class MainWindow(QtWidgets.QMainWindow):
         self.detail.highlight_row(self.query_row)
         if self.query_row is not None:
             self.token_strip.setCurrentRow(self.query_row)
+            self.scratch.steps.focus_query(self.query_row)
+
+    # ================================================================= from scratch (computed on the worker)
+    def _request_scratch(self) -> None:
+        if self.bundle is not None and self.tabs.currentWidget() is self.scratch:
+            self.scratch_timer.start()
+
+    def _request_scratch_now(self) -> None:
+        if self.bundle is None:
+            return
+        from analysis.parity import scratch_data
+
+        result, layer, head = self.bundle.result, self.layer, self.head
+        dtype = self.scratch.dtype_choice.currentText()
+        key = (self.bundle.request_id, layer, head, dtype)
+        if key == self.scratch_key:
+            return
+        self.scratch_key = key
+        cached = (self.parity_cache[2] if self.parity_cache and self.parity_cache[:2] == (self.bundle.request_id, dtype)
+                  else None)
+        self.scratch.status.setText("computing…")
+        self.latest_scratch_id = self.worker.submit(
+            "scratch", lambda loaded: scratch_data(loaded, result, layer, head, dtype, cached))
 
     def _redraw(self) -> None:
         if self.bundle is None:

@@ -162,7 +162,7 @@ class Batches:
         return ids, labels
 
 
-SYNTHETIC_MIX = (0.2, 0.2, 0.6)
+SYNTHETIC_MIX = (0.15, 0.15, 0.7)
 
 
 def curriculum(progress: float, induction_formed_at: float | None) -> tuple[float, float, float]:
@@ -187,6 +187,7 @@ def evaluate(model, val_stream, eot: int, seq_len: int, vocab_size: int, n_windo
     import torch
 
     model.eval()
+    model.set_attn_implementation("eager")  # evaluation reads attention weights; training uses sdpa
     losses = []
     with torch.no_grad():
         starts = np.linspace(0, len(val_stream) - seq_len, n_windows).astype(int)
@@ -199,11 +200,22 @@ def evaluate(model, val_stream, eot: int, seq_len: int, vocab_size: int, n_windo
         r = rng.choice(vocab_size - 1, size=span, replace=False)
         r = r + (r >= eot)
         ids = torch.tensor(np.concatenate([[eot], r, r]))[None]
-        logits = model(ids).logits[0, :-1]
+        out = model(ids, output_attentions=True)
+        logits = out.logits[0, :-1]
+        heads = {}
+        if out.attentions:
+            a = torch.stack(out.attentions)[:, 0]  # (layer, head, n, n)
+            n = a.shape[-1]
+            i = torch.arange(1, n)
+            heads["best_previous_token"] = a[:, :, i, i - 1].mean(-1).max().item()
+            j = torch.arange(span + 1, n)  # second copy: the token after the earlier occurrence is j - span + 1
+            heads["best_induction"] = a[:, :, j, j - span + 1].mean(-1).max().item()
+            heads["best_sink"] = a[:, :, 1:, 0].mean(-1).max().item()
         nll = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="none")
         first, second = nll[1:span].mean().item(), nll[span + 1 :].mean().item()
+    model.set_attn_implementation("sdpa")
     model.train()
-    return {"val_loss": float(np.mean(losses)), "probe_loss_copy1": first, "probe_loss_copy2": second}
+    return {"val_loss": float(np.mean(losses)), "probe_loss_copy1": first, "probe_loss_copy2": second, **heads}
 
 
 # ----------------------------------------------------------------------------- main
@@ -220,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", type=int, default=256)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args(argv)
 
@@ -305,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         if step % 250 == 0 or step == 1:
             record = {"event": "step", "step": step, "minutes": round(elapsed / 60, 2), "lr": round(lr, 6),
                       "train_loss": round(loss.item(), 4), "mix": list(mix)}
+            if step % 1000 == 0:
+                model.save_pretrained(args.out / "checkpoint", safe_serialization=True)
+                tok.save_pretrained(args.out / "checkpoint")
             if step % 500 == 0 or step == 1:
                 scores = evaluate(model, val_stream, eot, args.seq_len, len(tok))
                 record.update({k: round(v, 4) for k, v in scores.items()})
