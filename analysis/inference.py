@@ -17,6 +17,7 @@ from .loading import LoadedModel
 from .tokens import display_token
 
 TOP_K = 5
+THUMBNAIL_PX = 96  # the grid shows each head at most this many pixels a side
 PROBE_SPAN = 50  # random tokens in each copy of the induction probe
 PROBE_SEED = 0
 
@@ -66,6 +67,7 @@ class AttentionResult:
     warnings: tuple[str, ...] = ()
     probe: ProbeResult | None = None
     request_id: int = 0
+    thumbnails: np.ndarray | None = None  # (layer, head, c, c) max-pooled to c = min(n, THUMBNAIL_PX) for the grid
 
     @property
     def n_layer(self) -> int:
@@ -87,10 +89,15 @@ class _Capture:
     keeps only one layer's attention tensor alive at a time.
     """
 
-    def __init__(self, model, n_tokens: int):
+    def __init__(self, model, n_tokens: int, thumbnail_px: int | None = None):
+        thumbnail_px = THUMBNAIL_PX if thumbnail_px is None else thumbnail_px
         cfg = model.config
         L, H, d = cfg.n_layer, cfg.n_head, cfg.n_embd
         self.attentions = np.empty((L, H, n_tokens, n_tokens), dtype=np.float32)
+        # thumbnails are pooled from the torch tensor in the hook: one fast pass while it is hot
+        self.thumbnail_px = thumbnail_px if n_tokens > thumbnail_px else 0
+        self.thumbnails = (np.empty((L, H, thumbnail_px, thumbnail_px), dtype=np.float32) if self.thumbnail_px
+                           else self.attentions)
         self.layer_inputs = np.empty((L, n_tokens, d), dtype=np.float32)
         self.attention_outputs = np.empty((L, n_tokens, d), dtype=np.float32)
         self.seen = np.zeros(L, dtype=bool)
@@ -112,6 +119,11 @@ class _Capture:
             if weights is None:
                 raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
             self.attentions[layer] = weights[0].detach().float().cpu().numpy()
+            if self.thumbnail_px:
+                import torch.nn.functional as F
+
+                pooled = F.adaptive_max_pool2d(weights[0].detach().float(), self.thumbnail_px)  # (h, c, c)
+                self.thumbnails[layer] = pooled.cpu().numpy()
             self.attention_outputs[layer] = attn_output[0].detach().float().cpu().numpy()
             self.seen[layer] = True
 
@@ -123,7 +135,8 @@ class _Capture:
 
 
 def forward_with_capture(loaded: LoadedModel, token_ids: list[int], want_logits: bool = True):
-    """Run the model on one sequence; return (attentions, layer_inputs, attention_outputs, last_logits)."""
+    """Run the model on one sequence; return the capture (attentions, thumbnails, layer_inputs,
+    attention_outputs as numpy) and the logits after the last position."""
     import torch
 
     ids = torch.tensor([token_ids], dtype=torch.long, device=loaded.device)
@@ -140,7 +153,7 @@ def forward_with_capture(loaded: LoadedModel, token_ids: list[int], want_logits:
         capture.close()
     if not capture.seen.all():
         raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of {len(capture.seen)} layers")
-    return capture.attentions, capture.layer_inputs, capture.attention_outputs, last_logits
+    return capture, last_logits
 
 
 def _top_predictions(logits: np.ndarray, loaded: LoadedModel, specials: frozenset[str]) -> tuple[Prediction, ...]:
@@ -168,8 +181,8 @@ def run_probe(loaded: LoadedModel) -> ProbeResult:
     """Attention on the seeded induction probe (computed once per loaded model, then cached)."""
     if loaded._probe is None:
         ids = probe_token_ids(loaded)
-        attentions, _, _, _ = forward_with_capture(loaded, ids, want_logits=False)
-        loaded._probe = ProbeResult(_frozen(np.array(ids, dtype=np.int64)), _frozen(attentions),
+        capture, _ = forward_with_capture(loaded, ids, want_logits=False)
+        loaded._probe = ProbeResult(_frozen(np.array(ids, dtype=np.int64)), _frozen(capture.attentions),
                                     span=(len(ids) - 1) // 2, seed=PROBE_SEED)
     return loaded._probe
 
@@ -199,7 +212,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
     ids, n_text, truncated = tokenize(loaded, text, use_bos)
     tokenized = time.perf_counter()
-    attentions, layer_inputs, attention_outputs, last_logits = forward_with_capture(loaded, ids)
+    capture, last_logits = forward_with_capture(loaded, ids)
     forwarded = time.perf_counter()
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
@@ -212,12 +225,12 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     probe = run_probe(loaded) if with_probe else None
     return AttentionResult(
         text=text, tokens=tuple(display_token(r, specials) for r in raw), raw_tokens=raw,
-        token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=_frozen(attentions),
-        layer_inputs=_frozen(layer_inputs), attention_outputs=_frozen(attention_outputs),
+        token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=_frozen(capture.attentions),
+        layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
         predictions=_top_predictions(last_logits, loaded, specials), bos=use_bos, truncated=truncated,
         n_tokens_text=n_text, context_length=loaded.context_length, model_label=loaded.source.label,
         device=loaded.device, dtype=loaded.dtype,
         timings={"tokenize_s": tokenized - started, "forward_s": forwarded - tokenized,
                  "total_s": time.perf_counter() - started},
-        warnings=tuple(warnings), probe=probe, request_id=request_id,
+        warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),
     )

@@ -19,9 +19,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale, grid_mosaic, without_first_key
 from analysis.errors import ExportError
+from analysis.inference import THUMBNAIL_PX as GRID_CELL_PX  # the run pools thumbnails to this size
 
 COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L4")
-GRID_CELL_PX = 96  # thumbnails are pooled to at most this many pixels a side
 MIN_LABEL_PX = 11  # token labels closer than this are thinned out
 
 
@@ -231,7 +231,9 @@ class GridPlot(pg.GraphicsLayoutWidget):
 
     def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear",
                        title: str = "", key=None) -> None:
-        """Draw all heads. ``key`` identifies the data: the mosaic is rebuilt only when it changes."""
+        """Draw all heads (``attentions`` or, faster, ``result.thumbnails``: (layer, head, q, k)).
+
+        ``key`` identifies the data: the mosaic is rebuilt only when it changes."""
         L, H = attentions.shape[:2]
         if key is None or key != self._mosaic_key:
             self._mosaic, self.cell = grid_mosaic(attentions, self.cell_px)
@@ -354,6 +356,11 @@ def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | Non
     return path
 
 
+def grid_source(result) -> np.ndarray:
+    """What the grid draws: the thumbnails pooled during the run, or the attentions themselves."""
+    return result.thumbnails if result.thumbnails is not None else result.attentions
+
+
 def _lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:
     """Give a figure that is never shown on screen real geometry, so its layout is computed."""
     fig.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
@@ -380,7 +387,7 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None) -
     fig = GridPlot()
     L, H = result.attentions.shape[:2]
     _lay_out_offscreen(fig, int(min(3000, 160 + 70 * H)), int(min(4000, 110 + 70 * L)))
-    fig.set_attentions(result.attentions, cmap=cmap, scale=scale,
+    fig.set_attentions(grid_source(result), cmap=cmap, scale=scale,
                        title=f"{result.model_label} — all heads, {result.n_tokens} tokens")
     if badges is not None:
         fig.set_badges(badges)

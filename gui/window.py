@@ -19,7 +19,7 @@ from analysis.errors import AttnScopeError
 from analysis.head_scores import SCORE_NAMES
 from analysis.loading import BUNDLED, HUB_MODELS
 
-from .figures import COLORMAPS, GridPlot, HeadPlot
+from .figures import COLORMAPS, GridPlot, HeadPlot, grid_source
 from .scores_view import ScoresPanel
 from .worker import Worker
 
@@ -687,7 +687,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.bundle is None:
             return
         r = self.bundle.result
-        self.grid.set_attentions(r.attentions, self.colormap_choice.currentText(), self.scale_choice.currentText(),
+        self.grid.set_attentions(grid_source(r), self.colormap_choice.currentText(), self.scale_choice.currentText(),
                                  key=self.bundle.request_id)
         self._update_badges()
         self.scores_panel.cmap = self.colormap_choice.currentText()

@@ -77,3 +77,22 @@ def test_long_text_is_truncated_with_a_warning(tiny_model):
     assert "only the first 64 tokens" in r.warnings[0]
     short = run_text(tiny_model, "one two")
     assert not short.truncated and short.warnings == ()
+
+
+def test_thumbnails_are_max_pooled_heads(tiny_model):
+    import torch
+
+    from analysis import inference
+
+    short = run_text(tiny_model, "a b c")
+    assert short.thumbnails is short.attentions or np.shares_memory(short.thumbnails, short.attentions)
+    old = inference.THUMBNAIL_PX
+    try:
+        inference.THUMBNAIL_PX = 8
+        r = run_text(tiny_model, "one two three four five six seven eight nine ten eleven twelve", bos=True)
+    finally:
+        inference.THUMBNAIL_PX = old
+    assert r.thumbnails.shape == (3, 4, 8, 8)
+    expected = torch.nn.functional.adaptive_max_pool2d(torch.tensor(np.array(r.attentions[1])), 8).numpy()
+    np.testing.assert_array_equal(r.thumbnails[1], expected)
+    assert r.thumbnails.max() == r.attentions.max()  # max-pooling keeps the strongest weight visible
