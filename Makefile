@@ -49,6 +49,7 @@ system-deps:
 	  else echo "attnscope: Qt may need these system packages: sudo apt-get install$$missing" >&2; fi; fi
 
 bench: $(STAMP)
+	$(PIP) install --quiet -e ".[dev,bench]"
 	$(PY) main.py bench $(ARGS)
 
 clean-venv:

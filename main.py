@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     calc.add_argument("--k", required=True, help="JSON: key rows")
     calc.add_argument("--v", required=True, help="JSON: value rows")
     calc.add_argument("--causal", action="store_true")
+    bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
+    bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
+    bench.add_argument("--xl", action="store_true", help="also a GPT-2-xl-shaped model (48×25×1600; slow, ~20 GB)")
+    bench.add_argument("--peers", action="store_true", help="also bertviz and CircuitsVis (pip install '.[bench]')")
+    bench.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    bench.add_argument("--no-stall", action="store_true", help="skip the GUI stall measurement")
     return parser
 
 
@@ -140,6 +147,12 @@ def _terminal_progress():
     return report
 
 
+def cmd_bench(args) -> int:
+    from gui.bench import bench_main
+
+    return bench_main(args)
+
+
 def cmd_gui(args) -> int:
     from gui.app import run_app
 
@@ -150,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     args = build_parser().parse_args(argv)
-    command = {"calc": cmd_calc, "export": cmd_export}.get(args.command, cmd_gui)
+    command = {"calc": cmd_calc, "export": cmd_export, "bench": cmd_bench}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

@@ -122,17 +122,20 @@ def _progress_tqdm(callback: ProgressCallback | None, cancel: threading.Event | 
     from tqdm.auto import tqdm as base_tqdm
 
     class ProgressTqdm(base_tqdm):
+        # huggingface_hub names its bars; the one named BYTES_BAR counts the bytes written to disk
+        BYTES_BAR = "huggingface_hub.snapshot_download"
+
         def __init__(self, *args, **kwargs):
-            kwargs["disable"] = False
-            kwargs.pop("name", None)
+            self.bar_name = kwargs.pop("name", None)
+            kwargs["disable"] = callback is None  # nothing printed when nobody listens
             super().__init__(*args, **kwargs)
 
         def update(self, n=1):
             if cancel is not None and cancel.is_set():
                 raise DownloadCancelled("Download cancelled.")
             result = super().update(n)
-            if callback is not None and self.unit == "B":
-                callback(str(self.desc or "downloading"), int(self.n), int(self.total or 0))
+            if callback is not None and self.unit == "B" and self.bar_name in (None, self.BYTES_BAR):
+                callback("downloading", int(self.n), int(self.total or 0))
             return result
 
     return ProgressTqdm
@@ -157,6 +160,8 @@ def download_hub_model(
     except DownloadCancelled:
         raise
     except Exception as exc:  # network errors come in many classes; all mean the same to the user
+        if cancel is not None and cancel.is_set():
+            raise DownloadCancelled("Download cancelled.") from None
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         if "ConnectError" in reason or "connect" in reason.lower() or "resolve" in reason.lower() or "internet" in str(exc):
             raise ModelLoadError(

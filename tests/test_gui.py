@@ -281,3 +281,24 @@ def test_screenshot_launch_option(tiny_model_dir, tmp_path):
 def test_screenshot_fails_loudly_on_a_bad_model(tmp_path):
     out = screenshot_run("--model", tmp_path / "nope", "--screenshot", tmp_path / "shots")
     assert out.returncode != 0 and "not found" in out.stderr
+
+
+def test_gpt2_download_offline_fails_fast_and_keeps_the_model(qtbot, window):
+    """HF_HUB_OFFLINE is set for the tests: the offered download says what to do, the model stays."""
+    from gui.downloads import offer_gpt2_download
+
+    info = window.model_info
+    offer_gpt2_download(window)
+    assert window.note.isVisible() and "not downloaded yet" in window.note.label.text()
+    button = [b for b in window.note.findChildren(QtWidgets.QPushButton) if b.text() == "Download GPT-2"][0]
+    with qtbot.waitSignal(window.error_shown, timeout=30_000) as blocker:
+        button.click()
+    assert "go online once" in blocker.args[0].lower() and window.model_info is info
+    assert window.model_choice.currentData() == str(info.folder)
+
+
+def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
+    out = subprocess.run([sys.executable, "-c", "from gui.app import default_model_choice as d; print(d())"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**__import__("os").environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    assert out.stdout.strip() == "('bundled', True)", out.stderr

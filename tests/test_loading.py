@@ -148,9 +148,32 @@ def test_cached_hub_model_loads_offline_from_hf_home(tiny_model_dir, tmp_path):
     script = """
         from analysis.loading import load_model, is_cached
         assert is_cached('gpt2') and not is_cached('gpt2-xl')
+        from gui.app import default_model_choice
+        assert default_model_choice() == ('gpt2', False)
         m = load_model('gpt2', device='cpu')
         print(m.source.kind, m.n_layer, m.folder.name)
     """
     out = run_isolated(script, {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["hub", "3", "a" * 40]
+
+
+def test_download_progress_reports_bytes_and_cancels():
+    import threading
+
+    from analysis.loading import DownloadCancelled, _progress_tqdm
+
+    seen = []
+    cancel = threading.Event()
+    bar_class = _progress_tqdm(lambda message, done, total: seen.append((message, done, total)), cancel)
+    bar = bar_class(total=1000, unit="B", name="huggingface_hub.snapshot_download", disable=True)
+    bar.update(400)
+    bar.update(100)
+    other = bar_class(total=1000, unit="B", name="huggingface_hub.snapshot_download.transfer")
+    other.update(999)  # the transfer bar is not the one reported
+    assert seen == [("downloading", 400, 1000), ("downloading", 500, 1000)]
+    cancel.set()
+    with pytest.raises(DownloadCancelled):
+        bar.update(100)
+    bar.close()
+    other.close()
