@@ -372,10 +372,7 @@ def load_model(
             local_files_only=True, trust_remote_code=False,
         )
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError, EnvironmentError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelLoadError(f"{folder} could not be loaded (corrupt or incomplete?): {first}") from None
-    except Exception as exc:  # safetensors raises its own SafetensorError
+    except Exception as exc:  # OSError, ValueError, safetensors' own SafetensorError, …: all mean "cannot read it"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise ModelLoadError(f"{folder} could not be loaded (corrupt or incomplete?): {first}") from None
     finally:

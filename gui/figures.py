@@ -146,8 +146,9 @@ class HeadPlot(pg.GraphicsLayoutWidget):
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
                  hide_first: bool = False, vmax: float | None = None) -> None:
         """Show ``weights`` (n, n) with token labels; ``vmax`` fixes the top of the colour scale."""
-        matrix = without_first_key(weights) if hide_first else np.array(weights, dtype=np.float32)
-        matrix[np.triu_indices(matrix.shape[0], k=1)] = np.nan  # future keys: masked, drawn as background
+        matrix = without_first_key(weights) if hide_first else np.asarray(weights, dtype=np.float32)
+        n = matrix.shape[0]
+        matrix = np.where(np.tri(n, dtype=bool), matrix, np.float32(np.nan))  # future keys: drawn as background
         self.matrix, self.tokens = matrix, tuple(tokens)
         top = vmax if vmax is not None else float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
         drawn, levels = apply_scale(matrix, scale, top)

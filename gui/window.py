@@ -578,28 +578,38 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status_run.setText("running…")
 
     def _analysis_ready(self, bundle) -> None:
+        """Show a result in a few short steps, each its own turn of the event loop, so that typing and
+        painting go on in between (no step holds the GUI thread for long, even at 1024 tokens)."""
         if bundle.request_id != self.latest_analyse_id:
             return  # stale: a newer request was made since
         self.bundle = bundle
         result = bundle.result
-        if result.warnings:
-            self.text_warning.setText(" ".join(result.warnings))
-            self.text_warning.show()
-        else:
-            self.text_warning.hide()
-        self._remember_text(result.text)
+        self.text_warning.setText(" ".join(result.warnings))
+        self.text_warning.setVisible(bool(result.warnings))
         self.query_row = None
-        self.token_strip.set_tokens(result.tokens, result.token_ids)
+        self.scratch_key = None
         preds = " ".join(f"<code>{html.escape(p.token)}</code>&nbsp;{p.probability:.1%}" for p in result.predictions)
         self.predictions_label.setText(f"Next token: {preds}")
-        self.scores_panel.set_scores(bundle.scores, self.colormap_choice.currentText())
-        self.scratch_key = None
         self.layer = min(self.layer, result.n_layer - 1)
         self.head = min(self.head, result.n_head - 1)
-        self._redraw()
         self.status_tokens.setText(f"{result.n_tokens} tokens" + (" (truncated)" if result.truncated else ""))
         self.status_run.setText(f"last run {time.strftime('%H:%M:%S')} in {bundle.seconds * 1000:.0f} ms")
-        self.result_shown.emit(bundle.request_id)
+        self.grid.set_attentions(grid_source(result), self.colormap_choice.currentText(),
+                                 self.scale_choice.currentText(), key=bundle.request_id)
+        self.grid.select(self.layer, self.head)
+        steps = [self._show_detail,
+                 lambda: self.token_strip.set_tokens(result.tokens, result.token_ids),
+                 lambda: self.scores_panel.set_scores(bundle.scores, self.colormap_choice.currentText()),
+                 lambda: (self.scores_panel.select(self.layer, self.head), self._update_badges()),
+                 lambda: (self._remember_text(result.text), self._request_scratch()),
+                 lambda: self.result_shown.emit(bundle.request_id)]
+        self._run_steps(bundle.request_id, steps)
+
+    def _run_steps(self, request_id: int, steps: list) -> None:
+        if not steps or self.bundle is None or self.bundle.request_id != request_id:
+            return  # done, or a newer result took over
+        steps[0]()
+        QtCore.QTimer.singleShot(0, lambda: self._run_steps(request_id, steps[1:]))
 
     def _failed(self, request_id: int, kind: str, message: str) -> None:
         if kind == "load":
