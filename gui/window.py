@@ -130,6 +130,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.query_row: int | None = None
         self.latest_analyse_id = 0
         self.latest_load_id = 0
+        self.closed = False
         self.loading_source: str | None = None
         self.previous_model_choice = BUNDLED
         self._load_started_at = 0.0
@@ -530,7 +531,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress_label.setText("")
 
     def _model_loaded(self, request_id: int, info) -> None:
-        if request_id != self.latest_load_id:
+        if self.closed or request_id != self.latest_load_id:
             return
         self._load_finished_ui()
         self.model_info = info
@@ -580,8 +581,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def _analysis_ready(self, bundle) -> None:
         """Show a result in a few short steps, each its own turn of the event loop, so that typing and
         painting go on in between (no step holds the GUI thread for long, even at 1024 tokens)."""
-        if bundle.request_id != self.latest_analyse_id:
-            return  # stale: a newer request was made since
+        if self.closed or bundle.request_id != self.latest_analyse_id:
+            return  # closed, or stale: a newer request was made since
         self.bundle = bundle
         result = bundle.result
         self.text_warning.setText(" ".join(result.warnings))
@@ -606,10 +607,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self._run_steps(bundle.request_id, steps)
 
     def _run_steps(self, request_id: int, steps: list) -> None:
-        if not steps or self.bundle is None or self.bundle.request_id != request_id:
-            return  # done, or a newer result took over
+        if not steps or self.closed or self.bundle is None or self.bundle.request_id != request_id:
+            return  # done, closed, or a newer result took over
         steps[0]()
-        QtCore.QTimer.singleShot(0, lambda: self._run_steps(request_id, steps[1:]))
+        QtCore.QTimer.singleShot(0, self, lambda: self._run_steps(request_id, steps[1:]))
 
     def _failed(self, request_id: int, kind: str, message: str) -> None:
         if kind == "load":
@@ -639,6 +640,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.error_shown.emit(message)
 
     def _task_done(self, request_id: int, name: str, value) -> None:
+        if self.closed:
+            return
         if name == "scratch":
             if request_id != self.latest_scratch_id:
                 return  # a newer selection was asked for
@@ -807,6 +810,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ================================================================= closing
     def closeEvent(self, event):  # noqa: N802
+        self.closed = True
         self.save_settings()
         self.auto_timer.stop()
         self.worker.stop(timeout=3.0)
