@@ -142,6 +142,8 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         self.plot.addItem(self.row_highlight, ignoreBounds=True)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        # zooming in shows more token labels, zooming out thins them
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
                  hide_first: bool = False, vmax: float | None = None) -> None:
@@ -150,6 +152,7 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         n = matrix.shape[0]
         matrix = np.where(np.tri(n, dtype=bool), matrix, np.float32(np.nan))  # future keys: drawn as background
         self.matrix, self.tokens = matrix, tuple(tokens)
+        self._stride = None  # new tokens: relabel
         top = vmax if vmax is not None else float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
         drawn, levels = apply_scale(matrix, scale, top)
         self.image.setImage(drawn, levels=levels, autoLevels=False)
@@ -171,10 +174,15 @@ class HeadPlot(pg.GraphicsLayoutWidget):
             return
         n = self.matrix.shape[0]
         vb = self.plot.getViewBox()
-        px = max(1.0, min(vb.width(), vb.height())) if vb.width() > 10 else 400.0
-        view = vb.viewRange()
-        visible = max(1.0, view[0][1] - view[0][0])
-        stride = label_stride(int(visible), px)
+        if vb.height() > 10:
+            (x0, x1), (y0, y1) = vb.viewRange()
+            rows_per_px = min(n, y1 - y0) / vb.height()  # token rows on screen per pixel
+            stride = max(1, math.ceil(MIN_LABEL_PX * rows_per_px))
+        else:
+            stride = label_stride(n, 400.0)
+        if stride == getattr(self, "_stride", None) and n == getattr(self, "_stride_n", None):
+            return
+        self._stride, self._stride_n = stride, n
         self.left_axis.set_tokens(self.tokens, stride=stride)
         self.bottom_axis.set_tokens(self.tokens, stride=stride)
 
