@@ -47,7 +47,7 @@ class MatrixView(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground("w")
         self.setMinimumSize(170, height)
-        self.setMaximumHeight(2 * height)
+        self.setMaximumHeight(int(1.35 * height))
         self.explain = explain  # (row, col) -> str
         self.title = title
         self.plot = self.addPlot()
