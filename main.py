@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, help="write every figure to this JSON file")
     bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     bench.add_argument("--no-stall", action="store_true", help="skip the GUI stall measurement")
+    bench.add_argument("--models", help="comma-separated: small, bundled, xl (default: small and bundled)")
+    bench.add_argument("--ns", help="comma-separated token counts (default 16,128,256,512,1024)")
+    bench.add_argument("--repeats", type=int, help="runs per figure (the median is reported)")
     return parser
 
 

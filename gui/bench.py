@@ -291,8 +291,12 @@ def bench_main(args) -> int:
 
     torch.set_num_threads(os.cpu_count() or 1)
     ns = [16, 128, 256, 512] if args.quick else [16, 128, 256, 512, 1024]
-    repeats = 3 if args.quick else 5
+    if args.ns:
+        ns = [int(x) for x in args.ns.split(",")]
+    repeats = args.repeats or (3 if args.quick else 5)
     models = ["small"] + (["bundled"] if not args.quick else []) + (["xl"] if args.xl else [])
+    if args.models:
+        models = args.models.split(",")
     from .qt import ensure_qapp
 
     ensure_qapp()
@@ -305,7 +309,7 @@ def bench_main(args) -> int:
         if not (folder / "config.json").exists():
             print(f"skipping {name}: no model at {folder}", file=sys.stderr)
             continue
-        rows += bench_model(name, folder, ns if name != "xl" else [n for n in ns if n >= 128], repeats,
+        rows += bench_model(name, folder, ns, repeats if name != "xl" else min(repeats, 2),
                             peers=args.peers and name == "small", memory=not args.no_memory,
                             stall=not args.no_stall and name != "xl")
     if args.json:
