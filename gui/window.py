@@ -432,8 +432,6 @@ class MainWindow(QtWidgets.QMainWindow):
         foreground = QtGui.QColor("#dddddd") if dark else QtGui.QColor("black")
         for fig in (self.grid, self.detail, self.scores_panel.map):
             fig.setBackground(background)
-            for item in fig.ci.items if hasattr(fig.ci, "items") else []:
-                pass
             for axis_name in ("left", "bottom"):
                 axis = fig.plot.getAxis(axis_name)
                 axis.setPen(pg.mkPen(foreground))

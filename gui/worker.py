@@ -189,8 +189,7 @@ class Worker(QtCore.QObject):
 
         loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,
                             progress=progress, cancel=self._cancel_load)
-        previous, self._loaded = self._loaded, loaded
-        del previous
+        self._loaded = loaded  # the previous model is released here, after the new one loaded
         self.model_loaded.emit(request.request_id, loaded.info)
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
