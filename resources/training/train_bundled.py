@@ -42,6 +42,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import sysconfig
 import time
@@ -363,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     model.save_pretrained(args.out, safe_serialization=True)
     tok.model_max_length = args.context
     tok.save_pretrained(args.out)
+    shutil.rmtree(args.out / "checkpoint", ignore_errors=True)  # only for watching a run; not shipped
     log.close()
     return 0
 
