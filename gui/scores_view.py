@@ -131,7 +131,16 @@ class ScoresPanel(QtWidgets.QWidget):
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        # column widths from the header text and the number format, not by measuring every cell
+        # (ResizeToContents re-measures all rows on every change: tens of ms on the GUI thread)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
+        metrics = header.fontMetrics()
+        for column, name in enumerate(ScoreTableModel.COLUMNS):
+            label = name.replace("_", " ")
+            header.resizeSection(column, max(metrics.horizontalAdvance(label), metrics.horizontalAdvance("0.000")) + 28)
+        self.table.verticalHeader().setDefaultSectionSize(metrics.height() + 6)
+        self.table.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
         self.table.setAlternatingRowColors(True)
         self.table.selectionModel().currentRowChanged.connect(self._row_changed)
         self.score_choice = QtWidgets.QComboBox()

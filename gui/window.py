@@ -602,13 +602,14 @@ class MainWindow(QtWidgets.QMainWindow):
                  lambda: (self.scores_panel.select(self.layer, self.head), self._update_badges()),
                  lambda: (self._remember_text(result.text), self._request_scratch()),
                  lambda: self.result_shown.emit(bundle.request_id)]
-        self._run_steps(bundle.request_id, steps)
+        QtCore.QTimer.singleShot(5, self, lambda: self._run_steps(bundle.request_id, steps))
 
     def _run_steps(self, request_id: int, steps: list) -> None:
         if not steps or self.closed or self.bundle is None or self.bundle.request_id != request_id:
             return  # done, closed, or a newer result took over
         steps[0]()
-        QtCore.QTimer.singleShot(0, self, lambda: self._run_steps(request_id, steps[1:]))
+        # a real (5 ms) timer, not a posted event: the event loop paints and runs other timers in between
+        QtCore.QTimer.singleShot(5, self, lambda: self._run_steps(request_id, steps[1:]))
 
     def _failed(self, request_id: int, kind: str, message: str) -> None:
         if kind == "load":
