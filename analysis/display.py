@@ -33,8 +33,7 @@ def apply_scale(values: np.ndarray, scale: str, vmax: float = 1.0) -> tuple[np.n
     if scale == "linear":
         return v, (0.0, vmax)
     if scale == "power":
-        return np.sqrt(np.clip(v, 0, None)) if POWER_GAMMA == 0.5 else np.clip(v, 0, None) ** POWER_GAMMA, (
-            0.0, vmax**POWER_GAMMA)
+        return np.clip(v, 0, None) ** np.float32(POWER_GAMMA), (0.0, vmax**POWER_GAMMA)
     if scale == "log":
         with np.errstate(divide="ignore", invalid="ignore"):
             logged = np.log10(np.clip(v, LOG_FLOOR, None))

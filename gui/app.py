@@ -40,7 +40,8 @@ def run_app(args) -> int:
     window = MainWindow()
     if args.device and args.device != "auto":
         window.pending_device = args.device
-        window.device_choice.addItem(args.device) if window.device_choice.findText(args.device) < 0 else None
+        if window.device_choice.findText(args.device) < 0:
+            window.device_choice.addItem(args.device)  # not probed yet: loading will say if it is not there
         window.device_choice.setCurrentText(args.device)
     gpt2_missing = False
     source = args.model

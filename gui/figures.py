@@ -312,10 +312,6 @@ class GridPlot(pg.GraphicsLayoutWidget):
 
 
 # ----------------------------------------------------------------------------- saving
-def _render_size(widget: QtWidgets.QWidget) -> QtCore.QSize:
-    return widget.size() if widget.width() > 10 else QtCore.QSize(800, 700)
-
-
 def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
     """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension."""
     path = Path(path)
