@@ -21,6 +21,19 @@ def default_model_choice() -> tuple[str, bool]:
     return BUNDLED, True
 
 
+def still_available(source: str) -> bool:
+    """A remembered model is reopened only if it can be without the network (a folder that still exists,
+    the bundled model, or a hub model in the cache); otherwise the app starts on the default."""
+    from analysis.errors import ModelLoadError
+    from analysis.loading import is_cached, resolve_source
+
+    try:
+        src = resolve_source(source)
+    except ModelLoadError:
+        return False
+    return src.kind != "hub" or is_cached(source)
+
+
 def parse_select(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
@@ -47,7 +60,10 @@ def run_app(args) -> int:
     source = args.model
     if source is None:
         remembered = window.settings.value("model/last")
-        source, gpt2_missing = (str(remembered), False) if remembered else default_model_choice()
+        if remembered and still_available(str(remembered)):
+            source = str(remembered)
+        else:
+            source, gpt2_missing = default_model_choice()
     if gpt2_missing:
         from .downloads import offer_gpt2_download
 

@@ -264,9 +264,14 @@ def test_closing_mid_load_stops_the_worker(qtbot, settings, tiny_model_dir):
     assert not w.worker._thread.is_alive()
 
 
-def screenshot_run(*args):
+def screenshot_run(*args, config_home=None):
+    import os
+    import tempfile
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen",  # settings go to a private folder, not the user's
+           "XDG_CONFIG_HOME": str(config_home or tempfile.mkdtemp(prefix="attnscope-config-"))}
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+                          timeout=300, cwd=ROOT, env=env)
 
 
 def test_screenshot_launch_option(tiny_model_dir, tmp_path):
@@ -276,6 +281,20 @@ def test_screenshot_launch_option(tiny_model_dir, tmp_path):
     for name in ("window", "grid", "detail", "scores"):
         image = QtGui.QImage(str(tmp_path / "shots" / f"{name}.png"))
         assert not image.isNull() and image.width() > 200
+
+
+def test_a_remembered_model_that_is_gone_falls_back_to_the_default(tiny_model_dir, tmp_path):
+    import shutil as sh
+
+    folder = sh.copytree(tiny_model_dir, tmp_path / "was-here")
+    first = screenshot_run("--model", folder, "--screenshot", tmp_path / "a", config_home=tmp_path / "cfg")
+    assert first.returncode == 0, first.stderr
+    sh.rmtree(folder)
+    from gui.app import still_available
+
+    assert not still_available(str(folder)) and still_available("bundled") and not still_available("gpt2-xl")
+    second = screenshot_run("--screenshot", tmp_path / "b", config_home=tmp_path / "cfg")
+    assert second.returncode == 0, second.stderr  # opened the bundled model instead of failing
 
 
 def test_screenshot_fails_loudly_on_a_bad_model(tmp_path):
