@@ -53,7 +53,7 @@ def write_attention_npz(result: AttentionResult, path: Path, layer: int | None =
     return path
 
 
-def write_head_csv(result: AttentionResult, layer: int, head: int, path: Path) -> Path:
+def write_head_csv(result: AttentionResult, path: Path, layer: int, head: int) -> Path:
     """One head's attention as a table: a header of key tokens, one row per query token."""
     a = result.attentions[layer, head]
     with path.open("w", newline="", encoding="utf-8") as f:

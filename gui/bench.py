@@ -154,9 +154,7 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
 
 
 def paint_times(result, repeats: int) -> tuple[float, float]:
-    from PySide6 import QtWidgets
-
-    from .figures import GridPlot, HeadPlot, _lay_out_offscreen, grid_source
+    from .figures import GridPlot, HeadPlot, _lay_out_offscreen, dispose_figure, grid_source
 
     grid, detail = GridPlot(), HeadPlot()
     _lay_out_offscreen(grid, 700, 800)
@@ -173,10 +171,8 @@ def paint_times(result, repeats: int) -> tuple[float, float]:
 
     paint_grid(), paint_detail()  # warm up
     grid_s, detail_s = median_time(paint_grid, repeats), median_time(paint_detail, repeats)
-    for w in (grid, detail):
-        w.hide()
-        w.deleteLater()
-    QtWidgets.QApplication.processEvents()
+    dispose_figure(grid)
+    dispose_figure(detail)
     return grid_s, detail_s
 
 

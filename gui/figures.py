@@ -409,7 +409,7 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     written = []
     grid = offscreen_grid_figure(result, cmap, scale)
     written.append(save_figure(grid, folder / f"grid.{fmt}"))
-    _dispose(grid)
+    dispose_figure(grid)
     if heads:
         (folder / "heads").mkdir(exist_ok=True)
         fig = offscreen_head_figure(result, 0, 0, cmap, scale)
@@ -418,11 +418,11 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
                 fig.set_head(result.attentions[layer, head], result.tokens,
                              f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale)
                 written.append(save_figure(fig, folder / "heads" / f"L{layer}H{head}.{fmt}"))
-        _dispose(fig)
+        dispose_figure(fig)
     return written
 
 
-def _dispose(widget: QtWidgets.QWidget) -> None:
+def dispose_figure(widget: QtWidgets.QWidget) -> None:
     """Destroy an offscreen figure now, while the QApplication is alive (not at interpreter exit)."""
     widget.hide()  # not close(): pyqtgraph's GraphicsView.close() drops the viewport and crashes Qt 6.11
     widget.deleteLater()

@@ -172,6 +172,10 @@ class ScoresPanel(QtWidgets.QWidget):
         self.model.set_scores(scores)
         self._show_map(self.score_choice.currentText())
 
+    def set_colormap(self, cmap: str) -> None:
+        self.cmap = cmap
+        self._show_map(self.score_choice.currentText())
+
     def _show_map(self, name: str) -> None:
         if self.scores is not None and name:
             self.map.set_score(name, self.scores[name], self.cmap)

@@ -702,8 +702,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.grid.set_attentions(grid_source(r), self.colormap_choice.currentText(), self.scale_choice.currentText(),
                                  key=self.bundle.request_id)
         self._update_badges()
-        self.scores_panel.cmap = self.colormap_choice.currentText()
-        self.scores_panel._show_map(self.scores_panel.score_choice.currentText())
+        self.scores_panel.set_colormap(self.colormap_choice.currentText())
         self.select_head(self.layer, self.head)
 
     def _update_badges(self) -> None:
@@ -757,7 +756,8 @@ class MainWindow(QtWidgets.QMainWindow):
         """
         from analysis import export as writers
 
-        from .figures import offscreen_grid_figure, offscreen_head_figure, save_figure, write_result_images
+        from .figures import (dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure,
+                              write_result_images)
 
         r, path = self.bundle.result, Path(path)
         cmap, scale = self.colormap_choice.currentText(), self.scale_choice.currentText()
@@ -767,18 +767,15 @@ class MainWindow(QtWidgets.QMainWindow):
                 suffix = path.suffix.lower().lstrip(".")
                 if suffix in ("npz", "csv", "json"):
                     writers.check_writable_dir(path.parent)
-                    if what == "head":
-                        write = {"npz": writers.write_attention_npz, "csv": writers.write_head_csv,
-                                 "json": writers.write_result_json}[suffix]
-                        written = [write(r, path, self.layer, self.head) if suffix != "csv"
-                                   else write(r, self.layer, self.head, path)]
-                    else:
-                        write = {"npz": writers.write_attention_npz, "csv": None,
-                                 "json": writers.write_result_json}[suffix]
-                        if write is None:
-                            written = [writers.write_scores_csv(self.bundle.scores, path)]
-                        else:
-                            written = [write(r, path)]
+                    head_writers = {  # one head's (query, key) map
+                        "npz": lambda: writers.write_attention_npz(r, path, self.layer, self.head),
+                        "csv": lambda: writers.write_head_csv(r, path, self.layer, self.head),
+                        "json": lambda: writers.write_result_json(r, path, layer=self.layer, head=self.head)}
+                    grid_writers = {  # every head; as a table, the grid is its scores
+                        "npz": lambda: writers.write_attention_npz(r, path),
+                        "csv": lambda: writers.write_scores_csv(self.bundle.scores, path),
+                        "json": lambda: writers.write_result_json(r, path, self.bundle.scores)}
+                    written = [(head_writers if what == "head" else grid_writers)[suffix]()]
                 else:
                     writers.check_writable_dir(path.parent)
                     fig = (offscreen_head_figure(r, self.layer, self.head, cmap, scale, self.hide_first_box.isChecked())
@@ -786,8 +783,7 @@ class MainWindow(QtWidgets.QMainWindow):
                     try:
                         written = [save_figure(fig, path, png_width)]
                     finally:
-                        fig.hide()
-                        fig.deleteLater()
+                        dispose_figure(fig)
             elif what == "heads":
                 folder = writers.check_writable_dir(path)
                 written = write_result_images(r, folder, fmt, cmap, scale)

@@ -78,7 +78,6 @@ class Worker(QtCore.QObject):
         self._queue: queue.Queue = queue.Queue()
         self._cancel_load = threading.Event()
         self._loaded = None
-        self._busy = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="attnscope-worker", daemon=True)
         self._thread.start()
 
@@ -112,10 +111,6 @@ class Worker(QtCore.QObject):
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    @property
-    def busy(self) -> bool:
-        return self._busy.is_set()
-
     # ----------------------------------------------------------------- the thread
     def _serve(self) -> None:
         try:
@@ -134,11 +129,7 @@ class Worker(QtCore.QObject):
             if any(r is _STOP for r in batch):
                 return
             for request in self._without_superseded(batch):
-                self._busy.set()
-                try:
-                    self._handle(request)
-                finally:
-                    self._busy.clear()
+                self._handle(request)
 
     @staticmethod
     def _without_superseded(batch: list) -> list:
