@@ -20,3 +20,33 @@ class InputError(AttnScopeError):
 
 class ExportError(AttnScopeError):
     """Something could not be written."""
+
+
+class PickleWeightsError(ModelLoadError):
+    """The folder holds only pickle weights (``*.bin``), refused unless the user opts in.
+
+    The UI offers "Load anyway (I trust it)" on this class, never by reading the message.
+    """
+
+    def __init__(self, message: str, source: str = ""):
+        super().__init__(message)
+        self.source = source
+
+
+class HubUnreachableError(ModelLoadError):
+    """A hub model is not in the local cache and the hub cannot be reached (offline, no network).
+
+    The UI offers Retry on this class; ``source`` is the hub id.
+    """
+
+    def __init__(self, message: str, source: str = ""):
+        super().__init__(message)
+        self.source = source
+
+
+class WeightsMismatchError(ModelLoadError):
+    """The weights file does not hold the tensors the config asks for (missing or foreign keys)."""
+
+
+class ModelCheckError(ModelLoadError):
+    """The model loads but cannot run correctly (bad config, tokenizer ids past the embedding, non-finite output)."""
