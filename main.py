@@ -11,10 +11,30 @@ Heavy imports happen inside the commands, so ``--help`` answers at once.
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import re
+import signal
 import sys
 import time
 from pathlib import Path
+
+#: ``--text-file`` reads at most this much: far more than any context holds (GPT-2's 1024 tokens are
+#: a few kB of text), little enough that /dev/zero or a huge log cannot exhaust memory.
+TEXT_FILE_LIMIT = 4 * 2**20
+
+
+def select_spec(text: str) -> str:
+    """argparse type of ``--select``: ``L.H`` with non-negative integers (the range is checked once a model is loaded)."""
+    if not re.fullmatch(r"\s*\d+\.\d+\s*", text or ""):
+        raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD with non-negative whole numbers, e.g. 3.1")
+    return text.strip()
+
+
+def out_folder(text: str) -> Path:
+    """argparse type of ``--out``: a folder name (an empty one would mean the current folder)."""
+    if not text or not text.strip():
+        raise argparse.ArgumentTypeError("needs a folder name, such as out/ (an empty name is not one)")
+    return Path(text)
 
 
 def _add_model_options(p: argparse.ArgumentParser, default_model: str | None) -> None:
@@ -28,10 +48,12 @@ def _add_model_options(p: argparse.ArgumentParser, default_model: str | None) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from analysis.export import IMAGE_FORMATS
+
     parser = argparse.ArgumentParser(prog="attnscope", description="Look inside the attention of GPT-2.")
     _add_model_options(parser, None)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
-    parser.add_argument("--select", metavar="L.H", help="select layer L, head H (e.g. 3.1)")
+    parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
     parser.add_argument("--screenshot", metavar="DIR", type=Path,
                         help="save screenshots of the main views into DIR once painted, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -40,9 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(export, "bundled")
     source = export.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
-    source.add_argument("--text-file", type=Path)
-    export.add_argument("--out", type=Path, required=True, help="output folder")
-    export.add_argument("--format", default="png", choices=("png", "svg", "pdf"), help="image format")
+    source.add_argument("--text-file", type=Path, help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    export.add_argument("--out", type=out_folder, required=True,
+                        help="output folder: new, empty, or an earlier AttnScope export (replaced as a whole)")
+    export.add_argument("--format", default=IMAGE_FORMATS[0], choices=IMAGE_FORMATS, help="image format")
     bos = export.add_mutually_exclusive_group()
     bos.add_argument("--bos", dest="bos", action="store_true", default=None,
                      help="prepend <|endoftext|> (the bundled model does by default)")
@@ -68,70 +91,194 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def fail(message: str) -> int:
-    print(f"attnscope: error: {message}", file=sys.stderr)
-    return 2
+def fail(message: str, code: int = 2) -> int:
+    from analysis.errors import one_line
+
+    print(f"attnscope: error: {one_line(message, 600)}", file=sys.stderr)
+    return code
+
+
+def warn(message: str) -> None:
+    from analysis.errors import one_line
+
+    print(f"attnscope: warning: {one_line(message, 600)}", file=sys.stderr)
+
+
+def user_message(exc) -> str:
+    """An AttnScopeError's sentence, with what to type on the command line where the GUI offers a button."""
+    from analysis.errors import PickleWeightsError
+
+    if isinstance(exc, PickleWeightsError):
+        return f"{exc} To load it anyway, pass --allow-pickle."
+    return str(exc)
 
 
 def cmd_calc(args) -> int:
+    import json
+
     from analysis.errors import AttnScopeError
-    from analysis.manual_attention import attend
+    from analysis.manual_attention import attend, parse_matrix
 
     try:
-        q, k, v = (json.loads(x) for x in (args.q, args.k, args.v))
-    except ValueError as exc:
-        return fail(f"--q, --k and --v must be JSON arrays: {exc}")
-    try:
+        q, k, v = (parse_matrix(text, name) for text, name in ((args.q, "--q"), (args.k, "--k"), (args.v, "--v")))
         result = attend(q, k, v, causal=args.causal)
     except AttnScopeError as exc:
         return fail(str(exc))
-    print(json.dumps(result.to_dict(), indent=2))
+    for note in result.notes:
+        warn(note)
+    print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     return 0
 
 
-def cmd_export(args) -> int:
-    from analysis.errors import AttnScopeError
-    from analysis.export import check_writable_dir, export_bundle
+def read_text_file(path: Path, limit: int | None = None) -> tuple[str, list[str]]:
+    """The UTF-8 text of ``path`` (at most ``limit`` bytes, :data:`TEXT_FILE_LIMIT` by default, cut at a
+    character boundary) and warnings. Never blocks on a named pipe, never reads more than ``limit`` + 1 bytes."""
+    import codecs
+    import stat
 
+    from analysis.errors import InputError
+
+    limit = TEXT_FILE_LIMIT if limit is None else limit
+
+    warnings = []
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"Cannot read {path}: it is a folder, not a text file.")
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            raise InputError(f"Cannot read {path}: it is a named pipe or socket; give a regular text file.")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        data = data[:limit]
+        size = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
+        warnings.append(f"{path} is longer than {size}; only its first {size} were read.")
+        final = False  # the last character may have been cut: the incremental decoder leaves it out
+    else:
+        final = True
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "save it as UTF-8.") from None
+    return text, warnings
+
+
+class _Signals:
+    """SIGINT and SIGTERM during an export: before the export folder is being written they stop at
+    once; while it is (figures are painted, files swapped) they only set a flag that ``check()``
+    turns into ``Interrupted`` between two files, so no exception ever lands inside a Qt paint."""
+
+    NAMES = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM"}
+
+    def __init__(self):
+        self.pending: int | None = None
+        self.deferred = False
+        self.previous = {}
+
+    def __enter__(self):
+        for signum in self.NAMES:
+            try:
+                self.previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: leave the handlers alone
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _error(self, signum: int):
+        from analysis.errors import Interrupted
+
+        return Interrupted(f"interrupted ({self.NAMES.get(signum, signum)})", signum=signum)
+
+    def _handle(self, signum, frame):
+        if self.deferred:
+            self.pending = signum
+            return
+        raise self._error(signum)
+
+    def check(self) -> None:
+        if self.pending is not None:
+            raise self._error(self.pending)
+
+
+def _image_writer(result, fmt: str, heads: bool, check):
+    """Draws the figures; passes ``check`` to the figure code when it takes one (between figures)."""
+    import inspect
+
+    from gui.figures import write_result_images
+
+    takes_check = "check" in inspect.signature(write_result_images).parameters
+
+    def write(folder: Path):
+        if takes_check:
+            return write_result_images(result, folder, fmt, heads=heads, check=check)
+        written = write_result_images(result, folder, fmt, heads=heads)
+        check()
+        return written
+
+    return write
+
+
+def cmd_export(args) -> int:
+    from analysis.errors import AttnScopeError, Interrupted
+
+    signals = _Signals()
+    try:
+        with signals:
+            return _export(args, signals)
+    except Interrupted as exc:
+        return fail(f"{exc}; nothing was written, and {args.out} is as it was.", 128 + exc.signum)
+    except AttnScopeError as exc:
+        return fail(user_message(exc))
+
+
+def _export(args, signals: _Signals) -> int:
+    from analysis.errors import InputError
+    from analysis.export import check_export_target, export_bundle
+
+    warnings: list[str] = []
     if args.text_file is not None:
-        try:
-            text = args.text_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            return fail(f"cannot read {args.text_file}: {exc}")
+        text, warnings = read_text_file(args.text_file)
     else:
         text = args.text
-    try:
-        if not text or not text.strip():
-            from analysis.errors import InputError
+    if not text or not text.strip():
+        raise InputError("The text is empty: give --text or a non-empty --text-file.")
+    check_export_target(args.out)  # fail before the slow part (creates nothing)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
+    from analysis.head_scores import all_scores
+    from analysis.inference import check_text, run_text
+    from analysis.loading import load_model
+    from analysis.parity import parity_report
 
-            raise InputError("The text is empty: give --text or a non-empty --text-file.")
-        check_writable_dir(args.out)  # fail before the slow part
-        from analysis.head_scores import all_scores
-        from analysis.inference import run_text
-        from analysis.loading import load_model
-        from analysis.parity import parity_report
-
-        started = time.perf_counter()
-        loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
-                            progress=_terminal_progress())
-        loaded_at = time.perf_counter()
-        result = run_text(loaded, text, bos=args.bos)
-        for warning in result.warnings:
-            print(f"attnscope: warning: {warning}", file=sys.stderr)
-        scores = all_scores(result)
-        scored_at = time.perf_counter()
-        parity = parity_report(result, [loaded.attention_parameters(l) for l in range(loaded.n_layer)],
-                               args.parity_dtype)
-        from gui.figures import write_result_images
-
-        timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
-                   "parity_s": parity.seconds}
-        written = export_bundle(
-            args.out, result, scores, parity, timings=timings,
-            image_writer=lambda folder: write_result_images(result, folder, args.format,
-                                                            heads=not args.no_head_images))
-    except AttnScopeError as exc:
-        return fail(str(exc))
+    check_text(text)
+    started = time.perf_counter()
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                        progress=_terminal_progress())
+    loaded_at = time.perf_counter()
+    result = run_text(loaded, text, bos=args.bos)
+    for warning in (*warnings, *result.warnings):
+        warn(warning)
+    scores = all_scores(result)
+    scored_at = time.perf_counter()
+    parity = parity_report(result, [loaded.attention_parameters(l) for l in range(loaded.n_layer)],
+                           args.parity_dtype)
+    timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
+               "parity_s": parity.seconds}
+    signals.deferred = True  # from here on a signal waits for the next safe point
+    written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
+                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check))
     print(f"wrote {len(written)} files to {args.out} ({result.n_tokens} tokens, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
     return 0
@@ -156,25 +303,74 @@ def cmd_bench(args) -> int:
     return bench_main(args)
 
 
+def display_problem(env=None, platform: str | None = None) -> str | None:
+    """Why the app cannot open a window here, or None. Linux only: no DISPLAY / WAYLAND_DISPLAY /
+    QT_QPA_PLATFORM at all, or an X display whose server does not answer (checked by connecting to its
+    socket, so Qt never gets to abort with its own multi-line message)."""
+    import socket
+
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if not platform.startswith("linux"):
+        return None
+    qpa = env.get("QT_QPA_PLATFORM", "").strip()
+    display, wayland = env.get("DISPLAY", "").strip(), env.get("WAYLAND_DISPLAY", "").strip()
+    if qpa and not qpa.startswith("xcb"):
+        return None  # offscreen, wayland, vnc …: Qt's own choice, asked for explicitly
+    if not display and not wayland:
+        return "no display found (DISPLAY and WAYLAND_DISPLAY are unset)"
+    if not display or (wayland and not qpa):
+        return None
+    match = re.fullmatch(r"(?P<host>[^:]*):(?P<number>\d+)(\.\d+)?", display)
+    if not match:
+        return f"DISPLAY={display!r} is not a display name such as :0"
+    host, number = match["host"], int(match["number"])
+    try:
+        if host in ("", "unix") or host.startswith("/"):
+            path = host if host.startswith("/") else f"/tmp/.X11-unix/X{number}"
+            for address in (path, "\0" + path):  # the file, then Linux's abstract socket of the same name
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(2)
+                    try:
+                        sock.connect(address)
+                        return None
+                    except OSError:
+                        continue
+            raise OSError("no X server listens there")
+        with socket.create_connection((host, 6000 + number), timeout=2):
+            return None
+    except OSError:
+        return f"cannot connect to the X display {display} (is an X server running there?)"
+
+
 def cmd_gui(args) -> int:
+    problem = display_problem()
+    if problem is not None:
+        return fail(f"{problem}. On a desktop run it there; here try 'xvfb-run -a python main.py', or use the "
+                    "command line: python main.py export --model bundled --text 'The cat sat' --out out/")
     from gui.app import run_app
 
     return run_app(args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     args = build_parser().parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "bench": cmd_bench}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:
-        return fail("interrupted")
+        return fail("interrupted (Ctrl+C)", 130)
+    except MemoryError:
+        return fail("out of memory: try a shorter text or a smaller model.")
     except Exception as exc:  # a bug: one line for the user, the traceback when debugging
+        from analysis.errors import AttnScopeError
+
+        if isinstance(exc, AttnScopeError):
+            return fail(user_message(exc))
         if os.environ.get("ATTNSCOPE_DEBUG"):
             raise
-        return fail(f"unexpected {type(exc).__name__}: {exc} (set ATTNSCOPE_DEBUG=1 for the traceback)")
+        return fail(f"unexpected {type(exc).__name__}: {exc} (a bug in AttnScope; set ATTNSCOPE_DEBUG=1 for "
+                    "the traceback)")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,15 @@ from __future__ import annotations
 import numpy as np
 
 SCALES = ("linear", "log", "power")
+SCALE_LABELS = {"linear": "linear", "log": "log₁₀", "power": "√ (square root)"}  # ids are saved in settings
 POWER_GAMMA = 0.5
 LOG_FLOOR = 1e-4  # weights below this are drawn as the floor of the log scale
+LABEL_CHARS = 24  # token labels longer than this are elided in figures
+
+
+def elide(label: str, limit: int = LABEL_CHARS) -> str:
+    """``label`` cut to ``limit`` characters, the last one "…" when anything was cut."""
+    return label if len(label) <= limit else label[: max(0, limit - 1)] + "…"
 
 
 def without_first_key(weights: np.ndarray) -> np.ndarray:
@@ -26,44 +33,94 @@ def without_first_key(weights: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def apply_scale(values: np.ndarray, scale: str, vmax: float = 1.0) -> tuple[np.ndarray, tuple[float, float]]:
-    """Map weights to drawable values and the (low, high) levels of the colour scale."""
+def apply_scale(values: np.ndarray, scale: str) -> tuple[np.ndarray, tuple[float, float]]:
+    """Map weights to drawable values and the (low, high) levels of the colour scale.
+
+    The top of the scale is the largest finite value (1 when there is none or it is ≤ 0):
+    linear draws w on (0, top); power draws √w on (0, √top); log draws log₁₀(max(w, LOG_FLOOR)) on
+    (log₁₀ LOG_FLOOR, log₁₀ top). NaN stays NaN (drawn as background).
+    """
     v = np.asarray(values, dtype=np.float32)
-    vmax = float(vmax) if np.isfinite(vmax) and vmax > 0 else 1.0
+    finite = v[np.isfinite(v)]
+    top = float(finite.max()) if finite.size else 1.0
+    top = top if top > 0 else 1.0
     if scale == "linear":
-        return v, (0.0, vmax)
+        return v, (0.0, top)
     if scale == "power":
-        return np.clip(v, 0, None) ** np.float32(POWER_GAMMA), (0.0, vmax**POWER_GAMMA)
+        with np.errstate(invalid="ignore"):
+            return np.clip(v, 0, None) ** np.float32(POWER_GAMMA), (0.0, top**POWER_GAMMA)
     if scale == "log":
         with np.errstate(divide="ignore", invalid="ignore"):
             logged = np.log10(np.clip(v, LOG_FLOOR, None))
         logged = np.where(np.isnan(v), np.nan, logged)
-        return logged.astype(np.float32), (float(np.log10(LOG_FLOOR)), float(np.log10(vmax)))
+        return logged.astype(np.float32), (float(np.log10(LOG_FLOOR)), max(float(np.log10(top)), np.log10(LOG_FLOOR) + 1e-6))
     raise ValueError(f"unknown scale {scale!r}; choose one of {SCALES}")
 
 
+def pool_edges(n: int, size: int) -> np.ndarray:
+    """Start index of each of ``min(n, size)`` bins splitting 0…n−1 as evenly as integers allow."""
+    return np.linspace(0, n, min(n, size) + 1).astype(int)[:-1]
+
+
+def _pool_rows(values: np.ndarray, edges: np.ndarray, row_scale: np.ndarray | None = None) -> np.ndarray:
+    """(..., n, m) → (..., c, m): the max (NaN ignored) over each bin of rows, each row first multiplied by
+    ``row_scale`` (..., n) when given. One bin at a time: a reduction over whole contiguous rows is fast."""
+    bounds = [*edges, values.shape[-2]]
+    out = np.empty((*values.shape[:-2], len(edges), values.shape[-1]), dtype=np.float32)
+    for b in range(len(edges)):
+        block = values[..., bounds[b] : bounds[b + 1], :]
+        if row_scale is not None:
+            block = block * row_scale[..., bounds[b] : bounds[b + 1], None]
+        np.fmax.reduce(block, axis=-2, out=out[..., b, :])
+    return out
+
+
 def pooled(matrix: np.ndarray, size: int) -> np.ndarray:
-    """Shrink an (n, n) map to at most (size, size) by max-pooling, so one-pixel lines (a previous-token
-    diagonal) stay visible in a thumbnail. Maps already small enough are returned as they are."""
+    """Shrink (..., n, n) to at most (..., size, size) by max-pooling (NaN ignored), so one-pixel lines
+    (a previous-token diagonal) stay visible in a thumbnail. Maps already small enough are returned as they are."""
     n = matrix.shape[-1]
     if n <= size:
         return matrix
-    edges = np.linspace(0, n, size + 1).astype(int)
-    rows = np.maximum.reduceat(matrix, edges[:-1], axis=-2)
-    return np.maximum.reduceat(rows, edges[:-1], axis=-1)
+    edges = pool_edges(n, size)
+    return np.fmax.reduceat(_pool_rows(np.asarray(matrix, dtype=np.float32), edges), edges, axis=-1)
 
 
-def grid_mosaic(attentions: np.ndarray, cell: int, gap: int = 1) -> tuple[np.ndarray, int]:
-    """Tile every head into one (layer·(c+gap), head·(c+gap)) image, c = min(n, cell); NaN in the gaps.
+def pooled_heads(attentions: np.ndarray, size: int, hide_first: bool = False) -> np.ndarray:
+    """(layer, head, n, n) → (layer, head, c, c), c = min(n, size): each head max-pooled, after
+    :func:`without_first_key` when ``hide_first``. Equal to ``pooled(without_first_key(a), size)``
+    but without a renormalised float64 copy of every head: each row bin is scaled by 1 / (its rows'
+    sums over keys ≥ 1) just before it is pooled, one layer at a time, in float32."""
+    L, H, n, _ = attentions.shape
+    if not hide_first:
+        return np.stack([pooled(np.asarray(attentions[layer], dtype=np.float32), size) for layer in range(L)])
+    if n <= size:
+        return np.stack([without_first_key(attentions[layer]) for layer in range(L)])
+    edges = pool_edges(n, size)
+    key_edges = np.maximum(edges - 1, 0)  # the same bins over keys 1…n−1
+    out = np.empty((L, H, len(edges), len(edges)), dtype=np.float32)
+    for layer in range(L):
+        rest = np.asarray(attentions[layer], dtype=np.float32)[..., 1:]  # (H, n, n−1), a view
+        total = rest.sum(axis=-1)  # (H, n)
+        with np.errstate(divide="ignore"):
+            scale = np.where(total > 0, 1 / total, np.float32(np.nan)).astype(np.float32)  # row 0: NaN, ignored
+        rows = _pool_rows(rest, edges, scale)  # (H, c, n−1)
+        out[layer] = np.fmax.reduceat(rows, key_edges, axis=-1)
+        if edges[1] == 1:
+            out[layer, ..., 0] = np.nan  # the first key bin held key 0 alone
+    return out
 
+
+def grid_mosaic(attentions: np.ndarray, cell: int, gap: int = 1, hide_first: bool = False) -> tuple[np.ndarray, int]:
+    """Tile every head into one (layer·(c+gap)−gap, head·(c+gap)−gap) image, c = min(n, cell); NaN in the gaps.
+
+    Each head is :func:`pooled_heads` (max-pooled to c, renormalised past key 0 when ``hide_first``).
     Returns the mosaic and the cell size c used. Row blocks are layers, column blocks heads.
     """
-    L, H, n, _ = attentions.shape
-    c = min(n, cell)
+    blocks = pooled_heads(attentions, cell, hide_first)  # (L, H, c, c)
+    L, H, c, _ = blocks.shape
     pitch = c + gap
     mosaic = np.full((L * pitch - gap, H * pitch - gap), np.nan, dtype=np.float32)
     for layer in range(L):
-        block = pooled(attentions[layer], c)  # (H, c, c)
         for head in range(H):
-            mosaic[layer * pitch : layer * pitch + c, head * pitch : head * pitch + c] = block[head]
+            mosaic[layer * pitch : layer * pitch + c, head * pitch : head * pitch + c] = blocks[layer, head]
     return mosaic, c

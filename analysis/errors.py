@@ -50,3 +50,42 @@ class WeightsMismatchError(ModelLoadError):
 
 class ModelCheckError(ModelLoadError):
     """The model loads but cannot run correctly (bad config, tokenizer ids past the embedding, non-finite output)."""
+
+
+class Interrupted(AttnScopeError):
+    """The user stopped the work (Ctrl+C, SIGTERM); raised only at a safe point, never inside a paint.
+
+    ``signum`` is the signal's number; a command line exits with ``128 + signum`` (130, 143).
+    """
+
+    def __init__(self, message: str, signum: int = 2):
+        super().__init__(message)
+        self.signum = signum
+
+
+class AnalysisCancelled(AttnScopeError):
+    """The user cancelled a long analysis (a scan, an importance map) between two of its steps."""
+
+
+_ANSI = None
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """A message fit for one line: ANSI colour codes removed, the first non-empty line, and, when that
+    is longer than ``limit``, cut after its last whole sentence (or word) with "…" — never mid-word."""
+    import re
+
+    global _ANSI
+    if _ANSI is None:
+        _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+    lines = [line.strip() for line in _ANSI.sub("", str(text)).splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    line = "".join(ch if ch.isprintable() else " " for ch in line)
+    if len(line) <= limit:
+        return line
+    head = line[:limit]
+    for end in (". ", "; ", ", ", " "):
+        cut = head.rfind(end)
+        if cut > limit // 2:
+            return head[: cut + (1 if end != " " else 0)].rstrip() + ("" if end == ". " else " …")
+    return head.rstrip() + "…"

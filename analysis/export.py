@@ -2,15 +2,26 @@
 
 The CLI and the GUI both call these writers; image files are drawn by the GUI's figure code
 and handed in as a callback, so this module stays free of Qt.
+
+Nothing is ever half-written:
+- :func:`write_file_atomically` writes one file under a temporary name beside it and renames it
+  into place only when complete;
+- :func:`write_folder_atomically` fills a hidden staging folder beside the destination, then swaps
+  it in as a whole (the earlier export is moved aside, the new one moved in, the old one deleted;
+  on any failure the earlier export is put back). Only an empty folder or an AttnScope export
+  (it holds :data:`MARKER`) is ever replaced; a folder of other files is refused.
 """
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
 import math
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -19,10 +30,18 @@ import numpy as np
 from .errors import ExportError
 from .head_scores import SCORE_NAMES, HeadScores
 from .inference import AttentionResult
+from .lenses import SINK_EPSILON, rollout as attention_rollout, sink_rate
 from .parity import ParityReport
+from .scan import ScanResult
 
+#: The one table of export formats (the CLI's choices and the GUI's dialog read these).
 IMAGE_FORMATS = ("png", "svg", "pdf")
 DATA_FORMATS = ("npz", "csv", "json")
+#: Written into every export folder; a folder holding it may be replaced by a new export.
+MARKER = ".attnscope-export.json"
+GENERATOR = "attnscope"
+#: Zip entries get this fixed time so that the same result gives byte-identical .npz files.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def _json_safe(value):
@@ -38,19 +57,42 @@ def _json_safe(value):
 
 
 def write_json(data: dict, path: Path) -> Path:
-    path.write_text(json.dumps(_json_safe(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """UTF-8 JSON; NaN and infinities become ``null`` (they are not JSON)."""
+    text = json.dumps(_json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    path.write_text(text, encoding="utf-8")
     return path
 
 
-def write_attention_npz(result: AttentionResult, path: Path, layer: int | None = None, head: int | None = None) -> Path:
-    """``attentions`` float32 (layer, head, query, key) — or one head's (query, key) — with ``tokens`` and ``token_ids``."""
-    attentions = result.attentions
-    if layer is not None and head is not None:
-        attentions = attentions[layer, head]
-    with path.open("wb") as f:
-        np.savez_compressed(f, attentions=np.asarray(attentions, dtype=np.float32),
-                            tokens=np.array(result.tokens, dtype=str), token_ids=result.token_ids.astype(np.int64))
-    return path
+def _savez_deterministic(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Like ``np.savez_compressed`` (np.load reads it the same way) but byte-for-byte reproducible:
+    numpy stamps the current time into each zip entry; here every entry carries :data:`ZIP_EPOCH`."""
+    with zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, np.asanyarray(array), allow_pickle=False)
+            archive.writestr(info, buffer.getvalue())
+
+
+def write_attention_npz(result: AttentionResult, path: Path, layer: int | None = None, head: int | None = None,
+                        value_norms: np.ndarray | None = None, rollout: np.ndarray | None = None) -> Path:
+    """``attentions`` float32 (layer, head, query, key) — or one head's (query, key) — with ``tokens``
+    (display strings, never empty) and ``token_ids`` int64. The same result gives the same bytes.
+
+    When given, also ``value_norms`` float32 (layer, head, query, key) — ``lenses.value_norms``:
+    A[i, j] · ‖f_h(x_j)‖ — and ``rollout`` float32 (layer, query, key) — ``lenses.rollout``; for one
+    head, its (query, key) value norms and its layer's rollout."""
+    one = layer is not None and head is not None
+    arrays = {"attentions": np.asarray(result.attentions[layer, head] if one else result.attentions, dtype=np.float32)}
+    if value_norms is not None:
+        arrays["value_norms"] = np.asarray(value_norms[layer, head] if one else value_norms, dtype=np.float32)
+    if rollout is not None:
+        arrays["rollout"] = np.asarray(rollout[layer] if one else rollout, dtype=np.float32)
+    arrays.update(tokens=np.array(result.tokens, dtype=str), token_ids=result.token_ids.astype(np.int64))
+    _savez_deterministic(Path(path), arrays)
+    return Path(path)
 
 
 def write_head_csv(result: AttentionResult, path: Path, layer: int, head: int) -> Path:
@@ -90,57 +132,299 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
     return write_json(data, path)
 
 
-def summary(result: AttentionResult, timings: dict | None = None) -> dict:
-    return {"model": result.model_label, "device": result.device, "dtype": result.dtype,
+def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: float = SINK_EPSILON) -> dict:
+    """What ``summary.json`` holds: the run's model, shape, tokens counted, warnings, predictions, timings,
+    and ``sink_rate``: the share of heads whose first-token score exceeds ``sink_epsilon`` (``lenses.sink_rate``).
+    ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
+    sinks = sink_rate(result.attentions, sink_epsilon)
+    return {"generator": GENERATOR, "model": result.model_label, "device": result.device, "dtype": result.dtype,
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
             "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions],
+            "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
             "timings": {**result.timings, **(timings or {})}}
+
+
+def _reason(exc: OSError) -> str:
+    """The cause of an OSError as words a user knows."""
+    return {errno.ENOSPC: "the disk is full (no space left on device)", getattr(errno, "EDQUOT", -1): "the disk quota is used up",
+            errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.EROFS: "the file system is read-only", errno.ENAMETOOLONG: "the name is too long",
+            errno.ENOTDIR: "part of the path is a file, not a folder",
+            errno.EISDIR: "a folder is in the way"}.get(exc.errno, (exc.strerror or str(exc)).rstrip(".").lower())
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would race with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def check_writable_dir(out_dir: Path) -> Path:
     """Create ``out_dir`` if needed and prove a file can be written there; ExportError otherwise."""
     out_dir = Path(out_dir).expanduser()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir} is a file, not a folder.")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=out_dir, prefix=".attnscope-write-test-", delete=True)
         probe.close()
     except OSError as exc:
-        raise ExportError(f"Cannot write to {out_dir}: {exc.strerror or exc}.") from None
+        raise ExportError(f"Cannot write to {out_dir}: {_reason(exc)}.") from None
     return out_dir
+
+
+def is_attnscope_export(folder: Path) -> bool:
+    """True when ``folder`` holds an AttnScope export: :data:`MARKER`, or a ``summary.json`` whose
+    ``generator`` is ``"attnscope"``."""
+    for name in (MARKER, "summary.json"):
+        path = Path(folder) / name
+        try:
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < 10_000_000:
+                if json.loads(path.read_text(encoding="utf-8")).get("generator") == GENERATOR:
+                    return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def check_export_target(out_dir: Path) -> Path:
+    """The folder an export may go to, as an absolute path, or ExportError with a sentence. Creates nothing.
+
+    Refused: an empty name, a file, the current folder (or one that holds it), a folder of files that is
+    not an AttnScope export, and a place where nothing can be written.
+    """
+    if out_dir is None or str(out_dir).strip() == "":
+        raise ExportError("No export folder given: name one, such as out/.")
+    out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
+    if out_dir.is_symlink() and out_dir.is_dir():
+        out_dir = out_dir.resolve()
+    cwd = Path.cwd().resolve()
+    if out_dir == cwd or out_dir in cwd.parents or out_dir.parent == out_dir:
+        raise ExportError(f"{out_dir} is the current folder or holds it: name a folder for the export, such as out/.")
+    if out_dir.exists() or out_dir.is_symlink():
+        if not out_dir.is_dir():
+            raise ExportError(f"{out_dir} is a file, not a folder: choose a folder for the export.")
+        try:
+            with os.scandir(out_dir) as listing:
+                entries = next(listing, None)
+        except OSError as exc:
+            raise ExportError(f"Cannot read {out_dir}: {_reason(exc)}.") from None
+        if entries is not None and not is_attnscope_export(out_dir):
+            raise ExportError(f"{out_dir} holds files that are not an AttnScope export; AttnScope replaces only "
+                              "its own exports or empty folders: choose a new or empty folder.")
+    existing = out_dir.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(f"Cannot write to {out_dir}: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExportError(f"Cannot write to {out_dir}: permission denied in {existing}.")
+    return out_dir
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create ``folder``'s missing ancestors (not ``folder``); return the ones created, outermost first."""
+    missing = []
+    parent = folder.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    created = []
+    try:
+        for path in reversed(missing):
+            path.mkdir()
+            created.append(path)
+    except OSError:
+        _remove_created(created)
+        raise
+    return created
+
+
+def _remove_created(created: list[Path]) -> None:
+    for path in reversed(created):
+        try:
+            path.rmdir()  # only if still empty
+        except OSError:
+            break
+
+
+FolderWriter = Callable[[Path], object]  # fills a (staging) folder
+
+
+def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[[], None] | None = None) -> list[Path]:
+    """Run ``write(staging)`` to fill a hidden folder beside ``out_dir``, then make it ``out_dir`` as a whole.
+
+    An earlier export in ``out_dir`` is replaced entirely (no stale files stay) and kept intact if
+    anything fails or ``check()`` raises (it is called before and after writing and just before the
+    swap: the place to stop on Ctrl+C). Folders created for the export are removed again on failure.
+    OSError (disk full, permission) becomes ExportError with a sentence. Returns the files written,
+    as paths inside ``out_dir``.
+    """
+    out_dir = check_export_target(out_dir)
+    created: list[Path] = []
+    staging: Path | None = None
+    done = False
+    try:
+        if check is not None:
+            check()
+        created = _make_parents(out_dir)
+        staging = Path(tempfile.mkdtemp(prefix=f".attnscope-export-{out_dir.name[:40]}-", dir=out_dir.parent))
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export folder is not
+        write(staging)
+        if check is not None:
+            check()
+        files = sorted(p for p in staging.rglob("*") if p.is_file() and p.name != MARKER)
+        names = [p.relative_to(staging).as_posix() for p in files]
+        write_json({"generator": GENERATOR, "files": names}, staging / MARKER)
+        if check is not None:
+            check()
+        _swap_in(staging, out_dir)
+        done = True
+        return [out_dir / name for name in names]
+    except OSError as exc:
+        raise ExportError(f"Cannot write the export to {out_dir}: {_reason(exc)}; nothing was changed there.") from None
+    finally:
+        if not done:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            _remove_created(created)
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    """Make ``staging`` be ``out_dir``: two renames in one folder; an earlier ``out_dir`` is moved aside
+    first, put back if the second rename fails, and deleted once the new one is in place."""
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".attnscope-old-{out_dir.name[:40]}-", dir=out_dir.parent))
+    try:
+        os.rename(out_dir, aside / "export")
+    except BaseException:
+        aside.rmdir()
+        raise
+    try:
+        os.rename(staging, out_dir)
+    except BaseException:
+        os.rename(aside / "export", out_dir)  # the earlier export, back as it was
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_file_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    """Run ``write(tmp)`` on a temporary file beside ``path`` (same extension), then rename it to ``path``.
+
+    ``path`` is replaced only when the writer finished; on failure the temporary file is removed and
+    an existing ``path`` is untouched. A folder at ``path`` is refused with a sentence.
+    """
+    path = Path(os.path.abspath(Path(path).expanduser()))
+    if path.is_dir():
+        raise ExportError(f"{path} is a folder: give a file name to export to.")
+    tmp: Path | None = None
+    created: list[Path] = []
+    try:
+        created = _make_parents(path)
+        if not path.parent.is_dir():
+            raise ExportError(f"Cannot write {path}: {path.parent} is a file, not a folder.")
+        fd, name = tempfile.mkstemp(prefix=f".{path.stem[:40]}.attnscope-", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        os.chmod(tmp, 0o666 & ~_umask())
+        write(tmp)
+        os.replace(tmp, path)
+        tmp = None
+        return path
+    except OSError as exc:
+        raise ExportError(f"Cannot write {path}: {_reason(exc)}; nothing was changed there.") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+            _remove_created(created)
 
 
 ImageWriter = Callable[[Path], list[Path]]  # draws images into a folder, returns the files written
 
 
 def export_bundle(out_dir: Path, result: AttentionResult, scores: HeadScores, parity: ParityReport,
-                  image_writer: ImageWriter | None = None, timings: dict | None = None) -> list[Path]:
-    """Write the whole export folder; files appear in ``out_dir`` only when everything succeeded.
+                  image_writer: ImageWriter | None = None, timings: dict | None = None,
+                  check: Callable[[], None] | None = None, value_norms: np.ndarray | None = None,
+                  sink_epsilon: float = SINK_EPSILON) -> list[Path]:
+    """The command line's export folder: attention.npz (with ``rollout``, and ``value_norms`` when given:
+    ``lenses.value_norms(loaded, result).value_norms``, which needs the model), scores.csv, parity.json,
+    the images (if an ``image_writer`` is given) and summary.json (with the sink rate at ``sink_epsilon``),
+    written with :func:`write_folder_atomically` — the folder holds the whole new export or is left as
+    it was. ``check()`` is called between files."""
+    def step():
+        if check is not None:
+            check()
 
-    Everything is first written to a hidden staging folder next to the destination and then
-    moved in, ``summary.json`` last: a folder with a ``summary.json`` is a complete export.
-    """
-    out_dir = check_writable_dir(out_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".attnscope-export-", dir=out_dir))
-    try:
-        try:
-            write_attention_npz(result, staging / "attention.npz")
-            write_scores_csv(scores, staging / "scores.csv")
-            write_json(parity.to_dict(), staging / "parity.json")
-            if image_writer is not None:
-                image_writer(staging)
-            write_json(summary(result, timings), staging / "summary.json")
-        except OSError as exc:
-            raise ExportError(f"Cannot write the export to {out_dir}: {exc.strerror or exc}.") from None
-        written = []
-        names = sorted((p for p in staging.rglob("*") if p.is_file()), key=lambda p: p.name == "summary.json")
-        for src in names:
-            dest = out_dir / src.relative_to(staging)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
-            written.append(dest)
-        return written
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    def write(folder: Path) -> None:
+        write_attention_npz(result, folder / "attention.npz", value_norms=value_norms,
+                            rollout=attention_rollout(result.attentions))
+        step()
+        write_scores_csv(scores, folder / "scores.csv")
+        write_json(parity.to_dict(), folder / "parity.json")
+        step()
+        if image_writer is not None:
+            image_writer(folder)
+            step()
+        write_json(summary(result, timings, sink_epsilon), folder / "summary.json")
+
+    return write_folder_atomically(out_dir, write, check)
+
+
+# ----------------------------------------------------------------------------- scans over many texts
+SCAN_FILES = ("scores_mean.csv", "scores_std.csv", "scores_per_text.csv", "summary.json")
+
+
+def write_scan_table(scan: ScanResult, path: Path, which: str = "mean") -> Path:
+    """``layer,head,<every score>``, one row per head, the mean (``which="mean"``) or std over texts;
+    cells as ``HeadScores.text``: ``n/a`` for a score that does not apply, ``nan`` when no text defines it."""
+    scores = {"mean": scan.mean_scores, "std": scan.std_scores}[which]()
+    L, H = scores.shape
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["layer", "head", *scan.score_names])
+        for layer in range(L):
+            for head in range(H):
+                writer.writerow([layer, head, *(scores.text(name, layer, head) for name in scan.score_names)])
+    return Path(path)
+
+
+def write_scan_per_text_csv(scan: ScanResult, path: Path) -> Path:
+    """Long format: ``text,n_tokens,layer,head,<every score>``, one row per text and head.
+
+    ``text`` is the text's 0-based position among the texts scanned (blank lines skipped)."""
+    _, _, L, H = scan.per_text.shape
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "n_tokens", "layer", "head", *scan.score_names])
+        for t, n in enumerate(scan.n_tokens):
+            scores = scan.text_scores(t)
+            for layer in range(L):
+                for head in range(H):
+                    writer.writerow([t, n, layer, head, *(scores.text(name, layer, head) for name in scan.score_names)])
+    return Path(path)
+
+
+def write_scan(scan: ScanResult, out_dir: Path, sink_epsilon: float = SINK_EPSILON,
+               check: Callable[[], None] | None = None) -> list[Path]:
+    """The scan folder (:data:`SCAN_FILES`), written with :func:`write_folder_atomically`: the whole new
+    scan or nothing; an earlier AttnScope folder there is replaced as a whole. ``check()`` between files."""
+    def write(folder: Path) -> None:
+        write_scan_table(scan, folder / "scores_mean.csv", "mean")
+        write_scan_table(scan, folder / "scores_std.csv", "std")
+        if check is not None:
+            check()
+        write_scan_per_text_csv(scan, folder / "scores_per_text.csv")
+        write_json(scan.summary(sink_epsilon), folder / "summary.json")
+
+    return write_folder_atomically(out_dir, write, check)

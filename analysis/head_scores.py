@@ -1,27 +1,89 @@
 """Head detectors: one number per (layer, head) saying how much a head behaves in a known way.
 
-Every function is pure: it reads ``attentions`` (layer, head, query, key) and never writes to
-it. Query positions are i = 0 … n−1 and key positions j ≤ i (the causal pattern).
+Every function is pure: it reads ``attentions`` (layer, head, query, key) and never writes to it.
+Query positions are i = 0 … n−1, key positions j = 0 … n−1. A *causal* model (a decoder: GPT-2,
+Llama, NeoX) lets query i see only keys j ≤ i; a *bidirectional* one (an encoder: BERT) lets every
+query see every key. Scores whose meaning depends on that take a ``causal: bool`` keyword.
+
+Which scores apply (``applicable_scores(causal)``):
+
+    score            decoder (causal)          encoder (bidirectional)
+    previous_token   yes                       yes
+    sink             yes                       yes
+    self             yes (rows i ≥ 1)          yes (every row)
+    duplicate_token  yes                       not applicable (the "earlier copy" reading is causal)
+    induction        yes                       not applicable (copying forward needs next-token prediction)
+    induction_probe  yes                       not applicable
+    entropy          / log(i+1): keys j ≤ i    / log(n): every key
+    next_token       not applicable: 0 by      yes
+                     construction (the mask
+                     hides every key j > i)
+
+Contract for callers (export writers, the GUI, the CLI):
+
+- ``SCORE_NAMES`` lists every score in display order (derived from the ``ScoreName`` Literal, one
+  source); ``SCORE_LABELS[name]`` is its one human name ("previous token"), used everywhere a name is
+  shown; ``SCORE_DESCRIPTIONS[name]`` is the formula in words; ``NOT_APPLICABLE_WHY[name]`` says in one
+  sentence why a score does not apply (for a tooltip).
+- ``all_scores(result) -> HeadScores`` reads ``getattr(result, "causal", True)``.
+- ``scores.applies(name) -> bool``: False means *not applicable* — show ``NOT_APPLICABLE`` ("n/a"),
+  never a number. ``scores[name]`` is still a read-only (layer, head) array (all NaN when the score
+  does not apply), so shape-based code keeps working.
+- NaN in a score that applies means *undefined for this text* (e.g. no token repeats): a different
+  thing from not applicable. ``scores.text(name, layer, head)`` gives the CSV cell for both cases:
+  ``"n/a"`` / ``"nan"`` / the value as ``.6g``. ``scores.rows(na=...)`` puts ``na`` (default NaN) in
+  place of a score that does not apply — pass ``na=None`` for JSON ``null``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Mapping, get_args
 
 import numpy as np
 
-ScoreName = Literal["previous_token", "sink", "self", "duplicate_token", "induction", "induction_probe", "entropy"]
-SCORE_NAMES: tuple[str, ...] = ("previous_token", "sink", "self", "duplicate_token", "induction",
-                                "induction_probe", "entropy")
-SCORE_DESCRIPTIONS = {
+# display order; next_token is last so every column that existed before it keeps its place in CSVs
+ScoreName = Literal["previous_token", "sink", "self", "duplicate_token", "induction", "induction_probe", "entropy",
+                    "next_token"]
+SCORE_NAMES: tuple[str, ...] = get_args(ScoreName)
+
+SCORE_LABELS: Mapping[str, str] = MappingProxyType({
+    "previous_token": "previous token",
+    "sink": "first-token sink",
+    "self": "self",
+    "duplicate_token": "duplicate token",
+    "induction": "induction",
+    "induction_probe": "induction (probe)",
+    "entropy": "entropy",
+    "next_token": "next token",
+})
+SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "previous_token": "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
     "sink": "attention to the first token (mean over i ≥ 1 of A[i, 0])",
-    "self": "attention to itself (mean over i ≥ 1 of A[i, i])",
+    "self": "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
     "duplicate_token": "attention to earlier copies of the same token",
     "induction": "attention to the token after an earlier copy of the current token",
     "induction_probe": "induction on a seeded probe of random tokens repeated twice",
-    "entropy": "how spread the attention is (0 = one key, 1 = uniform over allowed keys)",
-}
+    "entropy": "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
+               "j ≤ i for a causal model, all n for an encoder)",
+    "next_token": "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
+})
+NOT_APPLICABLE = "n/a"
+NOT_APPLICABLE_WHY: Mapping[str, str] = MappingProxyType({
+    "next_token": "A causal model cannot attend to a later token, so this is 0 by construction.",
+    "duplicate_token": "An encoder sees copies on both sides; the score reads only earlier ones, a decoder's view.",
+    "induction": "Induction copies what followed an earlier copy to predict the next token; an encoder predicts none.",
+    "induction_probe": "Induction copies what followed an earlier copy to predict the next token; "
+                       "an encoder predicts none.",
+})
+_NOT_FOR_DECODERS = frozenset({"next_token"})
+_NOT_FOR_ENCODERS = frozenset({"duplicate_token", "induction", "induction_probe"})
+
+
+def applicable_scores(causal: bool) -> frozenset[str]:
+    """The scores that mean something for a causal (decoder) or bidirectional (encoder) model."""
+    return frozenset(SCORE_NAMES) - (_NOT_FOR_DECODERS if causal else _NOT_FOR_ENCODERS)
 
 
 def _check(attentions: np.ndarray) -> np.ndarray:
@@ -31,28 +93,48 @@ def _check(attentions: np.ndarray) -> np.ndarray:
     return a
 
 
-def _diagonal_mean(attentions: np.ndarray, offset: int) -> np.ndarray:
-    """Mean over i ≥ 1 of A[i, i − offset] (offset 0: self, 1: previous token). NaN when n < 2."""
+def _diagonal_mean(attentions: np.ndarray, offset: int, queries: np.ndarray) -> np.ndarray:
+    """Mean over the given query positions i of A[i, i + offset]. (layer, head); NaN when no query is given."""
     a = _check(attentions)
-    n = a.shape[-1]
-    if n < 2:
+    if queries.size == 0:
         return np.full(a.shape[:2], np.nan)
-    queries = np.arange(1, n)
-    return a[..., queries, queries - offset].astype(np.float64).mean(axis=-1)
+    return a[..., queries, queries + offset].astype(np.float64).mean(axis=-1)
 
 
 def previous_token(attentions: np.ndarray) -> np.ndarray:
-    """Mean over query positions i ≥ 1 of A[i, i−1]. (layer, head); NaN for a 1-token text."""
-    return _diagonal_mean(attentions, 1)
+    """Mean over query positions i ≥ 1 of A[i, i−1]. (layer, head); NaN for a 1-token text.
+
+    The same for causal and bidirectional models (query 0 has no previous token).
+    """
+    n = _check(attentions).shape[-1]
+    return _diagonal_mean(attentions, -1, np.arange(1, n))
 
 
-def self_attention(attentions: np.ndarray) -> np.ndarray:
-    """Mean over i ≥ 1 of A[i, i] (row 0 is excluded: it can only attend to itself). (layer, head)"""
-    return _diagonal_mean(attentions, 0)
+def next_token(attentions: np.ndarray) -> np.ndarray:
+    """Mean over query positions i < n−1 of A[i, i+1]. (layer, head); NaN for a 1-token text.
+
+    Only an encoder can score here: a causal mask hides key i+1 from query i, so a decoder's value is
+    0 by construction and ``all_scores`` marks it not applicable instead of showing that 0.
+    """
+    n = _check(attentions).shape[-1]
+    return _diagonal_mean(attentions, 1, np.arange(0, n - 1))
+
+
+def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray:
+    """Mean of A[i, i]. (layer, head)
+
+    causal=True: over i ≥ 1 (row 0 of a causal map can only attend to itself, so it says nothing);
+    NaN for a 1-token text. causal=False: over every i ≥ 0 (no row is forced).
+    """
+    n = _check(attentions).shape[-1]
+    return _diagonal_mean(attentions, 0, np.arange(1 if causal else 0, n))
 
 
 def sink(attentions: np.ndarray) -> np.ndarray:
-    """Mean over i ≥ 1 of A[i, 0]: the mass parked on the first token. (layer, head)"""
+    """Mean over i ≥ 1 of A[i, 0]: the mass parked on the first token. (layer, head)
+
+    The same for causal and bidirectional models: query 0's own A[0, 0] is self-attention, not a sink.
+    """
     a = _check(attentions)
     if a.shape[-1] < 2:
         return np.full(a.shape[:2], np.nan)
@@ -70,7 +152,7 @@ def repeat_pairs(token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
     """Mean, over positions i whose token occurred earlier, of Σ_{j<i, tok[j]=tok[i]} A[i, j].
 
-    (layer, head); all NaN when no token repeats.
+    (layer, head); all NaN when no token repeats. Causal models only (see ``applicable_scores``).
     """
     a = _check(attentions)
     i, j, n_positions = repeat_pairs(token_ids)
@@ -83,7 +165,7 @@ def induction(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
     """Mean, over positions i whose token occurred earlier, of Σ_{j<i, tok[j]=tok[i]} A[i, j+1]:
     the attention on the token that followed each earlier occurrence (what an induction head copies).
 
-    (layer, head); all NaN when no token repeats.
+    (layer, head); all NaN when no token repeats. Causal models only (see ``applicable_scores``).
     """
     a = _check(attentions)
     i, j, n_positions = repeat_pairs(token_ids)
@@ -97,57 +179,122 @@ def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray) -
     return induction(probe_attentions, probe_token_ids)
 
 
-def entropy(attentions: np.ndarray) -> np.ndarray:
-    """Mean over i ≥ 1 of H(A[i, :i+1]) / log(i+1): 0 when a row puts all weight on one key, 1 when uniform.
+def _row_entropy(rows: np.ndarray) -> np.ndarray:
+    """−Σ_j p_j log p_j over the last axis, with 0 log 0 = 0 (natural log, float64)."""
+    p = rows.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log(p), 0.0)
+    return -plogp.sum(axis=-1)
 
-    Row 0 is excluded (one allowed key: its entropy is 0 by necessity). (layer, head)
+
+def entropy(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray:
+    """How spread each row is, normalised to 0 … 1 by the entropy of a uniform row over the keys a query
+    can see: 0 when a row puts all weight on one key, 1 when it is uniform over them. (layer, head)
+
+    causal=True:  mean over i ≥ 1 of H(A[i, :i+1]) / log(i+1). Row 0 is excluded (one visible key: its
+                  entropy is 0 by necessity). Only keys j ≤ i are read.
+    causal=False: mean over i ≥ 0 of H(A[i, :]) / log(n) (every query sees all n keys).
+    H(p) = −Σ_j p_j log p_j with 0 log 0 = 0. NaN for a 1-token text (nothing to spread over).
     """
     a = _check(attentions)
     n = a.shape[-1]
     if n < 2:
         return np.full(a.shape[:2], np.nan)
+    if not causal:
+        return _row_entropy(a).mean(axis=-1) / np.log(n)  # (layer, head, query) → (layer, head)
     total = np.zeros(a.shape[:2])
     for i in range(1, n):
-        row = a[..., i, : i + 1].astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            plogp = np.where(row > 0, row * np.log(row), 0.0)
-        total += -plogp.sum(axis=-1) / np.log(i + 1)
+        total += _row_entropy(a[..., i, : i + 1]) / np.log(i + 1)
     return total / (n - 1)
 
 
 @dataclass(frozen=True)
 class HeadScores:
-    """Every score for every head: ``values[name]`` is (layer, head)."""
+    """Every score for every head: ``values[name]`` is a read-only (layer, head) float array.
 
-    values: dict
+    ``applicable``: the names that mean something for this model (None → every name in ``values``);
+    a name outside it is *not applicable* and its array is all NaN. ``causal`` records which kind of
+    model the scores came from.
+    """
+
+    values: Mapping[str, np.ndarray]
+    applicable: frozenset[str] | None = None
+    causal: bool = True
+    _applies: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+        applies = frozenset(self.values) if self.applicable is None else frozenset(self.applicable)
+        unknown = applies - set(self.values)
+        if unknown:
+            raise ValueError(f"applicable names without values: {sorted(unknown)}")
+        for name, v in self.values.items():
+            if name not in applies and not np.isnan(v).all():
+                raise ValueError(f"score {name!r} is not applicable but holds numbers")
+        object.__setattr__(self, "_applies", applies)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.values[name]
+
+    def applies(self, name: str) -> bool:
+        """True when ``name`` means something for this model; False: show ``NOT_APPLICABLE``, not a number."""
+        return name in self._applies
 
     @property
     def shape(self) -> tuple[int, int]:
         return next(iter(self.values.values())).shape
 
-    def rows(self) -> list[dict]:
-        """One dict per head: layer, head and every score (NaN kept as float('nan'))."""
+    def text(self, name: str, layer: int, head: int, fmt: str = ".6g") -> str:
+        """One cell as text: ``"n/a"`` when the score does not apply, ``"nan"`` when it is undefined for
+        this text, else the value formatted with ``fmt``."""
+        if not self.applies(name):
+            return NOT_APPLICABLE
+        value = float(self.values[name][layer, head])
+        return "nan" if math.isnan(value) else format(value, fmt)
+
+    def rows(self, na=float("nan")) -> list[dict]:
+        """One dict per head: layer, head and every score in ``SCORE_NAMES`` present in ``values``
+        (undefined stays float('nan'); a score that does not apply is ``na``)."""
         n_layer, n_head = self.shape
-        return [{"layer": layer, "head": head, **{k: float(self.values[k][layer, head]) for k in SCORE_NAMES}}
+        names = [k for k in SCORE_NAMES if k in self.values]
+        return [{"layer": layer, "head": head,
+                 **{k: float(self.values[k][layer, head]) if self.applies(k) else na for k in names}}
                 for layer in range(n_layer) for head in range(n_head)]
 
 
-def all_scores(result) -> HeadScores:
-    """All scores of an AttentionResult (``induction_probe`` is NaN when the result has no probe)."""
-    a, ids = result.attentions, result.token_ids
-    values = {
-        "previous_token": previous_token(a),
-        "sink": sink(a),
-        "self": self_attention(a),
-        "duplicate_token": duplicate_token(a, ids),
-        "induction": induction(a, ids),
-        "induction_probe": (induction_probe(result.probe.attentions, result.probe.token_ids)
-                            if result.probe is not None else np.full(a.shape[:2], np.nan)),
-        "entropy": entropy(a),
+def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None = None, *,
+                 causal: bool = True) -> dict[str, np.ndarray]:
+    """Every score in ``SCORE_NAMES`` for one text: (layer, head) float arrays; an all-NaN array for a
+    score that does not apply (``applicable_scores(causal)``) — it is never computed.
+
+    ``probe``: the (layer, head) ``induction_probe`` values, or None (NaN) when there was no probe run.
+    """
+    a = _check(attentions)
+    nan = np.full(a.shape[:2], np.nan)
+    applies = applicable_scores(causal)
+    scorers = {
+        "previous_token": lambda: previous_token(a),
+        "sink": lambda: sink(a),
+        "self": lambda: self_attention(a, causal=causal),
+        "next_token": lambda: next_token(a),
+        "duplicate_token": lambda: duplicate_token(a, token_ids),
+        "induction": lambda: induction(a, token_ids),
+        "induction_probe": lambda: np.array(probe, dtype=np.float64) if probe is not None else nan.copy(),
+        "entropy": lambda: entropy(a, causal=causal),
     }
+    return {name: scorers[name]() if name in applies else nan.copy() for name in SCORE_NAMES}
+
+
+def all_scores(result) -> HeadScores:
+    """All scores of an AttentionResult, for a causal model unless ``result.causal`` is False.
+
+    ``induction_probe`` is NaN when the result has no probe (and not applicable for an encoder).
+    """
+    causal = bool(getattr(result, "causal", True))
+    probe = getattr(result, "probe", None)
+    probe_values = (induction_probe(probe.attentions, probe.token_ids)
+                    if probe is not None and causal else None)
+    values = score_values(result.attentions, result.token_ids, probe_values, causal=causal)
     for v in values.values():
         v.setflags(write=False)
-    return HeadScores(values)
+    return HeadScores(values, applicable_scores(causal), causal)

@@ -58,7 +58,7 @@ class AttentionResult:
     predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position
     bos: bool  # whether <|endoftext|> was prepended
     truncated: bool  # the text was longer than the context and was cut
-    n_tokens_text: int  # tokens the whole text has (before truncation, without BOS)
+    n_tokens_text: int  # the text's tokens (without BOS); when truncated, a lower bound: only a prefix is tokenised
     context_length: int
     model_label: str
     device: str
@@ -187,17 +187,61 @@ def run_probe(loaded: LoadedModel) -> ProbeResult:
     return loaded._probe
 
 
-def tokenize(loaded: LoadedModel, text: str, bos: bool) -> tuple[list[int], int, bool]:
-    """Token ids to run (BOS first if asked), the text's own token count, and whether it was truncated."""
+#: Characters of text tokenised per token of context at first: byte-level BPE tokens cover at least
+#: one byte and usually 3-5 characters, so this almost always covers the context in one pass;
+#: when it does not, the window doubles.
+CHARS_PER_TOKEN_FIRST = 8
+BOM = "\ufeff"
+
+
+def check_text(text: str | None) -> str:
+    """The text as it will be analysed, or InputError: empty, or not encodable as UTF-8 (lone
+    surrogates, which is how Python carries bytes of a command line argument that are not UTF-8)."""
     if text is None or not text.strip():
         raise InputError("The text is empty: type a sentence to analyse.")
-    ids = loaded.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        byte = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"U+{ord(bad):04X}"
+        raise InputError(f"The text is not valid UTF-8 ({byte} at character {exc.start}); "
+                         "save or type it as UTF-8.") from None
+    return text
+
+
+def _whitespace_cut(text: str, end: int) -> int:
+    """The last position ≤ ``end`` where a non-space character is followed by a space: a pre-token
+    boundary for byte-level BPE, so tokenising ``text[:cut]`` gives exactly the first tokens of the
+    whole text. ``end`` itself when there is none in the second half of the window."""
+    for i in range(end - 1, end // 2, -1):
+        if text[i].isspace() and not text[i - 1].isspace():
+            return i
+    return end
+
+
+def tokenize(loaded: LoadedModel, text: str, bos: bool) -> tuple[list[int], int, bool]:
+    """Token ids to run (BOS first if asked), the text's token count, and whether it was truncated.
+
+    Only what the context can hold is tokenised: a prefix of the text sized from the context (and
+    doubled until it holds more tokens than the context, or is the whole text). When the text is cut,
+    the count is the prefix's, a lower bound: the text has *more than* that many tokens. Memory and
+    time thus depend on the context, not on the length of the text.
+    """
+    check_text(text)
+    limit = loaded.context_length - (1 if bos else 0)  # text tokens that fit beside BOS
+    window = max(64, loaded.context_length * CHARS_PER_TOKEN_FIRST)
+    while True:
+        whole = window >= len(text)
+        cut = len(text) if whole else _whitespace_cut(text, window)
+        ids = loaded.tokenizer(text[:cut], add_special_tokens=False, verbose=False)["input_ids"]
+        if whole or len(ids) > limit:
+            break
+        window *= 2
     n_text = len(ids)
+    truncated = n_text > limit
     if bos:
         ids = [loaded.tokenizer.convert_tokens_to_ids(loaded.bos_token)] + ids
-    limit = loaded.context_length
-    truncated = len(ids) > limit
-    return ids[:limit], n_text, truncated
+    return ids[: loaded.context_length], n_text, truncated
 
 
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
@@ -206,21 +250,26 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
 
     ``bos=None`` uses the model's default (the bundled model asks for BOS; GPT-2 does not).
     Text longer than the context is cut to the context; ``result.truncated`` says so and
-    ``result.warnings`` carries the sentence to show the user.
+    ``result.warnings`` carries the sentence to show the user. A leading byte-order mark is
+    removed (with a warning); ``result.text`` is the text analysed, without it.
     """
     started = time.perf_counter()
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    warnings = []
+    if text and text.startswith(BOM):  # a byte-order mark is not text: it would be analysed as 3 tokens
+        text = text[1:]
+        warnings.append("The text started with a UTF-8 byte-order mark (BOM); it was removed.")
     ids, n_text, truncated = tokenize(loaded, text, use_bos)
     tokenized = time.perf_counter()
     capture, last_logits = forward_with_capture(loaded, ids)
     forwarded = time.perf_counter()
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
-    warnings = []
     if truncated:
+        n_analysed = len(ids) - (1 if use_bos else 0)
         warnings.append(
-            f"The text has {n_text} tokens{' (plus BOS)' if use_bos else ''}; the model's context is "
-            f"{loaded.context_length}, so only the first {len(ids)} tokens were analysed."
+            f"The text has more than {n_analysed} tokens; the model's context holds {loaded.context_length}"
+            f"{' with BOS' if use_bos else ''}, so only the first {n_analysed} tokens of the text were analysed."
         )
     probe = run_probe(loaded) if with_probe else None
     return AttentionResult(

@@ -9,12 +9,18 @@ Rules that keep users safe and informed:
   unless the caller opts in with ``allow_pickle=True``; ``trust_remote_code`` is never set;
 - attention runs with ``attn_implementation="eager"``: the default (sdpa) kernel returns no
   attention weights in transformers 5;
-- a hub id that is neither cached nor reachable fails within seconds with a message.
+- a hub id that is neither cached nor reachable fails within seconds with a message;
+- a model runs with exactly the weights in its files: a tensor the config asks for that the file
+  lacks (which transformers would fill with random numbers), or a tensor the model has no place for,
+  refuses the folder (``WeightsMismatchError``); so does a config that cannot describe a model, a
+  tokenizer whose ids pass the embedding, or a test forward that is not finite (``ModelCheckError``).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +30,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .devices import resolve_device, resolve_dtype
-from .errors import ModelLoadError
+from .errors import (HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
+                     WeightsMismatchError, one_line)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
@@ -148,9 +155,10 @@ def download_hub_model(
     from huggingface_hub import snapshot_download
 
     if hub_offline():
-        raise ModelLoadError(
+        raise HubUnreachableError(
             f"'{source.name}' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
-            "go online once to download it, or open a local model folder (or use --model bundled)."
+            "go online once to download it, or open a local model folder (or use the bundled model).",
+            source=source.name,
         )
     repo_id = source.repo_ids[0]
     try:
@@ -162,17 +170,177 @@ def download_hub_model(
     except Exception as exc:  # network errors come in many classes; all mean the same to the user
         if cancel is not None and cancel.is_set():
             raise DownloadCancelled("Download cancelled.") from None
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        if "ConnectError" in reason or "connect" in reason.lower() or "resolve" in reason.lower() or "internet" in str(exc):
-            raise ModelLoadError(
+        reason = one_line(exc, 200) or type(exc).__name__
+        if _is_network_error(exc):
+            raise HubUnreachableError(
                 f"Cannot download '{source.name}': the Hugging Face hub is not reachable. Go online once to "
-                "download it, or open a local model folder (or use --model bundled)."
+                "download it, or open a local model folder (or use the bundled model).",
+                source=source.name,
             ) from None
         raise ModelLoadError(f"Cannot download '{source.name}': {reason}") from None
     return Path(folder)
 
 
+def _is_network_error(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says the hub could not be reached, whatever library raised it."""
+    seen = 0
+    while exc is not None and seen < 8:
+        name = type(exc).__name__
+        text = str(exc).lower()
+        if (name in {"ConnectError", "ConnectionError", "ConnectTimeout", "LocalEntryNotFoundError",
+                     "OfflineModeIsEnabled", "NameResolutionError", "MaxRetryError", "gaierror"}
+                or isinstance(exc, (ConnectionError, TimeoutError))
+                or any(word in text for word in ("connect", "resolve", "internet", "offline", "timed out"))):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 # ----------------------------------------------------------------------------- folder checks
+#: Files a model folder may hold that loading reads; each must be a regular file (or a link to one).
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+               "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+               "added_tokens.json", "pytorch_model.bin")
+
+
+def check_regular_files(folder: Path) -> None:
+    """Refuse a folder whose model files are named pipes, devices or folders: reading one could block
+    forever or read nothing (a FIFO ``tokenizer.json`` gives an empty tokenizer). Links to files are fine."""
+    names = set(MODEL_FILES) | {p.name for p in folder.glob("model-*.safetensors")}
+    for name in sorted(names):
+        path = folder / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            mode = os.stat(path).st_mode  # follows links: the hub cache links to its blobs
+        except OSError as exc:
+            raise ModelCheckError(f"{path} cannot be read: {exc.strerror or exc}.") from None
+        if not stat.S_ISREG(mode):
+            kind = ("a named pipe" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "not a regular file")
+            raise ModelCheckError(f"{path} is {kind}, not a file; a model folder holds regular files only.")
+
+
+def check_config(config, folder: Path) -> None:
+    """Refuse a config that cannot describe a model: layers, heads, width and context must be positive
+    integers and the width divisible by the heads. Reads the generic names every transformers config maps
+    (``num_hidden_layers`` is GPT-2's ``n_layer``, ``hidden_size`` its ``n_embd``, …)."""
+    def value(name: str):
+        v = getattr(config, name, None)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    fields = {"layers": "num_hidden_layers", "heads": "num_attention_heads", "width": "hidden_size",
+              "context": "max_position_embeddings", "vocabulary": "vocab_size"}
+    bad = [f"{label} = {getattr(config, name, None)!r}" for label, name in fields.items()
+           if value(name) is None or value(name) <= 0]
+    if bad:
+        raise ModelCheckError(f"{folder / 'config.json'} does not describe a model ({', '.join(bad)}): "
+                              "layers, heads, width, context and vocabulary must be positive integers.")
+    if value("hidden_size") % value("num_attention_heads"):
+        raise ModelCheckError(f"{folder / 'config.json'} does not describe a model: the width "
+                              f"{value('hidden_size')} is not divisible by the {value('num_attention_heads')} heads.")
+
+
+#: Tensors older checkpoints saved that are constants, not weights (the models compute them now):
+#: GPT-2's causal-mask buffers ``attn.bias`` / ``attn.masked_bias``, rotary models' ``inv_freq``.
+#: Ignored when unexpected in any model family, on top of what the model class itself ignores.
+LEGACY_BUFFERS = (r"(^|\.)attn\.bias$", r"(^|\.)attn\.masked_bias$", r"(^|\.)rotary_emb\.inv_freq$")
+
+
+def weights_mismatch(model, loading_info: dict) -> tuple[list[str], list[str]]:
+    """(missing, unexpected) tensor names that matter, from transformers' loading report.
+
+    Ignored: what the model class itself declares ignorable (``_keys_to_ignore_on_load_missing`` /
+    ``_keys_to_ignore_on_load_unexpected``), tied weights whose source was loaded (GPT-2's
+    ``lm_head.weight`` is ``wte``), and :data:`LEGACY_BUFFERS`. Everything else missing would run
+    with random numbers; everything else unexpected means the file is for another model.
+    """
+    def patterns(name: str) -> list[str]:
+        return list(getattr(type(model), name, None) or [])
+
+    missing = set(loading_info.get("missing_keys") or ())
+    unexpected = set(loading_info.get("unexpected_keys") or ())
+    tied = dict(getattr(model, "all_tied_weights_keys", None) or getattr(model, "_tied_weights_keys", None) or {})
+    if not isinstance(tied, dict):  # older transformers: a list of tied names
+        tied = {}
+    missing = {k for k in missing if not (k in tied and tied[k] not in missing)}
+    ignore_missing = patterns("_keys_to_ignore_on_load_missing")
+    ignore_unexpected = patterns("_keys_to_ignore_on_load_unexpected") + list(LEGACY_BUFFERS)
+    missing = {k for k in missing if not any(re.search(p, k) for p in ignore_missing)}
+    unexpected = {k for k in unexpected if not any(re.search(p, k) for p in ignore_unexpected)}
+    # a shape that does not fit is a mismatch too (transformers raises on it unless told otherwise)
+    for entry in loading_info.get("mismatched_keys") or ():
+        name = entry[0] if isinstance(entry, (tuple, list)) else entry
+        missing.add(str(name))
+    return sorted(missing), sorted(unexpected)
+
+
+def _some(names: list[str], n: int = 3) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f", … ({len(names) - n} more)" if len(names) > n else "")
+
+
+def check_weights(model, loading_info: dict, folder: Path) -> None:
+    """WeightsMismatchError, one line, when the file's tensors are not exactly the model's (see weights_mismatch)."""
+    missing, unexpected = weights_mismatch(model, loading_info)
+    if not missing and not unexpected:
+        return
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} tensor{'s' if len(missing) != 1 else ''} the config asks for "
+                     f"{'are' if len(missing) != 1 else 'is'} missing ({_some(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} in the file {'do' if len(unexpected) != 1 else 'does'} not belong to this "
+                     f"model ({_some(unexpected)})")
+    raise WeightsMismatchError(f"{folder}: the weights do not match the config: {'; '.join(parts)}. AttnScope "
+                               "refuses to fill the gaps with random weights; use the folder the weights were "
+                               "saved with.")
+
+
+def check_tokenizer(tokenizer, model, folder: Path) -> None:
+    """Every id the tokenizer can produce must have a row in the model's embedding."""
+    vocab = tokenizer.get_vocab()
+    if not vocab:
+        raise ModelCheckError(f"{folder} has an empty tokenizer.")
+    max_id = max(vocab.values())
+    rows = int(model.get_input_embeddings().weight.shape[0])
+    if max_id >= rows:
+        raise ModelCheckError(f"{folder}: the tokenizer has ids up to {max_id} but the model's embedding has only "
+                              f"{rows} rows: tokenizer and weights do not belong together.")
+
+
+def check_forward(model, tokenizer, folder: Path, device: str) -> None:
+    """A test forward on a few tokens: logits and every layer's attention weights must be finite
+    (NaN or infinite weights make every picture meaningless)."""
+    import torch
+
+    specials = [i for i in tokenizer.all_special_ids if i is not None]
+    ids = (specials[:1] + [i for i in range(min(3, int(model.config.vocab_size)))])[:4]
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, use_cache=False)
+    attentions = out.attentions or ()
+    if len(attentions) != model.config.num_hidden_layers:
+        raise ModelCheckError(f"{folder}: the model returned attention weights for {len(attentions)} of "
+                              f"{model.config.num_hidden_layers} layers.")
+    finite = bool(torch.isfinite(out.logits).all()) and all(bool(torch.isfinite(a).all()) for a in attentions)
+    if not finite:
+        raise ModelCheckError(f"{folder}: a test forward gives NaN or infinite numbers (the weights hold NaN or "
+                              "overflow); AttnScope will not show attention from this model.")
+
+
+def _is_unsafe_pickle(exc: BaseException) -> bool:
+    """True when torch's weights-only unpickler refused an object (what a hostile pickle holds)."""
+    import pickle
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, pickle.UnpicklingError) or "weights only load failed" in str(exc).lower():
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def read_config(folder: Path) -> dict[str, Any]:
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -200,10 +368,10 @@ def weights_format(folder: Path, allow_pickle: bool) -> str:
     if pickles:
         if allow_pickle:
             return "pickle"
-        raise ModelLoadError(
-            f"{folder} has only PyTorch pickle weights ({', '.join(pickles)}). Pickle files can run code when "
-            "loaded; if you trust this folder, opt in with --allow-pickle (or 'Allow pickle weights' in the app), "
-            "or convert it to safetensors."
+        raise PickleWeightsError(
+            f"{folder} has only PyTorch pickle weights ({', '.join(pickles)}), and pickle files can run code "
+            "when loaded: load it only if you trust where it came from, or convert it to safetensors.",
+            source=str(folder),
         )
     raise ModelLoadError(f"{folder} has no weights: model.safetensors is missing.")
 
@@ -335,8 +503,12 @@ def load_model(
 ) -> LoadedModel:
     """Load a GPT-2-family model and its tokenizer, ready to return attention weights.
 
-    Raises ModelLoadError (missing, corrupt, unsupported, offline) or DeviceError with a
-    message for the user.
+    Raises ModelLoadError with a message for the user — missing, corrupt or unsupported; its
+    subclasses PickleWeightsError (pickle-only folder, ``allow_pickle`` not given),
+    HubUnreachableError (not cached, hub not reachable), WeightsMismatchError (the file's tensors
+    are not the config's) and ModelCheckError (bad config, tokenizer ids past the embedding, a test
+    forward that is not finite) — or DeviceError. Nothing is half-loaded: the caller's previous
+    model is untouched unless this returns.
     """
     started = time.perf_counter()
     src = resolve_source(source) if isinstance(source, str) else source
@@ -351,6 +523,7 @@ def load_model(
         folder = src.path
         if src.kind == "bundled" and not (folder / "config.json").exists():
             raise ModelLoadError(f"The bundled model is missing from {folder}; reinstall AttnScope.")
+    check_regular_files(folder)
     config = read_config(folder)
     fmt = weights_format(folder, allow_pickle)
     if not any((folder / name).exists() for name in TOKENIZER_FILES):
@@ -360,38 +533,45 @@ def load_model(
     if progress:
         progress("reading weights", 0, 0)
 
-    from transformers import AutoTokenizer, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoTokenizer, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # 'unused weights' chatter is not for the user
+    hf_logging.set_verbosity_error()  # the load report is checked below, not printed
     hf_logging.disable_progress_bar()
     try:
-        model = GPT2LMHeadModel.from_pretrained(
-            folder, attn_implementation="eager", use_safetensors=(fmt == "safetensors"), dtype=torch_dtype,
-            local_files_only=True, trust_remote_code=False,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except Exception as exc:  # OSError, ValueError, safetensors' own SafetensorError, …: all mean "cannot read it"
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelLoadError(f"{folder} could not be loaded (corrupt or incomplete?): {first}") from None
+        try:
+            model_config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        except Exception as exc:
+            raise ModelLoadError(f"{folder / 'config.json'} cannot be read: {one_line(exc, 300)}") from None
+        check_config(model_config, folder)
+        try:
+            model, loading_info = GPT2LMHeadModel.from_pretrained(
+                folder, config=model_config, attn_implementation="eager", use_safetensors=(fmt == "safetensors"),
+                dtype=torch_dtype, local_files_only=True, trust_remote_code=False, output_loading_info=True,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        except Exception as exc:  # OSError, ValueError, safetensors' own SafetensorError, …: all mean "cannot read it"
+            if fmt == "pickle" and _is_unsafe_pickle(exc):
+                raise ModelLoadError(f"{folder}'s pickle weights hold more than tensors (objects that could run "
+                                     "code), so they were not loaded even though pickle was allowed.") from None
+            raise ModelLoadError(f"{folder} could not be loaded (corrupt or incomplete?): {one_line(exc, 300)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+    check_weights(model, loading_info, folder)
     if len(tokenizer) == 0 or tokenizer.convert_tokens_to_ids("<|endoftext|>") is None:
-        raise ModelLoadError(f"{folder} has an empty or unusable tokenizer.")
-    if len(tokenizer) > model.config.vocab_size:
-        raise ModelLoadError(
-            f"{folder}: the tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}."
-        )
+        raise ModelCheckError(f"{folder} has an empty or unusable tokenizer.")
+    check_tokenizer(tokenizer, model, folder)
     try:
         model.to(device_name)
     except Exception as exc:
         from .errors import DeviceError
 
-        raise DeviceError(f"Cannot move the model to {device_name}: {str(exc).splitlines()[0][:200]}") from None
+        raise DeviceError(f"Cannot move the model to {device_name}: {one_line(exc, 200)}") from None
     model.eval()
     model.requires_grad_(False)
+    check_forward(model, tokenizer, folder, device_name)
     return LoadedModel(
         model=model, tokenizer=tokenizer, source=src, folder=Path(folder), device=device_name, dtype=dtype,
         prepend_bos_default=bool(config.get("attnscope_prepend_bos", False)),

@@ -83,27 +83,3 @@ def parity_report(result: AttentionResult, parameters: list[AttentionParameters]
     return ParityReport(weights_diff, output_diff, output_scale, WEIGHT_TOLERANCE[result.dtype],
                         OUTPUT_RELATIVE_TOLERANCE[result.dtype], manual_dtype, result.dtype,
                         time.perf_counter() - started)
-
-
-@dataclass(frozen=True)
-class ScratchData:
-    """What the from-scratch panel shows for one (result, layer, head, precision)."""
-
-    result: AttentionResult
-    head: int
-    recomputation: object  # LayerRecomputation of the selected layer
-    report: ParityReport  # every layer and head
-    params_counted: int  # parameters of the layer's attention, read off its weights
-
-
-def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_dtype: str = "float32",
-                 report: ParityReport | None = None) -> ScratchData:
-    """Recompute ``layer`` step by step and (unless given) the parity of every head. Runs on the worker."""
-    from .lab import counted_parameters
-
-    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
-    params = loaded.attention_parameters(layer)
-    rec = recompute_layer(params, result.layer_inputs[layer], layer, dtype)
-    if report is None or report.manual_dtype != manual_dtype:
-        report = parity_report(result, [loaded.attention_parameters(l) for l in range(result.n_layer)], manual_dtype)
-    return ScratchData(result, head, rec, report, counted_parameters(params))

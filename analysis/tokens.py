@@ -1,15 +1,55 @@
 """Turning GPT-2's byte-level BPE tokens into strings a person can read.
 
 GPT-2 maps every byte to a printable character before merging (``Ġ`` is a space, ``Ċ`` a
-newline). For display we undo that mapping and then make whitespace visible, so that
-``"Ġcat"`` is shown as ``"␣cat"`` and ``"Ċ"`` as ``"↵"``.
+newline). For display we undo that mapping and then make invisible characters visible, so that
+``"Ġcat"`` is shown as ``"␣cat"`` and ``"Ċ"`` as ``"↵"``. The same strings go into labels and
+into exported data (a NUL token is ``"␀"``, never ``""``, which numpy's string arrays would drop).
+
+Invisible characters, and what is shown instead:
+    space ␣, newline ↵, tab ⇥, carriage return ␍  (as before)
+    other C0 controls U+0000–U+001F → their control pictures ␀ … ␟ (U+2400 + code), DEL → ␡
+    no-break space → ⍽
+    every other control, format, separator or unassigned character (C1 controls, zero-width
+    space/joiners, bidi controls, U+2028/U+2029, …) → ⟨U+XXXX⟩
 """
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 VISIBLE_SPACE = "\u2423"  # ␣
 VISIBLE = {" ": VISIBLE_SPACE, "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+VISIBLE.update({chr(c): chr(0x2400 + c) for c in range(0x20) if chr(c) not in VISIBLE})  # ␀ … ␟
+VISIBLE.update({"\x7f": "\u2421", "\u00a0": "\u237d"})  # DEL ␡, no-break space ⍽
+ELLIPSIS = "\u2026"
+
+
+def visible_char(ch: str) -> str:
+    """One character as it is shown: itself when it is visible, otherwise a visible stand-in."""
+    shown = VISIBLE.get(ch)
+    if shown is not None:
+        return shown
+    if ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Co", "Cn"):
+        return ch
+    return f"\u27e8U+{ord(ch):04X}\u27e9"  # ⟨U+200B⟩
+
+
+def visible(text: str) -> str:
+    """``text`` with every invisible character replaced by its visible stand-in (see the module docstring)."""
+    return "".join(visible_char(ch) for ch in text)
+
+
+def elide(label: str, max_chars: int = 24) -> str:
+    """A label at most ``max_chars`` characters long: a long one keeps its start and end around "…"
+    (``"internationalisation…ation"``-like), a short one is returned unchanged."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    if len(label) <= max_chars:
+        return label
+    keep = max_chars - 1
+    head = (keep + 1) // 2 + keep // 4  # about two thirds at the start
+    head = min(head, keep)
+    return label[:head] + ELLIPSIS + (label[len(label) - (keep - head):] if keep > head else "")
 
 
 @lru_cache(maxsize=1)
@@ -39,8 +79,8 @@ def token_text(raw_token: str) -> str:
 
 
 def display_token(raw_token: str, special_tokens: frozenset[str] = frozenset()) -> str:
-    """Readable form of one token: whitespace made visible, special tokens kept as they are."""
+    """Readable form of one token: invisible characters made visible, special tokens kept as they are.
+    Never empty (an empty token is shown as ``⟨empty⟩``)."""
     if raw_token in special_tokens:
-        return raw_token
-    text = token_text(raw_token)
-    return "".join(VISIBLE.get(ch, ch) for ch in text) or raw_token
+        return raw_token or "\u27e8empty\u27e9"
+    return visible(token_text(raw_token)) or visible(raw_token) or "\u27e8empty\u27e9"

@@ -9,6 +9,7 @@ from PySide6 import QtCore, QtWidgets
 from .qt import ensure_qapp
 
 SCREENSHOT_TIMEOUT_MS = 300_000
+SCRATCH_WAIT_MS = 60_000
 DEFAULT_TEXT = "The server rejected the request because it was overloaded."
 
 
@@ -34,6 +35,16 @@ def still_available(source: str) -> bool:
     return src.kind != "hub" or is_cached(source)
 
 
+def choose_source(asked: str | None, settings: QtCore.QSettings) -> tuple[str, bool]:
+    """(source, gpt2_missing): the model asked for, else the remembered one if it can still be opened, else the default."""
+    if asked is not None:
+        return asked, False
+    remembered = settings.value("model/last")
+    if remembered and still_available(str(remembered)):
+        return str(remembered), False
+    return default_model_choice()
+
+
 def parse_select(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
@@ -44,41 +55,44 @@ def parse_select(text: str | None) -> tuple[int, int] | None:
     return layer, head
 
 
+def screenshot_settings() -> QtCore.QSettings:
+    """A throw-away settings file: a --screenshot run never reads or writes the user's settings."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="attnscope-screenshot-settings-")
+    return QtCore.QSettings(str(Path(folder) / "settings.ini"), QtCore.QSettings.Format.IniFormat)
+
+
 def run_app(args) -> int:
     select = parse_select(getattr(args, "select", None))
     screenshot_dir: Path | None = getattr(args, "screenshot", None)
     app = ensure_qapp()
     from .window import MainWindow
 
-    window = MainWindow()
+    window = MainWindow(screenshot_settings() if screenshot_dir is not None else None)
     if args.device and args.device != "auto":
-        window.pending_device = args.device
-        if window.device_choice.findText(args.device) < 0:
-            window.device_choice.addItem(args.device)  # not probed yet: loading will say if it is not there
-        window.device_choice.setCurrentText(args.device)
-    gpt2_missing = False
-    source = args.model
-    if source is None:
-        remembered = window.settings.value("model/last")
-        if remembered and still_available(str(remembered)):
-            source = str(remembered)
-        else:
-            source, gpt2_missing = default_model_choice()
+        window.model_bar.set_device(args.device)  # not probed yet: loading will say if it is not there
+    source, gpt2_missing = choose_source(args.model, window.settings)
     if gpt2_missing:
         from .downloads import offer_gpt2_download
 
         offer_gpt2_download(window)
     text = args.text if args.text is not None else (DEFAULT_TEXT if screenshot_dir else "")
     if not text:
-        recent = window.recent_texts()
+        recent = window.text_input.recent_texts()
         text = recent[0] if recent else DEFAULT_TEXT
     window.set_text(text)
     status = {"code": 0}
 
     if select is not None:
         def apply_select(_request_id):
-            window.select_head(*select)
             window.result_shown.disconnect(apply_select)
+            try:
+                window.select_head(*select)
+            except ValueError:
+                r = window.state.result
+                window.show_error(f"--select {select[0]}.{select[1]}: this model has layers 0–{r.n_layer - 1} "
+                                  f"and heads 0–{r.n_head - 1}.")
 
         window.result_shown.connect(apply_select)
 
@@ -90,11 +104,12 @@ def run_app(args) -> int:
             app.exit(1)
 
         def shoot(_request_id) -> None:
+            window.result_shown.disconnect(shoot)
             QtCore.QTimer.singleShot(400, lambda: take_screenshots(window, screenshot_dir, app, status))
 
         window.result_shown.connect(shoot)
         window.error_shown.connect(fail)
-        QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out waiting for the first result"))
+        QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out before the screenshots were taken"))
     window.show()
     window.load_model(source)
     code = app.exec()
@@ -110,6 +125,9 @@ def grab(widget, path: Path) -> Path:
 
 def take_screenshots(window, folder: Path, app, status) -> None:
     """Main views now; then the from-scratch tabs once the worker has computed them; then exit."""
+    from .scores_view import ScoresPanel
+    from .scratch import ScratchPanel
+
     taken = []
 
     def finish(code: int = 0) -> None:
@@ -120,29 +138,35 @@ def take_screenshots(window, folder: Path, app, status) -> None:
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        window.tabs.setCurrentIndex(0)
-        taken += [grab(window, folder / "window.png"), grab(window.grid, folder / "grid.png"),
-                  grab(window.detail, folder / "detail.png")]
-        window.tabs.setCurrentIndex(1)
-        taken += [grab(window.scores_panel, folder / "scores.png")]
+        window.tabs.setCurrentWidget(window.head_panel)
+        taken += [grab(window, folder / "window.png"), grab(window.grid_panel.plot, folder / "grid.png"),
+                  grab(window.head_panel.plot, folder / "detail.png")]
+        window.tabs.setCurrentWidget(window.tab(ScoresPanel))
+        taken += [grab(window.tab(ScoresPanel), folder / "scores.png")]
     except OSError as exc:
         print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
         finish(1)
         return
+    scratch = window.tab(ScratchPanel)
+    done = []
 
-    def scratch_ready(_request_id) -> None:
-        window.scratch_shown.disconnect(scratch_ready)
+    def shoot_scratch(*_args) -> None:
+        if done:
+            return
+        done.append(True)
+        scratch.data_shown.disconnect(shoot_scratch)
         try:
-            names = ("scratch-steps", "scratch-parity", "scratch-calculator", "scratch-sqrt-dk", "scratch-cost")
-            for index, name in enumerate(names):
-                window.scratch.setCurrentIndex(index)
-                taken.append(grab(window, folder / f"{name}.png"))
-            window.scratch.setCurrentIndex(0)
+            for index in range(scratch.count()):
+                scratch.setCurrentIndex(index)
+                name = "".join(c if c.isalnum() else "-" for c in scratch.tabText(index).lower()).strip("-")
+                taken.append(grab(window, folder / f"scratch-{name}.png"))
+            scratch.setCurrentIndex(0)
         except OSError as exc:
             print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
             finish(1)
             return
         finish(0)
 
-    window.scratch_shown.connect(scratch_ready)
-    window.tabs.setCurrentWidget(window.scratch)
+    scratch.data_shown.connect(shoot_scratch)
+    window.tabs.setCurrentWidget(scratch)
+    QtCore.QTimer.singleShot(SCRATCH_WAIT_MS, shoot_scratch)  # its data may be on screen already

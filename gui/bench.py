@@ -117,7 +117,7 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = QtCore.QSettings(str(Path(tmp) / "s.ini"), QtCore.QSettings.Format.IniFormat)
         window = MainWindow(settings)
-        window.auto_box.setChecked(False)
+        window.text_input.auto_box.setChecked(False)
         window.resize(1400, 900)
         window.show()
         loop = QtCore.QEventLoop()

@@ -1,11 +1,14 @@
-"""The note shown when GPT-2 is not downloaded yet, and the download it offers."""
+"""GPT-2 when it is not downloaded yet: the note that offers it, and the download (File → Download
+GPT-2 stays in the menu for as long as GPT-2 is not in the cache)."""
 from __future__ import annotations
+
+NOTE = ("Using the bundled model, a 4-layer × 4-head GPT-2-style model trained offline for this app (its own "
+        "4,096-token vocabulary, 256-token context; Help → About has its model card). The real GPT-2 is not "
+        "downloaded yet (about 550 MB).")
 
 
 def offer_gpt2_download(window) -> None:
-    window.note.show_note(
-        "Using the bundled model: the real GPT-2 is not downloaded yet (about 550 MB).",
-        "info", [("Download GPT-2", lambda: download_gpt2(window))])
+    window.note.show_note(NOTE, "info", [("Download GPT-2", lambda: download_gpt2(window))])
 
 
 def download_gpt2(window) -> None:

@@ -1,25 +1,42 @@
-"""The Export… dialog: what to export, the format, the PNG size, and where."""
+"""The Export… dialog: what to export, the format, the PNG width, and where.
+
+The destination is a folder plus a name that says what the file holds (``L0H1.png``, ``grid.svg``,
+``attnscope-heads/``); changing what or the format changes only the name, never the folder."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.export import DATA_FORMATS, IMAGE_FORMATS
+
 CHOICES = [
     ("head", "Current head (one file)"),
     ("grid", "All heads as one grid (one file)"),
-    ("heads", "Every head, one file each (a folder)"),
-    ("data", "Data: attention.npz, scores.csv, result.json (a folder)"),
+    ("heads", "Every head, one image each, and the grid (a folder)"),
+    ("data", "Data: attention.npz, scores.csv, parity.json (a folder)"),
+    ("everything", "Everything, like `main.py export`: data, grid and every head (a folder)"),
 ]
-FILE_FORMATS = {"head": ("png", "svg", "pdf", "npz", "csv", "json"), "grid": ("png", "svg", "pdf", "npz", "csv", "json"),
-                "heads": ("png", "svg", "pdf"), "data": ()}
+FOLDER_KINDS = ("heads", "data", "everything")
+FORMATS = {"head": IMAGE_FORMATS + DATA_FORMATS, "grid": IMAGE_FORMATS + DATA_FORMATS,
+           "heads": IMAGE_FORMATS, "data": (), "everything": IMAGE_FORMATS}
+
+
+def default_name(what: str, fmt: str, layer: int = 0, head: int = 0) -> str:
+    """The file or folder name that says what an export holds."""
+    if what == "head":
+        return f"L{layer}H{head}.{fmt}"
+    if what == "grid":
+        return f"grid.{fmt}"
+    return {"heads": "attnscope-heads", "data": "attnscope-data", "everything": "attnscope-export"}[what]
 
 
 class ExportDialog(QtWidgets.QDialog):
-    def __init__(self, parent, settings: QtCore.QSettings):
+    def __init__(self, parent, settings: QtCore.QSettings, layer: int = 0, head: int = 0):
         super().__init__(parent)
         self.setWindowTitle("Export")
         self.settings = settings
+        self.layer, self.head = layer, head
         self.what_choice = QtWidgets.QComboBox()
         for key, label in CHOICES:
             self.what_choice.addItem(label, key)
@@ -28,8 +45,11 @@ class ExportDialog(QtWidgets.QDialog):
         self.width_spin.setRange(200, 12000)
         self.width_spin.setSingleStep(200)
         self.width_spin.setSuffix(" px")
+        self.width_spin.setToolTip("Width of every PNG written (each head, the grid)")
         self.width_spin.setValue(int(settings.value("export/png_width", 1600)))
-        self.path_edit = QtWidgets.QLineEdit(str(settings.value("export/folder", str(Path.home()))))
+        folder = Path(str(settings.value("export/folder", str(Path.home()))))
+        self.path_edit = QtWidgets.QLineEdit(str(folder / default_name("head", "png", layer, head)))
+        self.path_edit.setMinimumWidth(380)
         browse = QtWidgets.QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         path_row = QtWidgets.QHBoxLayout()
@@ -63,33 +83,35 @@ class ExportDialog(QtWidgets.QDialog):
     def path(self) -> str:
         return self.path_edit.text().strip()
 
+    def folder(self) -> Path:
+        """The folder the export goes into (the path without its name)."""
+        return Path(self.path() or Path.home() / "x").expanduser().parent
+
     def _what_changed(self) -> None:
-        formats = FILE_FORMATS[self.what()]
+        formats = FORMATS[self.what()]
+        self.format_choice.blockSignals(True)
         self.format_choice.clear()
         self.format_choice.addItems(formats)
+        self.format_choice.blockSignals(False)
         self.format_choice.setEnabled(bool(formats))
         self._format_changed(self.format_choice.currentText())
 
     def _format_changed(self, fmt: str) -> None:
         self.width_spin.setEnabled(fmt == "png")
-        path = Path(self.path() or Path.home())
-        folder = path.parent if path.suffix else path
-        if self.what() in ("head", "grid") and fmt:
-            self.path_edit.setText(str(folder / f"attnscope-{self.what()}.{fmt}"))
-        else:
-            self.path_edit.setText(str(folder / "attnscope-export"))
+        self.path_edit.setText(str(self.folder() / default_name(self.what(), fmt or "png", self.layer, self.head)))
 
     def _browse(self) -> None:
-        if self.what() in ("head", "grid"):
+        if self.what() in FOLDER_KINDS:
+            path = QtWidgets.QFileDialog.getExistingDirectory(self, "Export into a new folder in", str(self.folder()))
+            if path:
+                self.path_edit.setText(str(Path(path) / Path(self.path()).name))
+        else:
             fmt = self.image_format()
             path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export to", self.path(), f"*.{fmt}")
-        else:
-            path = QtWidgets.QFileDialog.getExistingDirectory(self, "Export into folder", self.path())
-        if path:
-            self.path_edit.setText(path)
+            if path:
+                self.path_edit.setText(path)
 
     def accept(self) -> None:
         self.settings.setValue("export/png_width", self.png_width())
-        path = Path(self.path())
-        self.settings.setValue("export/folder", str(path.parent if path.suffix else path))
+        self.settings.setValue("export/folder", str(self.folder()))
         super().accept()

@@ -1,15 +1,15 @@
 """The heatmaps AttnScope draws, in the GUI and in exported files alike (pyqtgraph).
 
 - :class:`HeadPlot`: one head, query tokens down the left (row 0 at the top), key tokens along
-  the bottom (rotated), a colour bar, hover values.
-- :class:`GridPlot`: every layer × head as thumbnails in one mosaic image, one colour scale,
-  the selected head outlined, optional score badges.
-- :func:`save_figure`: PNG (size/DPI), SVG or PDF of a figure widget.
+  the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
+- :class:`GridPlot` (gui/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
+- :func:`save_figure`: PNG (size/DPI), SVG or PDF of a figure widget, the SVG drawn like the PNG.
 """
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,57 +17,74 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import apply_scale, grid_mosaic, without_first_key
+from analysis.display import SCALE_LABELS, apply_scale, elide, without_first_key  # noqa: F401 (SCALE_LABELS re-exported)
 from analysis.errors import ExportError
-from analysis.inference import THUMBNAIL_PX as GRID_CELL_PX  # the run pools thumbnails to this size
 
-COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L4")
-MIN_LABEL_PX = 11  # token labels closer than this are thinned out
+from .grid_plot import BAR_LABELS, GridPlot
+from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
+                         colormap, limit_to_data)
+
+ROW_HIGHLIGHT = "#ff2d55"
 
 
-def colormap(name: str) -> pg.ColorMap:
-    return pg.colormap.get(name)
+def tick_font() -> QtGui.QFont:
+    font = QtGui.QFont(QtWidgets.QApplication.font())
+    font.setPointSizeF(8.5)
+    return font
 
 
 class TokenAxis(pg.AxisItem):
-    """An axis whose ticks are token labels; on the bottom they can be drawn rotated by 90°."""
+    """An axis whose ticks are token labels (elided to 24 characters); on the bottom they are drawn
+    rotated by 90°. :meth:`label_px` is the room one label needs along the axis, from the font."""
 
     def __init__(self, orientation: str, rotate: bool = False, **kwargs):
         super().__init__(orientation, **kwargs)
         self.rotate = rotate and orientation in ("bottom", "top")
+        self._labels: list[str] = []
         self._labels_by_index: dict[int, str] = {}
-        self.setStyle(autoExpandTextSpace=True, tickLength=-3)
+        self._label_px = 12.0
+        self.setStyle(autoExpandTextSpace=True, tickLength=-3, tickFont=tick_font())
 
-    def set_tokens(self, tokens: list[str] | tuple[str, ...], with_index: bool = True, stride: int = 1) -> None:
-        labels = [f"{i} {t}" if with_index else t for i, t in enumerate(tokens)]
+    def set_tokens(self, tokens, with_index: bool = True) -> None:
+        """All labels, measured once (the ␣ marker and other fallback glyphs can be taller than letters)."""
+        tokens = [elide(t) for t in tokens]
         if self.rotate:
-            labels = [f"{t} {i}" if with_index else t for i, t in enumerate(tokens)]
-        ticks = [(i + 0.5, labels[i]) for i in range(0, len(labels), max(1, stride))]
-        self._labels_by_index = {int(v - 0.5): label for v, label in ticks}
-        self.setTicks([ticks, []])
+            self._labels = [f"{t} {i}" if with_index else t for i, t in enumerate(tokens)]
+        else:
+            self._labels = [f"{i} {t}" if with_index else t for i, t in enumerate(tokens)]
+        metrics = QtGui.QFontMetrics(self.style["tickFont"])
+        self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
+                             default=metrics.height())
         if self.rotate:
-            metrics = QtGui.QFontMetrics(self.font() if hasattr(self, "font") else QtGui.QFont())
-            longest = max((metrics.horizontalAdvance(lbl) for _, lbl in ticks), default=10)
+            longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
             self.setHeight(min(longest + 14, 220))
+        self.set_stride(1)
+
+    def label_px(self) -> float:
+        return self._label_px + 2  # a little air between neighbours
+
+    def set_stride(self, stride: int) -> None:
+        ticks = [(i + 0.5, self._labels[i]) for i in range(0, len(self._labels), max(1, stride))]
+        self._labels_by_index = {i: label for i, label in enumerate(self._labels)}
+        self.setTicks([ticks, []])
 
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802 (Qt naming)
         if not self.rotate:
             return super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
         # pyqtgraph drops labels whose horizontal box would overlap or leave the axis; rotated
-        # labels need neither check, so draw one at every tick, found from the tick's position.
+        # labels are thinned by their height instead, so draw one at every tick, found from its position.
         super().drawPicture(p, axisSpec, tickSpecs, [])
         view = self.linkedView()
         if view is None:
             return
         p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-        if self.style.get("tickFont") is not None:
-            p.setFont(self.style["tickFont"])
+        p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
         metrics = p.fontMetrics()
         top = axisSpec[1].y() + 4
         for _pen, p1, _p2 in tickSpecs:
             value = view.mapSceneToView(self.mapToScene(QtCore.QPointF(p1.x(), 0))).x()
-            text = self._labels_by_index.get(int(round(value - 0.5)))
+            text = self._labels_by_index.get(int(math.floor(value)))
             if text is None:
                 continue
             width = metrics.horizontalAdvance(text)
@@ -79,112 +96,75 @@ class TokenAxis(pg.AxisItem):
             p.restore()
 
 
-class HoverImage(pg.ImageItem):
-    """An ImageItem that reports the (row, column) under the mouse (pyqtgraph's subclassing idiom)."""
+class HeadPlot(ZoomableFigure):
+    """One head's attention map: rows are queries (row 0 on top), columns are keys; the map fills the
+    plot (cells follow the plot's shape), zoom is limited to the map and reset by Home/double-click/⤢."""
 
-    def __init__(self, on_hover=None, on_click=None, **kwargs):
-        super().__init__(axisOrder="row-major", **kwargs)
-        self.on_hover = on_hover
-        self.on_click = on_click
-        self.setAcceptHoverEvents(True)
-
-    def _cell(self, pos) -> tuple[int, int] | None:
-        if self.image is None:
-            return None
-        row, col = int(math.floor(pos.y())), int(math.floor(pos.x()))
-        h, w = self.image.shape[:2]
-        return (row, col) if 0 <= row < h and 0 <= col < w else None
-
-    def hoverEvent(self, ev):  # noqa: N802
-        if self.on_hover is None:
-            return
-        self.on_hover(None if ev.isExit() else self._cell(ev.pos()))
-
-    def mouseClickEvent(self, ev):  # noqa: N802
-        cell = self._cell(ev.pos())
-        if self.on_click is not None and cell is not None and ev.button() == QtCore.Qt.MouseButton.LeftButton:
-            ev.accept()
-            self.on_click(cell)
-        else:
-            ev.ignore()
-
-
-def label_stride(n: int, pixels: float) -> int:
-    """Show every k-th token label so that labels are at least MIN_LABEL_PX apart."""
-    if n <= 0 or pixels <= 0:
-        return 1
-    return max(1, math.ceil(MIN_LABEL_PX * n / pixels))
-
-
-class HeadPlot(pg.GraphicsLayoutWidget):
-    """One head's attention map: rows are queries (row 0 on top), columns are keys."""
-
-    cell_hovered = QtCore.Signal(object)  # (query, key) or None
+    cell_hovered = QtCore.Signal(object)  # None or (query, key, value as drawn; NaN for a masked/hidden cell)
     query_clicked = QtCore.Signal(int)
     matrix: np.ndarray | None = None  # set before __init__ runs: GraphicsView calls resizeEvent early
     tokens: tuple[str, ...] = ()
 
     def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setBackground("w")
-        self.left_axis = TokenAxis("left")
-        self.bottom_axis = TokenAxis("bottom", rotate=True)
-        self.plot = self.addPlot(axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
+        left, bottom = TokenAxis("left"), TokenAxis("bottom", rotate=True)
+        super().__init__(parent, axisItems={"left": left, "bottom": bottom})
+        self.left_axis, self.bottom_axis = left, bottom
         self.plot.invertY(True)
-        self.plot.setAspectLocked(True, ratio=1)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.image = HoverImage(on_hover=self._hovered, on_click=lambda cell: self.query_clicked.emit(cell[0]))
+        self.image = HoverImage(text_for=self._text_for, on_hover=self._hovered,
+                                on_click=lambda cell: self.query_clicked.emit(cell[0]))
         self.plot.addItem(self.image)
         self.row_highlight = QtWidgets.QGraphicsRectItem()
-        self.row_highlight.setPen(pg.mkPen("#ff2d55", width=2, cosmetic=True))
+        self.row_highlight.setPen(pg.mkPen(ROW_HIGHLIGHT, width=2, cosmetic=True))
         self.row_highlight.setVisible(False)
         self.plot.addItem(self.row_highlight, ignoreBounds=True)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        self._strides = None
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
-                 hide_first: bool = False, vmax: float | None = None) -> None:
-        """Show ``weights`` (n, n) with token labels; ``vmax`` fixes the top of the colour scale."""
+                 hide_first: bool = False) -> None:
+        """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row."""
         matrix = without_first_key(weights) if hide_first else np.asarray(weights, dtype=np.float32)
         n = matrix.shape[0]
         matrix = np.where(np.tri(n, dtype=bool), matrix, np.float32(np.nan))  # future keys: drawn as background
+        new_size = self.matrix is None or self.matrix.shape != matrix.shape
         self.matrix, self.tokens = matrix, tuple(tokens)
-        self._stride = None  # new tokens: relabel
-        top = vmax if vmax is not None else float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
-        drawn, levels = apply_scale(matrix, scale, top)
+        drawn, levels = apply_scale(matrix, scale)
         self.image.setImage(drawn, levels=levels, autoLevels=False)
         self.colorbar.setColorMap(colormap(cmap))
         self.colorbar.setLevels(levels)
-        label = {"linear": "weight", "power": "√weight", "log": "log₁₀ weight"}[scale]
-        self.colorbar.axis.setLabel(label)
-        n = matrix.shape[0]
-        self.plot.setTitle(html.escape(title), size="11pt")
+        self.colorbar.axis.setLabel(BAR_LABELS[scale] + (" (first key hidden)" if hide_first else ""))
+        self.plot.setTitle(html.escape(title, quote=False), size="11pt")
         self.plot.setLabel("left", "query")
         self.plot.setLabel("bottom", "key")
+        self.left_axis.set_tokens(self.tokens)
+        self.bottom_axis.set_tokens(self.tokens)
+        self._strides = None
+        if new_size:
+            limit_to_data(self.plot, n, n)
         self.update_label_density()
-        self.plot.setLimits(xMin=-10 * n, xMax=11 * n, yMin=-10 * n, yMax=11 * n)
-        self.plot.getViewBox().setDefaultPadding(0)
-        self.plot.enableAutoRange()
+        cell = self.image.cell_now
+        self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
 
     def update_label_density(self) -> None:
+        """Thin the token labels so that neighbours never touch, from the labels' real height."""
         if self.matrix is None:
             return
         n = self.matrix.shape[0]
         vb = self.plot.getViewBox()
-        if vb.height() > 10:
-            (x0, x1), (y0, y1) = vb.viewRange()
-            rows_per_px = min(n, y1 - y0) / vb.height()  # token rows on screen per pixel
-            stride = max(1, math.ceil(MIN_LABEL_PX * rows_per_px))
-        else:
-            stride = label_stride(n, 400.0)
-        if stride == getattr(self, "_stride", None) and n == getattr(self, "_stride_n", None):
+        (x0, x1), (y0, y1) = vb.viewRange()
+        row_px = vb.height() / max(1e-9, y1 - y0) if vb.height() > 10 else 400 / n
+        col_px = vb.width() / max(1e-9, x1 - x0) if vb.width() > 10 else 400 / n
+        strides = (max(1, math.ceil(self.left_axis.label_px() / row_px)),
+                   max(1, math.ceil(self.bottom_axis.label_px() / col_px)))
+        if strides == self._strides:
             return
-        self._stride, self._stride_n = stride, n
-        self.left_axis.set_tokens(self.tokens, stride=stride)
-        self.bottom_axis.set_tokens(self.tokens, stride=stride)
+        self._strides = strides
+        self.left_axis.set_stride(strides[0])
+        self.bottom_axis.set_stride(strides[1])
 
     def resizeEvent(self, ev):  # noqa: N802
         super().resizeEvent(ev)
@@ -197,118 +177,19 @@ class HeadPlot(pg.GraphicsLayoutWidget):
         self.row_highlight.setRect(QtCore.QRectF(0, row, self.matrix.shape[1], 1))
         self.row_highlight.setVisible(True)
 
-    def _hovered(self, cell) -> None:
-        self.cell_hovered.emit(cell)
-        if cell is None or self.matrix is None:
-            QtWidgets.QToolTip.hideText()
-            return
+    def _text_for(self, cell) -> str:
+        if self.matrix is None:
+            return ""
         q, k = cell
         value = self.matrix[q, k]
         shown = "masked (future token)" if k > q else ("hidden (first key)" if math.isnan(value) else f"{value:.3f}")
-        text = f"query '{self.tokens[q]}' [{q}] → key '{self.tokens[k]}' [{k}]: {shown}"
-        self.setToolTip(text)
-        QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), text, self)
-
-
-class GridPlot(pg.GraphicsLayoutWidget):
-    """Every head of every layer, drawn as one mosaic image: layers are rows, heads are columns."""
-
-    head_clicked = QtCore.Signal(int, int)
-
-    def __init__(self, parent=None, cell_px: int = GRID_CELL_PX):
-        super().__init__(parent)
-        self.setBackground("w")
-        self.cell_px = cell_px
-        self.plot = self.addPlot()
-        self.plot.invertY(True)
-        self.plot.setAspectLocked(True, ratio=1)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.image = HoverImage(on_hover=self._hovered, on_click=self._clicked)
-        self.plot.addItem(self.image)
-        self.selection = QtWidgets.QGraphicsRectItem()
-        self.selection.setPen(pg.mkPen("#ff2d55", width=3, cosmetic=True))
-        self.selection.setZValue(10)
-        self.plot.addItem(self.selection, ignoreBounds=True)
-        self.badges: list[QtWidgets.QGraphicsItem] = []
-        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
-        self.colorbar.setImageItem(self.image, insert_in=self.plot)
-        self.shape = (0, 0)
-        self.pitch = 1
-        self.cell = 1
-        self._mosaic_key = None
-
-    def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear",
-                       title: str = "", key=None) -> None:
-        """Draw all heads (``attentions`` or, faster, ``result.thumbnails``: (layer, head, q, k)).
-
-        ``key`` identifies the data: the mosaic is rebuilt only when it changes."""
-        L, H = attentions.shape[:2]
-        if key is None or key != self._mosaic_key:
-            self._mosaic, self.cell = grid_mosaic(attentions, self.cell_px)
-            self._mosaic_key = key
-        self.shape, self.pitch = (L, H), self.cell + 1
-        vmax = float(np.nanmax(self._mosaic)) if np.isfinite(self._mosaic).any() else 1.0
-        drawn, levels = apply_scale(self._mosaic, scale, vmax)
-        self.image.setImage(drawn, levels=levels, autoLevels=False)
-        self.colorbar.setColorMap(colormap(cmap))
-        self.colorbar.setLevels(levels)
-        left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        left.setTicks([[((l + 0.5) * self.pitch, f"L{l}") for l in range(L)], []])
-        bottom.setTicks([[((h + 0.5) * self.pitch, f"H{h}") for h in range(H)], []])
-        self.plot.setLabel("left", "layer")
-        self.plot.setLabel("bottom", "head")
-        if title:
-            self.plot.setTitle(html.escape(title), size="11pt")
-        w, h = H * self.pitch, L * self.pitch
-        # generous limits: with the aspect locked, tight ones would crop the mosaic in a narrow panel
-        self.plot.setLimits(xMin=-10 * w, xMax=11 * w, yMin=-10 * h, yMax=11 * h)
-        self.plot.getViewBox().setDefaultPadding(0.01)
-        self.plot.enableAutoRange()  # fit the whole mosaic, and keep fitting on resize until the user zooms
-
-    def select(self, layer: int, head: int) -> None:
-        p = self.pitch
-        self.selection.setRect(QtCore.QRectF(head * p - 0.5, layer * p - 0.5, self.cell + 1, self.cell + 1))
-
-    def set_badges(self, values: np.ndarray | None, threshold: float = 0.4) -> None:
-        """Write each head's score in its corner; heads at or above ``threshold`` get a bold badge."""
-        for item in self.badges:
-            self.plot.removeItem(item)
-        self.badges = []
-        if values is None:
-            return
-        L, H = values.shape
-        for layer in range(L):
-            for head in range(H):
-                v = values[layer, head]
-                if not np.isfinite(v):
-                    continue
-                strong = v >= threshold
-                text = pg.TextItem(html=f"<span style='background:{'#ffd60a' if strong else '#ffffffb0'};"
-                                        f"color:#000;font-size:8pt;{'font-weight:bold' if strong else ''}'>"
-                                        f"{v:.2f}</span>", anchor=(0, 0))
-                text.setPos(head * self.pitch, layer * self.pitch)
-                text.setZValue(5)
-                self.plot.addItem(text, ignoreBounds=True)
-                self.badges.append(text)
-
-    def _cell_head(self, cell) -> tuple[int, int] | None:
-        if cell is None:
-            return None
-        row, col = cell
-        layer, head = row // self.pitch, col // self.pitch
-        if row % self.pitch >= self.cell or col % self.pitch >= self.cell:
-            return None
-        return (layer, head) if layer < self.shape[0] and head < self.shape[1] else None
+        return f"query '{self.tokens[q]}' [{q}] → key '{self.tokens[k]}' [{k}]: {shown}"
 
     def _hovered(self, cell) -> None:
-        lh = self._cell_head(cell)
-        self.setToolTip("" if lh is None else f"layer {lh[0]}, head {lh[1]} — click for detail")
-
-    def _clicked(self, cell) -> None:
-        lh = self._cell_head(cell)
-        if lh is not None:
-            self.head_clicked.emit(*lh)
+        if cell is None or self.matrix is None:
+            self.cell_hovered.emit(None)
+        else:
+            self.cell_hovered.emit((int(cell[0]), int(cell[1]), float(self.matrix[cell])))
 
 
 # ----------------------------------------------------------------------------- saving
@@ -316,7 +197,7 @@ def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | Non
     """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension."""
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
-    QtWidgets.QApplication.processEvents()
+    settle_layout()
     try:
         if fmt == "png":
             exporter = pg.exporters.ImageExporter(widget.scene())
@@ -337,6 +218,9 @@ def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | Non
                 device = QSvgGenerator()
                 device.setFileName(str(path))
                 device.setSize(source.size().toSize())
+                # the scene is laid out at 96 logical dpi; the generator's default 72 would draw text and
+                # axes at 0.75 of their size around a full-size heatmap (the misaligned SVG of issue 11)
+                device.setResolution(96)
                 device.setViewBox(QtCore.QRectF(0, 0, source.width(), source.height()))
                 device.setTitle(widget.windowTitle() or "AttnScope figure")
             else:
@@ -366,12 +250,18 @@ def grid_source(result) -> np.ndarray:
     return result.thumbnails if result.thumbnails is not None else result.attentions
 
 
+def settle_layout() -> None:
+    """Let pending layout requests run: a change of axis text can re-lay out the figure twice."""
+    for _ in range(3):
+        QtWidgets.QApplication.processEvents()
+
+
 def _lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:
     """Give a figure that is never shown on screen real geometry, so its layout is computed."""
     fig.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
     fig.resize(width, height)
     fig.show()
-    QtWidgets.QApplication.processEvents()
+    settle_layout()
 
 
 def head_figure_size(n_tokens: int) -> tuple[int, int]:
@@ -384,41 +274,56 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
     _lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
     fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
                  cmap=cmap, scale=scale, hide_first=hide_first)
+    settle_layout()  # the rotated labels' height changes the layout once
     fig.update_label_density()
     return fig
 
 
-def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None) -> GridPlot:
+def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, hide_first=False,
+                          badge_label: str = "") -> GridPlot:
     fig = GridPlot()
     L, H = result.attentions.shape[:2]
-    _lay_out_offscreen(fig, int(min(3000, 160 + 70 * H)), int(min(4000, 110 + 70 * L)))
-    fig.set_attentions(grid_source(result), cmap=cmap, scale=scale,
-                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens")
+    _lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
+    fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
+                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True)
     if badges is not None:
-        fig.set_badges(badges)
+        fig.set_badges(badges, badge_label)
     return fig
 
 
 def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
-                        heads: bool = True) -> list[Path]:
-    """``grid.<fmt>`` and, if asked, ``heads/L{layer}H{head}.<fmt>`` for every head, into ``folder``."""
+                        heads: bool = True, hide_first: bool = False, check: Callable[[], None] | None = None,
+                        png_width: int | None = None) -> list[Path]:
+    """``grid.<fmt>`` and, if asked, ``heads/L{layer}H{head}.<fmt>`` for every head, into ``folder``.
+
+    ``check()`` is called before each figure is drawn (a caller raises from it to stop between
+    figures, never inside a paint); ``png_width`` sets the width of every PNG."""
     from .qt import ensure_qapp
 
     ensure_qapp()
+    check = check or (lambda: None)
     folder = Path(folder)
     written = []
-    grid = offscreen_grid_figure(result, cmap, scale)
-    written.append(save_figure(grid, folder / f"grid.{fmt}"))
-    dispose_figure(grid)
+    check()
+    grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
+    try:
+        written.append(save_figure(grid, folder / f"grid.{fmt}", png_width))
+    finally:
+        dispose_figure(grid)
     if heads:
         (folder / "heads").mkdir(exist_ok=True)
-        fig = offscreen_head_figure(result, 0, 0, cmap, scale)
-        for layer in range(result.n_layer):
-            for head in range(result.n_head):
-                fig.set_head(result.attentions[layer, head], result.tokens,
-                             f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale)
-                written.append(save_figure(fig, folder / "heads" / f"L{layer}H{head}.{fmt}"))
-        dispose_figure(fig)
+        check()
+        fig = offscreen_head_figure(result, 0, 0, cmap, scale, hide_first)
+        try:
+            for layer in range(result.n_layer):
+                for head in range(result.n_head):
+                    check()
+                    fig.set_head(result.attentions[layer, head], result.tokens,
+                                 f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
+                                 hide_first=hide_first)
+                    written.append(save_figure(fig, folder / "heads" / f"L{layer}H{head}.{fmt}", png_width))
+        finally:
+            dispose_figure(fig)
     return written
 
 

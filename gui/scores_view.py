@@ -1,31 +1,49 @@
-"""The head-score table (sortable, one row per head) and a layer × head map of one score."""
+"""The Head scores tab: a sortable table of every score for every head beside a layer × head map of
+one score. It follows the view state (result, selection, colormap, dark) and writes the selection back."""
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from analysis.head_scores import SCORE_DESCRIPTIONS, SCORE_NAMES
+from analysis.head_scores import NOT_APPLICABLE, NOT_APPLICABLE_WHY, SCORE_DESCRIPTIONS, SCORE_LABELS, SCORE_NAMES
 
-from .figures import HoverImage, colormap
+from .layer_head_map import LayerHeadMap, top_heads
+from .plot_items import apply_theme
 
 SORT_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
+# SCORE_LABELS (analysis.head_scores) is the one name of each score everywhere in the GUI (table
+# tooltips, map, badges); SCORE_SHORT only heads the table's columns, where room is short
+SCORE_SHORT = {"previous_token": "prev.", "sink": "sink", "self": "self", "duplicate_token": "dup.",
+               "induction": "induct.", "induction_probe": "probe", "entropy": "entropy", "next_token": "next"}
+
+
+def score_label(name: str) -> str:
+    return SCORE_LABELS.get(name, name.replace("_", " "))
+
+
+def applies(scores, name: str) -> bool:
+    """False where a score does not apply to this model (shown as n/a, never as a number)."""
+    check = getattr(scores, "applies", None)
+    return True if check is None else bool(check(name))
 
 
 class ScoreTableModel(QtCore.QAbstractTableModel):
-    """Rows are heads; columns: layer, head, then every score."""
+    """Rows are heads; columns: layer, head, then every score (short headers, full name in the tooltip)."""
 
     COLUMNS = ("layer", "head", *SCORE_NAMES)
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._rows: list[dict] = []
+        self._applies: dict[str, bool] = {}
 
     def set_scores(self, scores) -> None:
         self.beginResetModel()
         self._rows = scores.rows() if scores is not None else []
+        self._applies = {name: applies(scores, name) for name in SCORE_NAMES} if scores is not None else {}
         self.endResetModel()
 
     def rowCount(self, parent=QtCore.QModelIndex()):  # noqa: N802
@@ -42,7 +60,11 @@ class ScoreTableModel(QtCore.QAbstractTableModel):
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
             if name in ("layer", "head"):
                 return str(value)
+            if not self._applies.get(name, True):
+                return NOT_APPLICABLE
             return "—" if math.isnan(value) else f"{value:.3f}"
+        if role == QtCore.Qt.ItemDataRole.ToolTipRole and not self._applies.get(name, True):
+            return NOT_APPLICABLE_WHY.get(name, "")
         if role == SORT_ROLE:
             return -math.inf if isinstance(value, float) and math.isnan(value) else value
         if role == QtCore.Qt.ItemDataRole.TextAlignmentRole:
@@ -54,9 +76,11 @@ class ScoreTableModel(QtCore.QAbstractTableModel):
             return None
         name = self.COLUMNS[section]
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
-            return name.replace("_", " ")
+            return SCORE_SHORT.get(name, name)
         if role == QtCore.Qt.ItemDataRole.ToolTipRole:
-            return SCORE_DESCRIPTIONS.get(name, name)
+            return f"{score_label(name)}: {SCORE_DESCRIPTIONS.get(name, '')}" if name in SCORE_NAMES else name
+        if role == QtCore.Qt.ItemDataRole.InitialSortOrderRole:  # the first click on a score puts the top heads first
+            return QtCore.Qt.SortOrder.AscendingOrder if name in ("layer", "head") else QtCore.Qt.SortOrder.DescendingOrder
         return None
 
     def head_at(self, row: int) -> tuple[int, int]:
@@ -64,62 +88,47 @@ class ScoreTableModel(QtCore.QAbstractTableModel):
         return r["layer"], r["head"]
 
 
-class ScoreMap(pg.GraphicsLayoutWidget):
-    """One score for every head as a small heatmap: layers down, heads across; click selects."""
-
-    head_clicked = QtCore.Signal(int, int)
+class ScoreMap(LayerHeadMap):
+    """One score for every head: layers down, heads across; hover shows the value and its rank."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setBackground("w")
-        self.plot = self.addPlot()
-        self.plot.invertY(True)
-        self.plot.setAspectLocked(True, ratio=1)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setMouseEnabled(False, False)
-        self.image = HoverImage(on_hover=self._hovered, on_click=lambda cell: self.head_clicked.emit(*cell))
-        self.plot.addItem(self.image)
-        self.marker = QtWidgets.QGraphicsRectItem()
-        self.marker.setPen(pg.mkPen("#ff2d55", width=3, cosmetic=True))
-        self.plot.addItem(self.marker)
-        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=12)
-        self.colorbar.setImageItem(self.image, insert_in=self.plot)
         self.values: np.ndarray | None = None
         self.name = ""
 
-    def set_score(self, name: str, values: np.ndarray, cmap: str = "viridis") -> None:
-        self.values, self.name = values, name
-        L, H = values.shape
-        finite = values[np.isfinite(values)]
-        top = max(1e-9, float(finite.max())) if finite.size else 1.0
-        levels = (0.0, max(1.0, top) if name != "entropy" else 1.0)
-        self.image.setImage(values.astype(np.float32), levels=levels, autoLevels=False)
-        self.colorbar.setColorMap(colormap(cmap))
-        self.colorbar.setLevels(levels)
-        self.plot.setTitle(f"{name.replace('_', ' ')}" + ("" if finite.size else " — not defined for this text"))
-        self.plot.getAxis("left").setTicks([[(l + 0.5, f"L{l}") for l in range(L)], []])
-        self.plot.getAxis("bottom").setTicks([[(h + 0.5, f"H{h}") for h in range(H)], []])
-        self.plot.setRange(xRange=(0, H), yRange=(0, L), padding=0.02)
+    def set_score(self, name: str, values: np.ndarray, cmap: str = "viridis", applicable: bool = True) -> None:
+        self.values, self.name = np.asarray(values, dtype=np.float64), name
+        if not applicable:
+            self.values = np.full(self.values.shape, np.nan)
+        finite = self.values[np.isfinite(self.values)]
+        top = float(finite.max()) if finite.size else 1.0
+        levels = (0.0, 1.0 if name == "entropy" else max(1.0, top))
+        label = score_label(name)
+        note = "" if finite.size else (" — not defined for this text" if applicable else f" — {NOT_APPLICABLE}")
+        self.set_image(self.values.astype(np.float32), self.values.shape, levels, cmap, label + note, label)
+        self.set_badges(self.values, label)
 
-    def select(self, layer: int, head: int) -> None:
-        self.marker.setRect(QtCore.QRectF(head, layer, 1, 1))
-
-    def _hovered(self, cell) -> None:
-        if cell is None or self.values is None:
-            self.setToolTip("")
-            return
-        v = self.values[cell]
-        self.setToolTip(f"layer {cell[0]}, head {cell[1]}: {self.name} = {'—' if np.isnan(v) else f'{v:.3f}'}")
+    def hover_text(self, layer: int, head: int) -> str:
+        if self.values is None:
+            return ""
+        v = self.values[layer, head]
+        if not np.isfinite(v):
+            return f"layer {layer}, head {head}: {score_label(self.name)} not defined here"
+        rank = int((self.values > v).sum()) + 1  # heads with a strictly higher score, plus one
+        return (f"layer {layer}, head {head}: {score_label(self.name)} = {v:.3f} "
+                f"(rank {rank} of {int(np.isfinite(self.values).sum())})\ndouble-click or Enter: open")
 
 
 class ScoresPanel(QtWidgets.QWidget):
-    """Table + map side by side. Emits ``head_selected`` when a row or a map cell is clicked."""
+    """Table + map side by side, on a :class:`~gui.view_state.ViewState`. A click selects a head;
+    Enter or a double-click on a row or a map cell also emits ``head_activated``."""
 
-    head_selected = QtCore.Signal(int, int)
+    title = "Head scores"
+    head_activated = QtCore.Signal(int, int)
 
-    def __init__(self, parent=None):
+    def __init__(self, state, worker=None, parent=None):
         super().__init__(parent)
+        self.state = state
         self.model = ScoreTableModel(self)
         self.proxy = QtCore.QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -130,24 +139,40 @@ class ScoresPanel(QtWidgets.QWidget):
         self.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table instead of walking cells
         self.table.verticalHeader().setVisible(False)
-        # column widths from the header text and the number format, not by measuring every cell
-        # (ResizeToContents re-measures all rows on every change: tens of ms on the GUI thread)
+        self.table.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # the table fits its width: layer/head as narrow as their header, the scores share the rest
+        # (no per-cell measuring: ResizeToContents re-measures every row on every change)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Interactive)
         metrics = header.fontMetrics()
+        header.setMinimumSectionSize(metrics.horizontalAdvance("0.000") + 10)
+        least = 0  # the narrowest the table can be with every column readable
         for column, name in enumerate(ScoreTableModel.COLUMNS):
-            label = name.replace("_", " ")
-            header.resizeSection(column, max(metrics.horizontalAdvance(label), metrics.horizontalAdvance("0.000")) + 28)
+            if name in ("layer", "head"):
+                header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.Fixed)
+                header.resizeSection(column, metrics.horizontalAdvance(name) + 22)
+                least += header.sectionSize(column)
+            else:
+                header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.Stretch)
+                least += max(header.minimumSectionSize(), metrics.horizontalAdvance(SCORE_SHORT.get(name, name)) + 22)
+        self.table.setMinimumWidth(least + 2 * self.table.frameWidth()
+                                   + self.table.verticalScrollBar().sizeHint().width())
         self.table.verticalHeader().setDefaultSectionSize(metrics.height() + 6)
         self.table.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
         self.table.setAlternatingRowColors(True)
         self.table.selectionModel().currentRowChanged.connect(self._row_changed)
+        self.table.doubleClicked.connect(lambda index: self._activate_row(index.row()))
+        self.table.installEventFilter(self)
         self.score_choice = QtWidgets.QComboBox()
-        self.score_choice.addItems(SCORE_NAMES)
-        self.score_choice.currentTextChanged.connect(self._show_map)
+        for name in SCORE_NAMES:
+            self.score_choice.addItem(score_label(name), name)
+            self.score_choice.setItemData(self.score_choice.count() - 1, SCORE_DESCRIPTIONS.get(name, ""),
+                                          QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.score_choice.currentIndexChanged.connect(lambda _: self._show_map())
         self.map = ScoreMap()
-        self.map.head_clicked.connect(self.head_selected)
+        self.map.head_clicked.connect(self._select)
+        self.map.head_activated.connect(self.head_activated)
         right = QtWidgets.QWidget()
         right_layout = QtWidgets.QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -159,45 +184,86 @@ class ScoresPanel(QtWidgets.QWidget):
         splitter = QtWidgets.QSplitter()
         splitter.addWidget(self.table)
         splitter.addWidget(right)
-        splitter.setSizes([620, 380])
+        splitter.setSizes([560, 380])
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
-        self.scores = None
-        self.cmap = "viridis"
-        self._syncing = False
+        state.bundle_changed.connect(lambda _bundle: self._bundle_changed())
+        state.selection_changed.connect(self._selection_changed)
+        state.colormap_changed.connect(lambda _name: self._show_map())
+        state.dark_changed.connect(lambda dark: apply_theme(self.map, dark))
+        apply_theme(self.map, state.dark)
+        self._bundle_changed()
 
-    def set_scores(self, scores, cmap: str = "viridis") -> None:
-        self.scores, self.cmap = scores, cmap
-        self.model.set_scores(scores)
-        self._show_map(self.score_choice.currentText())
+    @property
+    def scores(self):
+        return self.state.scores
 
-    def set_colormap(self, cmap: str) -> None:
-        self.cmap = cmap
-        self._show_map(self.score_choice.currentText())
+    def current_score(self) -> str:
+        return self.score_choice.currentData()
 
-    def _show_map(self, name: str) -> None:
-        if self.scores is not None and name:
-            self.map.set_score(name, self.scores[name], self.cmap)
+    # ----------------------------------------------------------------- from the state
+    def _bundle_changed(self) -> None:
+        self.model.set_scores(self.scores)
+        self._show_map()
+        self._selection_changed(self.state.layer, self.state.head)
 
-    def _row_changed(self, current, _previous) -> None:
-        if self._syncing or not current.isValid():
-            return
-        source = self.proxy.mapToSource(current)
-        self.head_selected.emit(*self.model.head_at(source.row()))
+    def _show_map(self) -> None:
+        if self.scores is not None:
+            name = self.current_score()
+            self.map.set_score(name, self.scores[name], self.state.colormap, applies(self.scores, name))
 
-    def select(self, layer: int, head: int) -> None:
+    def _selection_changed(self, layer: int, head: int) -> None:
         self.map.select(layer, head)
         if self.scores is None:
             return
         n_head = self.scores.shape[1]
-        source = self.model.index(layer * n_head + head, 0)
-        proxy_index = self.proxy.mapFromSource(source)
-        self._syncing = True
-        try:
+        proxy_index = self.proxy.mapFromSource(self.model.index(layer * n_head + head, 0))
+        if self.table.currentIndex().row() != proxy_index.row():
             self.table.selectionModel().setCurrentIndex(
                 proxy_index, QtCore.QItemSelectionModel.SelectionFlag.ClearAndSelect
                 | QtCore.QItemSelectionModel.SelectionFlag.Rows)
-            self.table.scrollTo(proxy_index)
-        finally:
-            self._syncing = False
+        self.table.scrollTo(proxy_index)
+
+    # ----------------------------------------------------------------- to the state
+    def _select(self, layer: int, head: int) -> None:
+        if self.scores is not None:
+            self.state.select(layer, head)
+
+    def _row_changed(self, current, _previous) -> None:
+        if current.isValid():
+            self._select(*self.model.head_at(self.proxy.mapToSource(current).row()))
+
+    def _activate_row(self, proxy_row: int) -> None:
+        if self.scores is None or proxy_row < 0:
+            return
+        layer, head = self.model.head_at(self.proxy.mapToSource(self.proxy.index(proxy_row, 0)).row())
+        self._select(layer, head)
+        self.head_activated.emit(layer, head)
+
+    def eventFilter(self, obj, event):  # noqa: N802
+        if (obj is self.table and event.type() == QtCore.QEvent.Type.KeyPress
+                and event.key() in (QtCore.Qt.Key.Key_Return, QtCore.Qt.Key.Key_Enter)):
+            self._activate_row(self.table.currentIndex().row())
+            return True
+        return super().eventFilter(obj, event)
+
+    # ----------------------------------------------------------------- export
+    def offscreen_figure(self):
+        """A fresh, clean figure of the score map on screen (for Export and Copy), or None."""
+        if self.scores is None:
+            return None
+        from .figures import _lay_out_offscreen
+
+        fig = ScoreMap()
+        L, H = self.scores.shape
+        _lay_out_offscreen(fig, int(min(2400, 200 + 48 * H)), int(min(3000, 120 + 40 * L)))
+        name = self.current_score()
+        fig.set_score(name, self.scores[name], self.state.colormap, applies(self.scores, name))
+        r = self.state.result
+        if r is not None:
+            fig.plot.setTitle(html.escape(f"{r.model_label} — {score_label(name)}", quote=False), size="11pt")
+        return fig
+
+
+__all__ = ["SCORE_LABELS", "SCORE_SHORT", "ScoreMap", "ScoresPanel", "ScoreTableModel", "score_label", "top_heads"]

@@ -6,8 +6,12 @@ hears back through past-tense Qt signals (``model_loaded``, ``analysis_ready``, 
 - A newer request of the same kind supersedes older ones still waiting (typing fast sends
   many analyse requests: only the latest runs). Results carry their request id, so the window
   can also drop a late answer to an old request.
-- Every request is wrapped: an exception becomes a ``failed`` signal with a message, and the
-  worker keeps serving (a failed load leaves the previous model in place).
+- Every request is wrapped: an exception becomes a ``failed`` signal carrying a frozen
+  :class:`Failure` (the request id, what kind of request it was, the exception object itself and a
+  one-line message), and the worker keeps serving (a failed load leaves the previous model in
+  place). The UI decides what to offer from the exception's class (``PickleWeightsError`` → "Load
+  anyway", ``HubUnreachableError`` → "Retry"), never from the message text.
+- The thread is a daemon: closing the window never waits for a forward pass or a download to end.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from PySide6 import QtCore
@@ -59,6 +64,25 @@ class AnalysisBundle:
     seconds: float
 
 
+class RequestKind(Enum):
+    LOAD = "load"
+    ANALYSE = "analyse"
+    TASK = "task"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a request failed. ``message`` is one sentence for the user; ``error`` is the exception raised
+    (an ``AttnScopeError`` subclass for every failure a user can cause); ``name`` is the task name for
+    ``RequestKind.TASK`` (e.g. "scratch", "export") and the kind's value otherwise."""
+
+    request_id: int
+    kind: RequestKind
+    name: str
+    error: BaseException
+    message: str
+
+
 _STOP = object()
 
 
@@ -70,7 +94,7 @@ class Worker(QtCore.QObject):
     analysis_started = QtCore.Signal(int)
     analysis_ready = QtCore.Signal(object)  # AnalysisBundle
     task_done = QtCore.Signal(int, str, object)  # request id, name, value
-    failed = QtCore.Signal(int, str, str)  # request id, kind ("load", "analyse", task name), message
+    failed = QtCore.Signal(object)  # Failure
 
     def __init__(self):
         super().__init__()
@@ -104,8 +128,11 @@ class Worker(QtCore.QObject):
         self._queue.put(request)
         return request.request_id
 
-    def stop(self, timeout: float = 5.0) -> bool:
-        """Ask the thread to finish (cancelling a download) and wait up to ``timeout`` seconds."""
+    def stop(self, timeout: float = 0.1) -> bool:
+        """Ask the thread to finish (cancelling a download) and wait at most ``timeout`` seconds.
+
+        A forward pass cannot be interrupted; the thread is a daemon, so a process that is quitting
+        never waits for it. Returns whether the thread has ended."""
         self._cancel_load.set()
         self._queue.put(_STOP)
         self._thread.join(timeout)
@@ -133,6 +160,9 @@ class Worker(QtCore.QObject):
 
     @staticmethod
     def _without_superseded(batch: list) -> list:
+        """The requests of ``batch`` (in order) worth running: only the newest load and the newest analyse
+        (an older one's answer would be dropped anyway), and no analyse that a later load would make stale
+        (the window analyses again once the new model is there). Tasks always run."""
         last_of_kind = {}
         for index, request in enumerate(batch):
             if isinstance(request, (LoadRequest, AnalyseRequest)):
@@ -147,24 +177,30 @@ class Worker(QtCore.QObject):
         return kept
 
     def _handle(self, request) -> None:
-        kind = ("load" if isinstance(request, LoadRequest) else
-                "analyse" if isinstance(request, AnalyseRequest) else request.name)
+        if isinstance(request, LoadRequest):
+            kind, name = RequestKind.LOAD, RequestKind.LOAD.value
+        elif isinstance(request, AnalyseRequest):
+            kind, name = RequestKind.ANALYSE, RequestKind.ANALYSE.value
+        else:
+            kind, name = RequestKind.TASK, request.name
         try:
-            if isinstance(request, LoadRequest):
+            if kind is RequestKind.LOAD:
                 self._do_load(request)
-            elif isinstance(request, AnalyseRequest):
+            elif kind is RequestKind.ANALYSE:
                 self._do_analyse(request)
             else:
                 if self._loaded is None:
                     raise AttnScopeError("No model is loaded yet.")
                 self.task_done.emit(request.request_id, request.name, request.task(self._loaded))
         except AttnScopeError as exc:
-            self.failed.emit(request.request_id, kind, str(exc))
-        except MemoryError:
-            self.failed.emit(request.request_id, kind, "Out of memory: try a shorter text or a smaller model.")
+            self.failed.emit(Failure(request.request_id, kind, name, exc, str(exc)))
+        except MemoryError as exc:
+            self.failed.emit(Failure(request.request_id, kind, name, exc,
+                                     "Out of memory: try a shorter text or a smaller model."))
         except Exception as exc:  # a bug: report it, keep serving
             traceback.print_exc()
-            self.failed.emit(request.request_id, kind, f"Unexpected {type(exc).__name__}: {exc}")
+            self.failed.emit(Failure(request.request_id, kind, name, exc,
+                                     f"Internal error ({type(exc).__name__}: {exc}); please report it."))
 
     def _do_load(self, request: LoadRequest) -> None:
         from analysis.loading import load_model

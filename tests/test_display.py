@@ -1,20 +1,32 @@
-"""Display transforms: scales, hiding the first key, pooling for thumbnails."""
+"""Display transforms: scales, hiding the first key, pooling for thumbnails, label eliding."""
 import numpy as np
 import pytest
 
-from analysis.display import LOG_FLOOR, apply_scale, grid_mosaic, pooled, without_first_key
+from analysis.display import (LOG_FLOOR, SCALE_LABELS, SCALES, apply_scale, elide, grid_mosaic, pooled,
+                              pooled_heads, without_first_key)
 
 
 def test_scales():
     w = np.array([[1.0, 0.0], [0.25, 0.75]], dtype=np.float32)
-    drawn, levels = apply_scale(w, "linear", 1.0)
+    drawn, levels = apply_scale(w, "linear")
     assert levels == (0.0, 1.0) and np.array_equal(drawn, w)
-    drawn, levels = apply_scale(w, "power", 1.0)
-    np.testing.assert_allclose(drawn, np.sqrt(w)) and levels == (0.0, 1.0)
-    drawn, levels = apply_scale(w, "log", 1.0)
+    drawn, levels = apply_scale(w, "power")
+    np.testing.assert_allclose(drawn, np.sqrt(w))
+    assert levels == (0.0, 1.0)
+    drawn, levels = apply_scale(w, "log")
     assert levels == (np.log10(LOG_FLOOR), 0.0) and drawn[0, 1] == np.float32(np.log10(LOG_FLOOR))
     with pytest.raises(ValueError):
         apply_scale(w, "cubic")
+    assert set(SCALE_LABELS) == set(SCALES) and "√" in SCALE_LABELS["power"]
+
+
+def test_scale_top_is_the_largest_finite_value():
+    w = np.array([[0.5, np.nan], [0.25, 0.125]], dtype=np.float32)
+    assert apply_scale(w, "linear")[1] == (0.0, 0.5)
+    assert apply_scale(w, "power")[1] == pytest.approx((0.0, np.sqrt(0.5)))
+    assert apply_scale(w, "log")[1] == pytest.approx((np.log10(LOG_FLOOR), np.log10(0.5)))
+    assert np.isnan(apply_scale(w, "log")[0][0, 1])  # NaN (hidden, masked) stays background
+    assert apply_scale(np.full((2, 2), np.nan, dtype=np.float32), "linear")[1] == (0.0, 1.0)
 
 
 def test_without_first_key_renormalises_rows():
@@ -32,3 +44,43 @@ def test_pooling_keeps_the_maximum_and_tiles_heads():
     mosaic, cell = grid_mosaic(a, 5)
     assert cell == 5 and mosaic.shape == (2 * 6 - 1, 3 * 6 - 1)
     assert np.nanmax(mosaic[6:11, 12:17]) == np.float32(0.9) and np.isnan(mosaic[5, 0])
+
+
+def causal_attention(L, H, n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.random((L, H, n, n)).astype(np.float32) * np.tri(n, dtype=np.float32)
+    return a / a.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("n, size", [(40, 7), (40, 25), (33, 32), (12, 40), (50, 50)])
+def test_pooled_heads_past_the_first_key_equals_pooling_the_renormalised_map(n, size):
+    a = causal_attention(2, 3, n)
+    got = pooled_heads(a, size, hide_first=True)
+    expected = np.stack([pooled(without_first_key(a[layer]), size) for layer in range(2)])
+    assert got.shape == expected.shape == (2, 3, min(n, size), min(n, size))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7, equal_nan=True)
+    np.testing.assert_array_equal(pooled_heads(a, size), np.stack([pooled(a[layer], size) for layer in range(2)]))
+
+
+def test_a_one_token_wide_diagonal_survives_pooling_at_any_size():
+    n = 200
+    a = np.zeros((1, 1, n, n), dtype=np.float32)
+    a[0, 0, np.arange(1, n), np.arange(n - 1)] = 1.0  # a previous-token head
+    for size in (7, 30, 61, 96, 150):
+        p = pooled_heads(a, size)[0, 0]
+        c = p.shape[0]
+        # every pooled row except the first holds the diagonal, on or next to the main diagonal
+        assert all(p[i, max(0, i - 1) : i + 1].max() == 1.0 for i in range(1, c))
+
+
+def test_input_is_not_modified():
+    a = causal_attention(1, 2, 30)
+    before = a.copy()
+    pooled_heads(a, 8, hide_first=True), grid_mosaic(a, 8, hide_first=True), apply_scale(a, "log")
+    np.testing.assert_array_equal(a, before)
+
+
+def test_elide():
+    assert elide("short") == "short"
+    long = "x" * 30
+    assert elide(long) == "x" * 23 + "…" and len(elide(long)) == 24

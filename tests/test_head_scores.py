@@ -1,6 +1,13 @@
 """Head scores on hand-made attention maps whose answers are known."""
+import math
+import typing
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from analysis import head_scores as hs
 
@@ -87,14 +94,23 @@ def test_scores_never_modify_their_input():
     rng = np.random.default_rng(0)
     a = rng.random((2, 3, 6, 6)).astype(np.float32)
     ids = np.array([1, 2, 1, 2, 3, 1])
-    before, ids_before = a.copy(), ids.copy()
-    for f in (hs.previous_token, hs.sink, hs.self_attention, hs.entropy):
+    probe = rng.random((2, 3))
+    before, ids_before, probe_before = a.copy(), ids.copy(), probe.copy()
+    for f in (hs.previous_token, hs.sink, hs.next_token, hs.self_attention, hs.entropy):
         f(a)
+    for causal in (True, False):
+        hs.self_attention(a, causal=causal)
+        hs.entropy(a, causal=causal)
+        hs.score_values(a, ids, probe, causal=causal)
+        hs.all_scores(SimpleNamespace(attentions=a, token_ids=ids, causal=causal,
+                                      probe=SimpleNamespace(attentions=a, token_ids=ids)))
     hs.duplicate_token(a, ids)
     hs.induction(a, ids)
     hs.induction_probe(a, ids)
     np.testing.assert_array_equal(a, before)
     np.testing.assert_array_equal(ids, ids_before)
+    np.testing.assert_array_equal(probe, probe_before)
+    assert a.flags.writeable  # all_scores freezes its own arrays, not the caller's
 
 
 def test_bad_shape_is_refused():
@@ -108,6 +124,8 @@ def test_all_scores_on_a_real_result(tiny_result):
     for name in hs.SCORE_NAMES:
         assert scores[name].shape == (3, 4)
         assert not scores[name].flags.writeable
+    assert scores.causal and not scores.applies("next_token")  # GPT-2 is causal
+    np.testing.assert_array_equal(hs.next_token(tiny_result.attentions), 0)  # why: 0 by construction
     assert np.isfinite(scores["induction"]).all()  # the text repeats "The cat sat on the mat"
     assert np.isfinite(scores["induction_probe"]).all()
     probe = tiny_result.probe
@@ -116,3 +134,139 @@ def test_all_scores_on_a_real_result(tiny_result):
     assert len(set(probe.token_ids[1:span + 1].tolist())) == span
     rows = scores.rows()
     assert len(rows) == 12 and rows[5]["layer"] == 1 and rows[5]["head"] == 1
+
+
+# ----------------------------------------------------------------------------- causal or bidirectional
+def uniform_full(n):
+    return np.full((n, n), 1.0 / n)
+
+
+def next_token_map(n):
+    a = np.zeros((n, n))
+    a[np.arange(0, n - 1), np.arange(1, n)] = 1
+    a[n - 1, n - 1] = 1  # the last query has no next token: it looks at itself
+    return a
+
+
+def reference_entropy(a: np.ndarray, causal: bool) -> float:
+    """The normalised entropy of one (n, n) map, written out with scalar loops and math.log."""
+    n = a.shape[0]
+    rows = range(1, n) if causal else range(n)
+    total = 0.0
+    for i in rows:
+        keys = range(i + 1) if causal else range(n)
+        h = -sum(float(a[i, j]) * math.log(float(a[i, j])) for j in keys if a[i, j] > 0)
+        total += h / math.log(len(keys))
+    return total / len(rows)
+
+
+def test_bidirectional_entropy_normalises_by_every_key():
+    n = 4
+    half = np.zeros((n, n))
+    half[:, :2] = 0.5  # every row spread evenly over 2 of the 4 keys: log 2 / log 4
+    a = stack(uniform_full(n), np.eye(n), half, uniform_causal(n))
+    got = hs.entropy(a, causal=False)[0]
+    np.testing.assert_allclose(got[:3], [1.0, 0.0, 0.5], atol=1e-6)
+    # a causal-uniform map seen as bidirectional: row i spreads over i+1 of the n keys
+    expected = np.mean([math.log(i + 1) / math.log(n) for i in range(n)])
+    np.testing.assert_allclose(got[3], expected, atol=1e-6)
+    # the causal reading of the same causal-uniform map is 1: uniform over every key it can see
+    np.testing.assert_allclose(hs.entropy(a)[0, 3], 1.0, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, (5, 5), elements=st.floats(0, 1)), st.booleans())
+def test_entropy_matches_a_scalar_reference_on_any_stochastic_map(raw, causal):
+    a = np.tril(raw) if causal else raw.copy()
+    a[np.arange(5), np.arange(5)] += 1e-3  # every row has some mass
+    a /= a.sum(axis=1, keepdims=True)
+    got = hs.entropy(stack(a), causal=causal)[0, 0]
+    assert got == pytest.approx(reference_entropy(a, causal), abs=1e-5)
+    assert -1e-6 <= got <= 1 + 1e-6
+
+
+def test_next_token_on_ideal_heads():
+    n = 5
+    a = stack(next_token_map(n), previous_token_map(n), uniform_full(n), uniform_causal(n))
+    # the ideal head scores 1; previous-token 0; uniform 1/n; anything causal 0 by construction
+    np.testing.assert_allclose(hs.next_token(a), [[1.0, 0.0, 1 / n, 0.0]], atol=1e-7)
+    assert np.isnan(hs.next_token(np.ones((1, 1, 1, 1)))).all()
+
+
+def test_self_counts_row_zero_only_when_attention_is_bidirectional():
+    n = 4
+    a = np.zeros((n, n))
+    a[:, 0] = 1  # row 0 on itself; every other row on key 0
+    a = stack(a, np.eye(n))
+    np.testing.assert_allclose(hs.self_attention(a), [[0.0, 1.0]])
+    np.testing.assert_allclose(hs.self_attention(a, causal=False), [[1 / n, 1.0]])
+
+
+def _result(a, ids, causal=None, probe=None):
+    fields = dict(attentions=a, token_ids=ids, probe=probe)
+    if causal is not None:
+        fields["causal"] = causal
+    return SimpleNamespace(**fields)
+
+
+def test_encoder_scores_mark_copying_scores_not_applicable():
+    ids = np.array([7, 8, 9, 7, 8, 9])
+    a = stack(uniform_full(6), next_token_map(6))
+    probe = SimpleNamespace(attentions=a, token_ids=ids)  # a probe is ignored for an encoder
+    scores = hs.all_scores(_result(a, ids, causal=False, probe=probe))
+    assert not scores.causal
+    for name in ("duplicate_token", "induction", "induction_probe"):
+        assert not scores.applies(name)
+        assert np.isnan(scores[name]).all() and scores.text(name, 0, 0) == "n/a"
+    for name in ("previous_token", "sink", "self", "next_token", "entropy"):
+        assert scores.applies(name)
+    np.testing.assert_allclose(scores["next_token"], [[1 / 6, 1.0]])
+    np.testing.assert_allclose(scores["entropy"][0, 0], 1.0)
+    np.testing.assert_allclose(scores["self"], [[1 / 6, 1 / 6]])
+    row = scores.rows(na=None)[1]
+    assert row["induction"] is None and row["next_token"] == 1.0
+    assert math.isnan(scores.rows()[1]["induction"])
+
+
+def test_decoder_scores_mark_next_token_not_applicable_and_default_to_causal():
+    ids = np.array([7, 8, 9, 7, 8, 9])
+    a = stack(uniform_causal(6))
+    for result in (_result(a, ids), _result(a, ids, causal=True)):  # no ``causal`` field: a decoder
+        scores = hs.all_scores(result)
+        assert scores.causal and not scores.applies("next_token")
+        assert np.isnan(scores["next_token"]).all() and scores.text("next_token", 0, 0) == "n/a"
+        assert scores.applies("induction") and np.isfinite(scores["induction"]).all()
+        assert scores.applies("induction_probe") and scores.text("induction_probe", 0, 0) == "nan"  # no probe run
+        np.testing.assert_allclose(scores["entropy"], [[1.0]], atol=1e-6)
+    assert hs.all_scores(_result(a, ids)).text("sink", 0, 0) == format(float(scores["sink"][0, 0]), ".6g")
+
+
+def test_applicability_table():
+    assert hs.applicable_scores(True) == set(hs.SCORE_NAMES) - {"next_token"}
+    assert hs.applicable_scores(False) == set(hs.SCORE_NAMES) - {"duplicate_token", "induction", "induction_probe"}
+    not_everywhere = (set(hs.SCORE_NAMES) - hs.applicable_scores(True)) | (
+        set(hs.SCORE_NAMES) - hs.applicable_scores(False))
+    assert set(hs.NOT_APPLICABLE_WHY) == not_everywhere
+
+
+def test_one_source_of_names_labels_and_descriptions():
+    assert hs.SCORE_NAMES == typing.get_args(hs.ScoreName)
+    assert list(hs.SCORE_LABELS) == list(hs.SCORE_NAMES) and set(hs.SCORE_DESCRIPTIONS) == set(hs.SCORE_NAMES)
+    assert hs.SCORE_LABELS["previous_token"] == "previous token"
+    assert len(set(hs.SCORE_LABELS.values())) == len(hs.SCORE_NAMES)
+    # the columns that existed before next_token keep their place
+    assert hs.SCORE_NAMES[:7] == ("previous_token", "sink", "self", "duplicate_token", "induction",
+                                  "induction_probe", "entropy")
+
+
+def test_head_scores_refuse_numbers_in_a_score_that_does_not_apply():
+    ok = np.zeros((1, 1))
+    with pytest.raises(ValueError, match="not applicable"):
+        hs.HeadScores({"sink": ok, "induction": ok}, frozenset({"sink"}))
+    with pytest.raises(ValueError, match="without values"):
+        hs.HeadScores({"sink": ok}, frozenset({"sink", "entropy"}))
+    plain = hs.HeadScores({"sink": ok})  # no table given: everything it holds applies (the scan's means)
+    assert plain.applies("sink") and not plain.applies("entropy") and plain.rows() == [
+        {"layer": 0, "head": 0, "sink": 0.0}]
+    with pytest.raises(TypeError):
+        plain.values["sink"] = ok  # the mapping is read-only

@@ -1,13 +1,15 @@
-"""The from-scratch panel: the displayed numbers are the engine's, and the lesson's preset shows the lesson's numbers."""
+"""The from-scratch panel on a ViewState and a real worker: the displayed numbers are the engine's, it follows
+the state (selection, colormap, theme, query row), asks the worker only while visible, and the lesson's preset
+shows the lesson's numbers."""
 import math
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore  # noqa: E402
+from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
-from test_gui import WAIT_MS, make_window, run  # noqa: E402
+WAIT_MS = 120_000
 
 
 def table_texts(table):
@@ -17,7 +19,7 @@ def table_texts(table):
 @pytest.fixture
 def calculator(qtbot):
     from gui.qt import ensure_qapp
-    from gui.scratch import CalculatorPage
+    from gui.calculator_page import CalculatorPage
 
     ensure_qapp()
     page = CalculatorPage()
@@ -62,7 +64,7 @@ def test_causal_preset_and_resizing(calculator):
 
 def test_scaling_lab(qtbot):
     from gui.qt import ensure_qapp
-    from gui.scratch import ScalingPage
+    from gui.scratch_lab import ScalingPage
 
     ensure_qapp()
     page = ScalingPage()
@@ -76,30 +78,56 @@ def test_scaling_lab(qtbot):
     assert page.experiment.seed == 1 and page.experiment.std_unscaled != e.std_unscaled
 
 
-@pytest.fixture
-def window(qtbot, settings, tiny_model_dir):
-    w = make_window(qtbot, settings, tiny_model_dir)
+@pytest.fixture(scope="module")
+def worker(tiny_model_dir):
+    from gui.qt import ensure_qapp
+    from gui.worker import Worker
+
+    ensure_qapp()
+    w = Worker()
+    loaded = []
+    w.model_loaded.connect(lambda *args: loaded.append(args))
+    w.load(str(tiny_model_dir), "cpu")
+    deadline = QtCore.QDeadlineTimer(WAIT_MS)
+    while not loaded and not deadline.hasExpired():
+        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    assert loaded
     yield w
-    w.close()
+    w.stop()
+
+
+def analyse(qtbot, worker, text):
+    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
+        worker.analyse(text, bos=False)
+    return blocker.args[0]
 
 
 @pytest.fixture
-def settings(tmp_path):
-    return QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+def panel(qtbot, worker):
+    from gui.scratch import ScratchPanel
+    from gui.view_state import ViewState
+
+    state = ViewState()
+    p = ScratchPanel(state, worker)
+    p.resize(1300, 800)
+    yield p
+    p.hide()
+    p.deleteLater()
 
 
-def show_scratch(qtbot, window):
-    with qtbot.waitSignal(window.scratch_shown, timeout=WAIT_MS):
-        window.tabs.setCurrentWidget(window.scratch)
+def show(qtbot, panel):
+    with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
+        panel.show()
 
 
-def test_steps_and_parity_for_the_selected_head(qtbot, window, tiny_model):
+def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model):
     from analysis.manual_attention import recompute_layer
 
-    r = run(qtbot, window, "The server rejected the request because it was overloaded.")
-    window.select_head(1, 2)
-    show_scratch(qtbot, window)
-    panel = window.scratch
+    bundle = analyse(qtbot, worker, "The server rejected the request because it was overloaded.")
+    r = bundle.result
+    panel.state.set_bundle(bundle)
+    panel.state.select(1, 2)
+    show(qtbot, panel)
     rec = recompute_layer(tiny_model.attention_parameters(1), r.layer_inputs[1], 1)
     np.testing.assert_allclose(panel.steps.views["weights"].values, rec.weights[2], atol=1e-7)
     np.testing.assert_allclose(panel.steps.views["q"].values, rec.q[2], atol=1e-6)
@@ -109,8 +137,8 @@ def test_steps_and_parity_for_the_selected_head(qtbot, window, tiny_model):
     text = panel.steps._explain_weight(5, 2)
     assert "exp(" in text and f"{rec.weights[2, 5, 2]:.4f}" in text
     assert "−∞" in panel.steps._explain_masked(2, 5)
-    # query focus: the row for the last token
-    panel.steps.focus_query(5)
+    # query focus follows the state's query row: the row for token 5
+    panel.state.set_query_row(5)
     assert panel.steps.focus_table.rowCount() == r.n_tokens
     assert panel.steps.focus_table.item(6, 2).text() == "−∞"
     assert panel.steps.focus_table.item(2, 4).text() == f"{rec.weights[2, 5, 2]:.4f}"
@@ -122,13 +150,97 @@ def test_steps_and_parity_for_the_selected_head(qtbot, window, tiny_model):
     assert panel.cost.table.item(2, 1).text() == f"{4 * 64 * 64 + 4 * 64:,}"
 
 
-def test_selection_and_precision_switch_follow(qtbot, window):
-    run(qtbot, window, "The cat sat on the mat")
-    show_scratch(qtbot, window)
-    with qtbot.waitSignal(window.scratch_shown, timeout=WAIT_MS):
-        window.select_head(2, 3)
-    assert window.scratch.status.text() == "layer 2, head 3"
-    with qtbot.waitSignal(window.scratch_shown, timeout=WAIT_MS):
-        window.scratch.dtype_choice.setCurrentText("float64")
-    assert "manual computed in float64" in window.scratch.parity.head_verdict.text()
-    assert window.scratch.steps.views["weights"].values.dtype == np.float64
+def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, worker):
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    show(qtbot, panel)
+    with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
+        panel.state.select(2, 3)
+    assert panel.status.text() == "layer 2, head 3" and panel.parity.error_map.selected == (2, 3)
+    with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
+        panel.dtype_choice.setCurrentText("float64")
+    assert "manual computed in float64" in panel.parity.head_verdict.text()
+    assert panel.steps.views["weights"].values.dtype == np.float64
+    with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
+        panel.parity.error_map.head_clicked.emit(0, 1)  # a click on the error map
+    assert (panel.state.layer, panel.state.head) == (0, 1)
+
+
+def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbot, panel, worker):
+    bundle = analyse(qtbot, worker, "The cat sat on the mat")
+    submitted = []
+    original = worker.submit
+    worker.submit = lambda name, task: submitted.append(name) or original(name, task)
+    try:
+        panel.state.set_bundle(bundle)
+        panel.state.select(1, 1)
+        qtbot.wait(400)
+        assert submitted == []  # hidden: nothing computed
+        show(qtbot, panel)
+        assert submitted == ["scratch"]
+        shown = panel.status.text()
+        panel._task_done(panel.latest_request_id - 1, "scratch", object())  # an older answer
+        panel._task_done(panel.latest_request_id, "export", object())  # someone else's task
+        assert panel.status.text() == shown
+    finally:
+        del worker.submit
+
+
+def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
+    import pyqtgraph as pg
+
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    show(qtbot, panel)
+    panel.state.set_colormap("inferno")
+    expected = pg.colormap.get("inferno").getLookupTable(nPts=16)
+    heatmaps = [fig for fig in panel.figures() if hasattr(fig, "image")]
+    assert len(heatmaps) == 9 + 4
+    for fig in heatmaps:
+        bar = getattr(fig, "colorbar", None)
+        lut = (bar.colorMap() if bar is not None else fig.image.getColorMap()).getLookupTable(nPts=16)
+        assert np.array_equal(lut, expected), fig
+    panel.state.set_dark(True)
+    for fig in panel.figures():
+        assert fig.backgroundBrush().color().lightness() < 60, fig
+
+
+def test_the_wheel_scrolls_the_steps_page(qtbot, panel, worker):
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired. " * 3))
+    panel.resize(1000, 500)
+    show(qtbot, panel)
+    qtbot.wait(100)
+    view = panel.steps.views["weights"]
+    before = view.plot.getViewBox().viewRange()
+    bar = panel.steps_scroll.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == 0
+    centre = QtCore.QPointF(view.width() / 2, view.height() / 2)
+    event = QtGui.QWheelEvent(centre, view.mapToGlobal(centre), QtCore.QPoint(), QtCore.QPoint(0, -120),
+                              QtCore.Qt.MouseButton.NoButton, QtCore.Qt.KeyboardModifier.NoModifier,
+                              QtCore.Qt.ScrollPhase.NoScrollPhase, False)
+    QtWidgets.QApplication.sendEvent(view.viewport(), event)
+    assert not event.isAccepted()  # the plot declines the wheel ...
+    widget, handled = view.viewport().parentWidget(), False
+    while widget is not None and not handled:  # ... so Qt hands a real one to the parents (QApplication::notify)
+        event.setAccepted(True)
+        handled = QtWidgets.QApplication.sendEvent(widget, event) and event.isAccepted()
+        widget = widget.parentWidget()
+    assert bar.value() > 0  # the page scrolled
+    assert view.plot.getViewBox().viewRange() == before  # the small plot did not zoom
+    # the walkthrough table shows all its rows: no scroll area inside the page's scroll area
+    table = panel.steps.focus_table
+    assert table.height() >= table.verticalHeader().length() + table.horizontalHeader().height()
+
+
+def test_offscreen_figure_is_what_is_in_front(qtbot, panel, worker):
+    from gui.figures import dispose_figure
+
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    show(qtbot, panel)
+    fig = panel.offscreen_figure()
+    np.testing.assert_array_equal(fig.values, panel.steps.views["weights"].values)
+    dispose_figure(fig)
+    panel.setCurrentWidget(panel.parity)
+    fig = panel.offscreen_figure()
+    assert fig.report is panel.parity.report
+    dispose_figure(fig)
+    panel.setCurrentWidget(panel.calculator)
+    assert panel.offscreen_figure() is None

@@ -1,0 +1,282 @@
+"""Ablating heads: does this head matter for the next-token prediction on this text?
+
+Head h of layer l outputs ``z_h = A_h · V_h`` (n, dk) — its softmax weights times its values, before
+the heads are merged and projected by W_O. The layer writes ``Σ_h z_h W_O^h + b_O`` into the
+residual stream. Ablation replaces z_h at every position by
+
+- ``"zero"``: 0 — the head writes nothing;
+- ``"mean"``: its mean over the positions of this text, ``z̄_h = (1/n) Σ_i z_h[i]`` — the head writes
+  the same average vector everywhere, so only what it does *differently per position* is removed.
+
+Measured before and after: the text's next-token loss, the mean over positions t = 1 … n−1 of
+``−log p(tok[t] | tok[0 … t−1])`` (natural log, the model's full softmax), and the top-5 next tokens
+after the last position.
+
+How, with a family adapter on the LoadedModel (``loaded.family``, any decoder family): a forward
+pre-hook on the family's output module (W_O) replaces head h's slice of its input — the heads' outputs
+side by side, (n, H·dk) — by z̃_h. Without one (GPT-2): a forward hook on each affected attention
+module adds ``(z̃_h − z_h) W_O^h`` to its output, z_h recomputed from the module's own attention
+weights and its values (``_Gpt2Heads``: module names, the fused [Q | K | V] layout, Conv1D's (in, out)
+weights). Each way is tested against the other. Decoders only.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+import numpy as np
+
+from .errors import AnalysisCancelled, InputError
+
+AblationMode = Literal["zero", "mean"]
+MODES: tuple[str, ...] = ("zero", "mean")
+TOP_K = 5
+
+ProgressCallback = Callable[[int, int], None]  # (done, total)
+
+
+# ----------------------------------------------------------------------------- where GPT-2 keeps things
+class _Gpt2Heads:
+    """The GPT-2 layout ablation needs: attention modules, per-head values, per-head W_O rows."""
+
+    def __init__(self, model):
+        transformer = getattr(model, "transformer", None)
+        if getattr(model, "lm_head", None) is None or transformer is None or not hasattr(transformer, "h"):
+            raise InputError("Ablation needs a decoder with a language-model head (GPT-2 family); "
+                             "this model is not one.")
+        self.model = model
+        self.blocks = transformer.h
+        config = model.config
+        self.n_head = int(config.n_head)
+        self.d_model = int(config.n_embd)
+        self.d_head = self.d_model // self.n_head
+
+    def attention_module(self, layer: int):
+        return self.blocks[layer].attn
+
+    def values(self, module, hidden):
+        """The heads' values: c_attn's last third, split per head. (B, n, d) → (B, H, n, dk)"""
+        v = module.c_attn(hidden)[..., 2 * self.d_model :]  # (B, n, d)
+        B, n, _ = v.shape
+        return v.view(B, n, self.n_head, self.d_head).transpose(1, 2)
+
+    def out_rows(self, module, head: int):
+        """W_O^h: the rows of c_proj's (in, out) weight that read head h. (dk, d)"""
+        return module.c_proj.weight[head * self.d_head : (head + 1) * self.d_head]
+
+    def install(self, layer: int, heads: list[int], mode: str):
+        """Ablate ``heads`` of ``layer`` until the returned handle is removed."""
+        return self.attention_module(layer).register_forward_hook(_ablation_hook(self, heads, mode),
+                                                                   with_kwargs=True)
+
+
+class _FamilyHeads:
+    """Any decoder family, through its adapter: the output module's input is the heads' outputs side by side."""
+
+    def __init__(self, model, family):
+        if not family.causal:
+            raise InputError(f"Ablation measures the next-token loss, so it needs a decoder; this model is "
+                             f"{family.title or family.name}, an encoder. Load a decoder (GPT-2, Llama, …).")
+        if getattr(model, "lm_head", None) is None and getattr(model, "embed_out", None) is None:
+            raise InputError("Ablation needs a decoder with a language-model head; this model has none.")
+        self.model = model
+        self.blocks = list(family.blocks(model))
+        self.output_modules = [family.output_module(block) for block in self.blocks]
+        self.forward_kwargs = family.forward_kwargs()
+        shape = family.shape(model.config)
+        self.n_head, self.d_head = shape.n_head, shape.d_head
+
+    def install(self, layer: int, heads: list[int], mode: str):
+        H, dk = self.n_head, self.d_head
+
+        def pre_hook(module, args, kwargs):
+            merged = args[0] if args else kwargs["input"]  # (B, n, H·dk): the heads' outputs before W_O
+            B, n, _ = merged.shape
+            edited = merged.clone().view(B, n, H, dk)  # (B, n, H, dk)
+            for h in heads:
+                edited[:, :, h] = 0 if mode == "zero" else merged.view(B, n, H, dk)[:, :, h].mean(dim=1, keepdim=True)
+            edited = edited.view(B, n, H * dk)
+            return ((edited, *args[1:]), kwargs) if args else (args, {**kwargs, "input": edited})
+
+        return self.output_modules[layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
+
+
+def heads_site(loaded):
+    """Where ``loaded``'s heads can be ablated: its family adapter's modules, or GPT-2's own."""
+    family = getattr(loaded, "family", None)
+    return _Gpt2Heads(loaded.model) if family is None else _FamilyHeads(loaded.model, family)
+
+
+def _ablation_hook(site: _Gpt2Heads, heads: list[int], mode: str):
+    """A forward hook for one attention module: add (z̃_h − z_h) W_O^h for each head h in ``heads``."""
+
+    def hook(module, args, kwargs, output):
+        hidden = args[0] if args else kwargs["hidden_states"]  # (B, n, d)
+        weights = output[1]  # (B, H, n, n), returned by eager attention
+        if weights is None:
+            raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
+        v = site.values(module, hidden)  # (B, H, n, dk)
+        z = weights[:, heads].to(v.dtype) @ v[:, heads]  # (B, k, n, dk): each ablated head's output
+        target = z.mean(dim=-2, keepdim=True).expand_as(z) if mode == "mean" else z.new_zeros(())
+        delta = target - z  # (B, k, n, dk)
+        change = sum(delta[:, k] @ site.out_rows(module, h) for k, h in enumerate(heads))  # (B, n, d)
+        return (output[0] + change.to(output[0].dtype),) + tuple(output[1:])
+
+    return hook
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Outcome:
+    """The model's next-token behaviour on the text."""
+
+    loss: float  # mean NLL over positions 1 … n−1, nats
+    top: tuple[tuple[str, float], ...]  # top-5 next tokens after the last position: (display token, probability)
+
+    def to_dict(self) -> dict:
+        return {"loss": self.loss, "top": [[token, p] for token, p in self.top]}
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    mode: str
+    heads: tuple[tuple[int, int], ...]
+    baseline: Outcome
+    ablated: Outcome
+
+    @property
+    def loss_change(self) -> float:
+        return self.ablated.loss - self.baseline.loss
+
+    def to_dict(self) -> dict:
+        """``{"mode", "heads": [[l, h], ...], "baseline": {"loss", "top"}, "ablated": {...}}`` (JSON-able)."""
+        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads], "baseline": self.baseline.to_dict(),
+                "ablated": self.ablated.to_dict()}
+
+
+@dataclass(frozen=True)
+class ImportanceMap:
+    """Loss change when each head alone is ablated. Arrays (layer, head), read-only."""
+
+    mode: str
+    baseline_loss: float
+    ablated_loss: np.ndarray  # (L, H) nats
+    loss_change: np.ndarray  # (L, H) ablated − baseline, nats: > 0 means the head helps on this text
+
+    def top(self, k: int = 5) -> list[tuple[int, int, float]]:
+        """The k heads whose ablation raises the loss most: (layer, head, loss change)."""
+        order = np.argsort(-self.loss_change, axis=None)[:k]
+        return [(int(i // self.loss_change.shape[1]), int(i % self.loss_change.shape[1]),
+                 float(self.loss_change.flat[i])) for i in order]
+
+
+# ----------------------------------------------------------------------------- running
+def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """``"1.0,1.3"`` → [(1, 0), (1, 3)]; an InputError naming the bad part otherwise."""
+    heads = []
+    for part in (spec or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            layer, head = (int(x) for x in part.split("."))
+        except ValueError:
+            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD, e.g. 1.0,1.3") from None
+        heads.append((layer, head))
+    return _check_heads(heads, n_layer, n_head)
+
+
+def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    out = []
+    for layer, head in heads:
+        if not (0 <= layer < n_layer and 0 <= head < n_head):
+            raise InputError(f"Head {layer}.{head} does not exist: the model has layers 0–{n_layer - 1} "
+                             f"and heads 0–{n_head - 1}.")
+        if (int(layer), int(head)) not in out:
+            out.append((int(layer), int(head)))
+    if not out:
+        raise InputError("No heads to ablate: name at least one as LAYER.HEAD, e.g. 1.0")
+    return out
+
+
+def _token_ids(loaded, text: str, bos: bool | None) -> list[int]:
+    from .inference import tokenize
+
+    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    ids, _, _ = tokenize(loaded, text, use_bos)
+    if len(ids) < 2:
+        raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
+    return ids
+
+
+def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
+    """One forward, with ``heads`` ablated (none: the baseline); hooks are always removed."""
+    import torch
+
+    from .inference import _top_predictions
+
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    handles = [site.install(layer, hs, mode) for layer, hs in by_layer.items()]
+    try:
+        with torch.inference_mode():
+            logits = loaded.model(input_ids=torch.tensor([ids], device=loaded.device),
+                                  **getattr(site, "forward_kwargs", {"use_cache": False})).logits[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    logits = logits.double()  # (n, vocab)
+    targets = torch.tensor(ids[1:], device=logits.device)
+    nll = -torch.log_softmax(logits[:-1], dim=-1).gather(1, targets[:, None])  # (n−1, 1)
+    specials = frozenset(loaded.tokenizer.all_special_tokens)
+    top = _top_predictions(logits[-1].cpu().numpy(), loaded, specials)
+    return Outcome(float(nll.mean()), tuple((p.token, p.probability) for p in top[:TOP_K]))
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InputError(f"Unknown ablation mode '{mode}': use zero or mean.")
+    return mode
+
+
+def ablate(loaded, text: str, heads: Iterable[tuple[int, int]], mode: AblationMode = "zero",
+           bos: bool | None = None) -> AblationResult:
+    """Run ``text`` with and without ``heads`` ablated; loss and top-5 next tokens for both."""
+    site = heads_site(loaded)
+    mode = _check_mode(mode)
+    chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
+    ids = _token_ids(loaded, text, bos)
+    return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),
+                          _run(loaded, site, ids, chosen, mode))
+
+
+def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | None = None,
+                   progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> ImportanceMap:
+    """Loss change when each head alone is ablated: one forward per head (plus the baseline).
+
+    ``progress(done, total)`` after each forward; setting ``cancel`` stops between forwards with
+    AnalysisCancelled.
+    """
+    site = heads_site(loaded)
+    mode = _check_mode(mode)
+    ids = _token_ids(loaded, text, bos)
+    L, H = loaded.n_layer, loaded.n_head
+    total = L * H + 1
+    baseline = _run(loaded, site, ids, [], mode).loss
+    if progress:
+        progress(1, total)
+    ablated = np.empty((L, H))
+    for layer in range(L):
+        for head in range(H):
+            if cancel is not None and cancel.is_set():
+                raise AnalysisCancelled("Importance map cancelled.")
+            ablated[layer, head] = _run(loaded, site, ids, [(layer, head)], mode).loss
+            if progress:
+                progress(2 + layer * H + head, total)
+    change = ablated - baseline
+    ablated.setflags(write=False)
+    change.setflags(write=False)
+    return ImportanceMap(mode, baseline, ablated, change)

@@ -1,0 +1,54 @@
+"""One adapter per model family; the rest of AttnScope asks the adapter and never tests a model-type string.
+
+    family = family_for(config)            # config.json as a dict, or a transformers config
+    model, info = family.load(folder)      # eager attention, never remote code
+    capture = capture_attention(model, family, ids)
+    weights = [family.attention_weights(model, l) for l in range(family.shape(model.config).n_layer)]
+    report = parity(capture, weights, family)
+
+Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ModelLoadError
+from .base import (AttentionWeights, Family, FamilyRecomputation, Mistakes, ModelShape, Norm, Rotary, config_get,
+                   parity, recompute)
+from .bert import DISTILBERT, FAMILY as BERT
+from .gpt2 import FAMILY as GPT2
+from .llama import FAMILY as LLAMA
+from .neox import FAMILY as NEOX
+from .runtime import Capture, capture_attention, load_pretrained
+
+FAMILIES: tuple[Family, ...] = (GPT2, LLAMA, NEOX, BERT, DISTILBERT)
+_BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_BY_MODEL_TYPE)
+
+
+def family_for(config: Any, check: bool = True) -> Family:
+    """The adapter for ``config.model_type``; ModelLoadError (one sentence) for anything else.
+
+    With ``check`` the family also refuses what its recompute cannot follow (e.g. an unsupported rotary scaling)."""
+    model_type = config_get(config, "model_type")
+    family = _BY_MODEL_TYPE.get(model_type)
+    if family is None:
+        raise ModelLoadError(
+            f"Architecture '{model_type or 'unknown'}' is not supported yet: AttnScope reads "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} models.")
+    if check:
+        family.check(config)
+    return family
+
+
+def family_named(name: str) -> Family:
+    """The adapter whose ``name`` is ``name`` (``AttentionWeights.family``); KeyError for none."""
+    for family in FAMILIES:
+        if family.name == name:
+            return family
+    raise KeyError(name)
+
+
+__all__ = ["family_named", "FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Capture", "Family", "FamilyRecomputation",
+           "Mistakes", "ModelShape", "Norm", "Rotary", "capture_attention", "family_for", "load_pretrained",
+           "parity", "recompute"]

@@ -1,0 +1,487 @@
+"""What every model family answers, and the attention arithmetic they share, in numpy.
+
+A *family* (GPT-2, Llama-style, GPT-NeoX, BERT-style) is one small module that converts its
+model's attention into one common shape, :class:`AttentionWeights`; everything after that is
+family-blind (the way TransformerLens converts weights per family). What differs between
+families is data in that shape: the norm in front of attention (LayerNorm, RMSNorm, none for
+post-LN encoders), the rotary embedding (none, full, partial), how many key/value heads the
+query heads share (grouped-query attention), and the mask (causal, sliding window, none).
+
+Letters used in shape comments:
+    n   tokens (query and key positions)
+    d   d_model, the width of the residual stream
+    h   query heads
+    g   key/value heads (g = h without grouped-query attention; h is a multiple of g)
+    dk  d_head, the width of one head's query, key and value
+    r   rotary_dim, how many of a head's dk dimensions rotary rotates (r = dk unless partial)
+
+The recomputation, in order (``recompute`` calls each step once; a family's ``steps`` names the
+ones its models take):
+    x (n, d)  --norm-->  x_ln (n, d)                 LayerNorm / RMSNorm / none (post-LN: x enters as is)
+       --project-->      q (n, h·dk), k, v (n, g·dk)  x_ln @ W + b, weights stored (in, out)
+       --split_heads-->  q (h, n, dk), k, v (g, n, dk)
+       --rotate-->       q, k turned by position      rotary, HF's rotate-half pairing, first r dims
+       --repeat_kv-->    k, v (h, n, dk)              query head i uses key/value head i // (h/g)
+       --scores-->       QKᵀ (h, n, n)
+       --scale-->        QKᵀ·scale (h, n, n)          scale = 1/√dk
+       --mask-->         −∞ where a key is hidden     causal (future keys), sliding window, or none
+       --softmax-->      weights (h, n, n), rows sum to 1
+       --mix_values-->   weights·V (h, n, dk)
+       --merge_heads-->  (n, h·dk)
+       --output-->       @ W_O + b_O: (n, d), the attention output before the residual
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..manual_attention import (OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, attention_scores, merge_heads,
+                                mix_values, scale_scores, softmax)
+
+TokenStyle = Literal["byte_level", "sentencepiece", "wordpiece"]
+NormKind = Literal["layernorm", "rmsnorm"]
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    array.setflags(write=False)
+    return array
+
+
+def _freeze_fields(obj) -> None:
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, np.ndarray):
+            object.__setattr__(obj, f.name, _frozen(value))
+
+
+# ----------------------------------------------------------------------------- the common shape
+@dataclass(frozen=True)
+class Norm:
+    """The normalisation in front of attention (pre-LN models). Arrays (d,)."""
+
+    kind: NormKind
+    weight: np.ndarray  # (d,) γ
+    bias: np.ndarray | None  # (d,) β; LayerNorm only (RMSNorm has none)
+    eps: float
+
+    def __post_init__(self):
+        _freeze_fields(self)
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """Rotary position embedding: pair dimension i with i + r/2 and turn the pair by position · inv_freq[i]."""
+
+    inv_freq: np.ndarray  # (r/2,) float32, radians per position of each pair, from the config (rope_theta, scaling)
+    rotary_dim: int  # r: the first r dims of each head's q and k are rotated; the rest pass through (NeoX rotary_pct)
+    theta: float  # rope_theta, the base of the frequencies
+    rope_type: str  # "default", "linear", "llama3" or "dynamic" (see llama.py for what each means)
+    max_positions: int | None = None  # dynamic NTK only: positions ≥ this are rescaled at run time; refused here
+
+    def __post_init__(self):
+        _freeze_fields(self)
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    """One layer's attention as float32 numpy, in one shape for every family. Projections are ``x @ W + b``."""
+
+    family: str
+    layer: int
+    norm: Norm | None  # what turns the block input into attention's input; None: post-LN, the block input enters as is
+    q_weight: np.ndarray  # (d, h·dk)
+    q_bias: np.ndarray  # (h·dk,) zeros when the model has no bias
+    k_weight: np.ndarray  # (d, g·dk)
+    k_bias: np.ndarray  # (g·dk,)
+    v_weight: np.ndarray  # (d, g·dk)
+    v_bias: np.ndarray  # (g·dk,)
+    out_weight: np.ndarray  # (h·dk, d) W_O
+    out_bias: np.ndarray  # (d,) zeros when the model has no bias
+    n_head: int  # h
+    n_kv_head: int  # g
+    d_head: int  # dk
+    scale: float  # multiplies QKᵀ: 1/√dk (GPT-2 may also divide by layer + 1)
+    causal: bool  # decoders hide future keys; encoders see every key
+    rotary: Rotary | None = None
+    sliding_window: int | None = None  # a query sees only the last ``sliding_window`` keys (itself included)
+    qkv_layout: str = "separate"  # how the model stores q, k, v: "separate", "fused [Q|K|V]" (GPT-2), "fused per head" (NeoX)
+
+    def __post_init__(self):
+        _freeze_fields(self)
+
+    @property
+    def d_model(self) -> int:
+        return int(self.q_weight.shape[0])
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return self.n_head // self.n_kv_head
+
+    def kv_head_of(self) -> np.ndarray:
+        """(h,) the key/value head each query head reads: query head i uses key/value head i // (h/g)."""
+        return np.arange(self.n_head) // self.group_size
+
+    @property
+    def parameter_count(self) -> int:
+        arrays = [self.q_weight, self.q_bias, self.k_weight, self.k_bias, self.v_weight, self.v_bias,
+                  self.out_weight, self.out_bias]
+        if self.norm is not None:
+            arrays += [self.norm.weight] + ([self.norm.bias] if self.norm.bias is not None else [])
+        return int(sum(a.size for a in arrays))
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's sizes, read from its config."""
+
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    d_model: int
+    d_head: int
+    context_length: int
+    vocab_size: int
+
+
+# ----------------------------------------------------------------------------- the steps
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNorm: each token to zero mean and unit variance, then scale and shift. (n, d) → (n, d)"""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)  # biased, as torch.nn.LayerNorm
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def rms_norm(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm: divide each token by its root mean square, then scale; no centring, no shift. (n, d) → (n, d)"""
+    rms = np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)  # (n, 1)
+    return x / rms * gamma
+
+
+def normalise(x: np.ndarray, norm: Norm | None, dtype=np.float32) -> np.ndarray:
+    """What enters attention: the normed stream for pre-LN models, the block input itself for post-LN."""
+    if norm is None:
+        return x.copy()
+    gamma = np.asarray(norm.weight, dtype=dtype)
+    if norm.kind == "rmsnorm":
+        return rms_norm(x, gamma, norm.eps)
+    return layer_norm(x, gamma, np.asarray(norm.bias, dtype=dtype), norm.eps)
+
+
+def project(x_ln: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """One linear projection: (n, d) @ (d, m) + (m,) → (n, m)."""
+    return x_ln @ weight + bias
+
+
+def split_heads(t: np.ndarray, n_heads: int) -> np.ndarray:
+    """(n, heads·dk) → (n, heads, dk) → (heads, n, dk); head i owns columns i·dk … (i+1)·dk."""
+    n, width = t.shape
+    return t.reshape(n, n_heads, width // n_heads).transpose(1, 0, 2)
+
+
+def rotary_angles(positions: np.ndarray, inv_freq: np.ndarray) -> np.ndarray:
+    """θ[p, i] = position p · inv_freq[i]. (n,) × (r/2,) → (n, r/2) radians.
+
+    Computed in float32, as transformers does, so long positions round the same way."""
+    return positions.astype(np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
+
+
+def rotate_half(x: np.ndarray) -> np.ndarray:
+    """HF's pairing: dimension i goes with i + r/2. (…, r) → (…, r) as [−x₂, x₁]."""
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def rotate_interleaved(x: np.ndarray) -> np.ndarray:
+    """The original RoPE paper's pairing (2i with 2i+1): right for Meta's checkpoints, *wrong* for HF's."""
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = -x[..., 1::2], x[..., 0::2]
+    return out
+
+
+def apply_rotary(x: np.ndarray, angles: np.ndarray, rotary_dim: int, pairing: str = "half",
+                 trailing: bool = False) -> np.ndarray:
+    """Turn each pair of the first r dims of every head by its angle: x·cos θ + rotate_half(x)·sin θ.
+
+    (heads, n, dk) → (heads, n, dk). Dims r … dk pass through unchanged (partial rotary).
+    ``pairing="interleaved"`` and ``trailing=True`` (rotate the last r dims) are deliberate mistakes
+    the parity tests must catch."""
+    dk = x.shape[-1]
+    if pairing == "interleaved":
+        theta = np.repeat(angles, 2, axis=-1)  # (n, r): θ0 θ0 θ1 θ1 …
+        turn = rotate_interleaved
+    else:
+        theta = np.concatenate([angles, angles], axis=-1)  # (n, r): θ0 θ1 … θ0 θ1 …
+        turn = rotate_half
+    cos, sin = np.cos(theta).astype(x.dtype), np.sin(theta).astype(x.dtype)  # (n, r)
+    part = slice(dk - rotary_dim, dk) if trailing else slice(0, rotary_dim)
+    out = x.copy()
+    out[..., part] = x[..., part] * cos + turn(x[..., part]) * sin
+    return out
+
+
+def repeat_kv(t: np.ndarray, kv_head_of: np.ndarray) -> np.ndarray:
+    """Grouped-query attention: give every query head the key/value head it reads. (g, n, dk) → (h, n, dk)"""
+    return t[kv_head_of]
+
+
+def hidden_keys(n_query: int, n_key: int, causal: bool, sliding_window: int | None) -> np.ndarray:
+    """(n, n) True where query i may *not* see key j: a future key (causal), or one ``sliding_window`` or more back."""
+    i = np.arange(n_query)[:, None] + (n_key - n_query)
+    j = np.arange(n_key)[None, :]
+    hidden = np.zeros((n_query, n_key), dtype=bool)
+    if causal:
+        hidden |= j > i
+    if sliding_window is not None:
+        hidden |= j <= i - sliding_window
+    return hidden
+
+
+def mask(scores: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+    """Set hidden keys to −∞ *before* the softmax, so their weights are exactly 0 and rows still sum to 1."""
+    return np.where(hidden, -np.inf, scores)
+
+
+# ----------------------------------------------------------------------------- the recomputation
+@dataclass(frozen=True)
+class Mistakes:
+    """Deliberately wrong recomputations: each must make parity fail (the tests prove the checks can fail)."""
+
+    skip_rotation: bool = False  # forget rotary altogether
+    rotary_pairing: str = "half"  # "interleaved": pair 2i with 2i+1 instead of HF's i with i + r/2
+    rotate_trailing_dims: bool = False  # rotate the last r dims of each head instead of the first (partial rotary)
+    kv_tiled: bool = False  # query head i reads key/value head i % g instead of i // (h/g)
+    causal: bool | None = None  # force a causal mask on (True) or off (False)
+
+
+@dataclass(frozen=True)
+class FamilyRecomputation:
+    """Every intermediate of one layer's attention, in the dtype it was computed in.
+
+    Field names match ``manual_attention.LayerRecomputation`` where the meaning is the same: ``q``, ``k``,
+    ``v`` are what each *query head* uses (after rotation and after repeating key/value heads)."""
+
+    layer: int
+    family: str
+    steps: tuple[str, ...]  # the steps this family takes, in order
+    x: np.ndarray  # (n, d) the block's input (residual stream)
+    x_ln: np.ndarray  # (n, d) what enters attention (normed; = x for post-LN)
+    qkv: np.ndarray  # (n, (h+2g)·dk) the projections side by side [Q | K | V]
+    q_before_rotation: np.ndarray  # (h, n, dk)
+    k_before_rotation: np.ndarray  # (g, n, dk)
+    angles: np.ndarray | None  # (n, r/2) radians each pair is turned by, None without rotary
+    k_per_kv_head: np.ndarray  # (g, n, dk) after rotation, before repeating
+    v_per_kv_head: np.ndarray  # (g, n, dk)
+    kv_head_of: np.ndarray  # (h,) the key/value head each query head reads
+    q: np.ndarray  # (h, n, dk) after rotation
+    k: np.ndarray  # (h, n, dk) after rotation and repeat
+    v: np.ndarray  # (h, n, dk) after repeat
+    scores: np.ndarray  # (h, n, n) QKᵀ
+    scaled: np.ndarray  # (h, n, n) QKᵀ·scale
+    hidden: np.ndarray  # (n, n) bool, True where a key is masked
+    masked: np.ndarray  # (h, n, n) scaled with −∞ on hidden keys
+    weights: np.ndarray  # (h, n, n)
+    head_outputs: np.ndarray  # (h, n, dk)
+    merged: np.ndarray  # (n, h·dk)
+    output: np.ndarray  # (n, d) after W_O, before the residual
+    scale: float
+    causal: bool
+    sliding_window: int | None
+    rotary_dim: int  # 0 without rotary
+
+    def __post_init__(self):
+        _freeze_fields(self)
+
+
+def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[str, ...] = (),
+              positions: np.ndarray | None = None, dtype: type = np.float32,
+              mistakes: Mistakes | None = None) -> FamilyRecomputation:
+    """Recompute one layer's attention from the block input with plain numpy, keeping every step."""
+    m = mistakes or Mistakes()
+    w = weights
+    as_dtype = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
+    x = np.array(layer_input, dtype=dtype)  # (n, d), a copy: the caller's array is never touched
+    n = x.shape[0]
+    x_ln = normalise(x, w.norm, dtype)  # (n, d)
+    q_flat = project(x_ln, as_dtype(w.q_weight), as_dtype(w.q_bias))  # (n, h·dk)
+    k_flat = project(x_ln, as_dtype(w.k_weight), as_dtype(w.k_bias))  # (n, g·dk)
+    v_flat = project(x_ln, as_dtype(w.v_weight), as_dtype(w.v_bias))  # (n, g·dk)
+    q0 = split_heads(q_flat, w.n_head)  # (h, n, dk)
+    k0 = split_heads(k_flat, w.n_kv_head)  # (g, n, dk)
+    v_kv = split_heads(v_flat, w.n_kv_head)  # (g, n, dk)
+    angles = None
+    q_rot, k_rot = q0, k0
+    if w.rotary is not None:
+        if w.rotary.max_positions is not None and n >= w.rotary.max_positions:
+            raise InputError(
+                f"This model's dynamic RoPE rescales its frequencies from {w.rotary.max_positions} tokens on, "
+                f"which the recomputation does not follow; use a text under {w.rotary.max_positions} tokens.")
+        pos = np.arange(n) if positions is None else np.asarray(positions)
+        angles = rotary_angles(pos, w.rotary.inv_freq)  # (n, r/2)
+        if not m.skip_rotation:
+            rotate = lambda t: apply_rotary(t, angles, w.rotary.rotary_dim, m.rotary_pairing,  # noqa: E731
+                                            m.rotate_trailing_dims)
+            q_rot, k_rot = rotate(q0), rotate(k0)  # (h, n, dk), (g, n, dk)
+    kv_head_of = np.arange(w.n_head) % w.n_kv_head if m.kv_tiled else w.kv_head_of()  # (h,)
+    k = repeat_kv(k_rot, kv_head_of)  # (h, n, dk)
+    v = repeat_kv(v_kv, kv_head_of)  # (h, n, dk)
+    scores = attention_scores(q_rot, k)  # (h, n, n)
+    scaled = scale_scores(scores, dtype(w.scale))  # (h, n, n)
+    causal = w.causal if m.causal is None else m.causal
+    hidden = hidden_keys(n, n, causal, w.sliding_window)  # (n, n)
+    masked = mask(scaled, hidden)  # (h, n, n)
+    attn = softmax(masked)  # (h, n, n)
+    head_outputs = mix_values(attn, v)  # (h, n, dk)
+    merged = merge_heads(head_outputs)  # (n, h·dk)
+    output = project(merged, as_dtype(w.out_weight), as_dtype(w.out_bias))  # (n, d)
+    return FamilyRecomputation(
+        layer=w.layer, family=w.family, steps=steps, x=x, x_ln=x_ln,
+        qkv=np.concatenate([q_flat, k_flat, v_flat], axis=-1), q_before_rotation=q0, k_before_rotation=k0,
+        angles=angles, k_per_kv_head=k_rot, v_per_kv_head=v_kv, kv_head_of=kv_head_of, q=q_rot, k=k, v=v,
+        scores=scores, scaled=scaled, hidden=hidden, masked=masked, weights=attn, head_outputs=head_outputs,
+        merged=merged, output=output, scale=float(w.scale), causal=causal, sliding_window=w.sliding_window,
+        rotary_dim=w.rotary.rotary_dim if w.rotary is not None else 0,
+    )
+
+
+# ----------------------------------------------------------------------------- torch → numpy
+def to_numpy(t) -> np.ndarray:
+    """A torch tensor as a read-only float32 numpy copy on the CPU."""
+    import torch
+
+    return _frozen(t.detach().to("cpu", dtype=torch.float32).numpy().copy())
+
+
+def linear_in_out(linear) -> tuple[np.ndarray, np.ndarray]:
+    """A torch ``nn.Linear`` (stored (out, in)) as W (in, out) and b (out,), so the projection is x @ W + b."""
+    weight = to_numpy(linear.weight).T  # (in, out)
+    bias = to_numpy(linear.bias) if linear.bias is not None else np.zeros(weight.shape[1], dtype=np.float32)
+    return _frozen(weight), _frozen(bias)
+
+
+def config_get(config: Any, key: str, default: Any = None) -> Any:
+    """``config[key]`` for a dict (config.json as read), ``config.key`` for a transformers config."""
+    if isinstance(config, dict):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+# ----------------------------------------------------------------------------- the adapter
+class Family:
+    """What AttnScope asks of a model family. A family module subclasses this and registers one instance.
+
+    Subclasses set the class attributes and implement ``shape``, ``model_class``, ``blocks``,
+    ``attention_module``, ``output_module`` and ``attention_weights``; the rest has defaults.
+    """
+
+    name: str = ""  # e.g. "llama"
+    title: str = ""  # for people, e.g. "Llama-style decoder (Llama, Qwen2, Mistral)"
+    model_types: tuple[str, ...] = ()  # config.model_type values this family reads
+    causal: bool = True  # decoders hide future keys; encoders do not
+    token_style: TokenStyle = "byte_level"  # when the tokenizer itself does not say
+    steps: tuple[str, ...] = ()  # the recompute steps this family's models take, for the panel
+
+    # --- config
+    def check(self, config: Any) -> None:
+        """Raise ModelLoadError (one sentence) when the config asks for something the recompute cannot follow."""
+
+    def shape(self, config: Any) -> ModelShape:
+        raise NotImplementedError
+
+    # --- loading
+    def model_class(self, config: Any, weight_names: frozenset[str] | None = None):
+        """The transformers class to ``from_pretrained`` with (never trust_remote_code)."""
+        raise NotImplementedError
+
+    def load(self, folder, dtype=None, use_safetensors: bool = True):
+        """Load ``folder`` with eager attention; return (model in eval mode, loading info from transformers)."""
+        from .runtime import load_pretrained
+
+        return load_pretrained(self, folder, dtype=dtype, use_safetensors=use_safetensors)
+
+    def forward_kwargs(self) -> dict:
+        """Extra arguments for the base model's forward (decoders: no KV cache)."""
+        return {"use_cache": False} if self.causal else {}
+
+    # --- where things are
+    def blocks(self, model) -> Sequence[Any]:
+        """The transformer blocks, first to last (``model`` may be the base model or one with a head)."""
+        raise NotImplementedError
+
+    def attention_module(self, block):
+        """The module whose input ``hidden_states`` is what enters attention and whose output is (…, weights)."""
+        raise NotImplementedError
+
+    def output_module(self, block):
+        """The module whose output is the attention sub-layer's output before the residual (W_O)."""
+        raise NotImplementedError
+
+    def attention_weights(self, model, layer: int) -> AttentionWeights:
+        raise NotImplementedError
+
+    # --- the recomputation
+    def recompute(self, weights: AttentionWeights, layer_input: np.ndarray, positions: np.ndarray | None = None,
+                  dtype: type = np.float32, mistakes: Mistakes | None = None) -> FamilyRecomputation:
+        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes)
+
+    # --- tokens
+    def bos_token(self, tokenizer) -> str | None:
+        """The token prepended as BOS (None when the tokenizer has none)."""
+        return tokenizer.bos_token
+
+    def prepend_bos_default(self, config: Any, tokenizer) -> bool:
+        """Whether a run prepends BOS unless the user says otherwise: when the tokenizer itself would."""
+        bos = self.bos_token(tokenizer)
+        if bos is None:
+            return False
+        ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+        return bool(ids) and ids[0] == tokenizer.convert_tokens_to_ids(bos)
+
+    def wrap(self, tokenizer, text_ids: Sequence[int], special: bool) -> list[int]:
+        """The ids to run: the text's ids, with BOS in front when ``special`` (decoders)."""
+        bos = self.bos_token(tokenizer) if special else None
+        return ([tokenizer.convert_tokens_to_ids(bos)] if bos is not None else []) + list(text_ids)
+
+    def display_tokens(self, tokenizer, raw_tokens: Sequence[str]) -> tuple[str, ...]:
+        from .tokens import display_token, token_style
+
+        style = token_style(tokenizer, self.token_style)
+        specials = frozenset(tokenizer.all_special_tokens)
+        return tuple(display_token(raw, style, specials) for raw in raw_tokens)
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}>"
+
+
+# ----------------------------------------------------------------------------- parity
+def parity(capture, weights: Sequence[AttentionWeights], family: Family, manual_dtype: str = "float32",
+           model_dtype: str = "float32", mistakes: Mistakes | None = None):
+    """Recompute every layer from ``capture.block_inputs`` and compare with the model's own numbers.
+
+    Returns ``analysis.parity.ParityReport``: max |manual − model| per (layer, head) for the weights
+    (tolerance ``WEIGHT_TOLERANCE[model_dtype]``) and per layer for the attention output before the
+    residual (tolerance ``OUTPUT_RELATIVE_TOLERANCE[model_dtype]`` × max(1, max |model output|))."""
+    from ..parity import ParityReport
+
+    started = time.perf_counter()
+    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
+    L, H = capture.attentions.shape[:2]
+    weights_diff, output_diff, output_scale = np.zeros((L, H)), np.zeros(L), np.zeros(L)
+    for layer in range(L):
+        rec = family.recompute(weights[layer], capture.block_inputs[layer], dtype=dtype, mistakes=mistakes)
+        weights_diff[layer] = np.abs(rec.weights - capture.attentions[layer]).max(axis=(-2, -1))
+        model_output = capture.attention_outputs[layer]  # (n, d)
+        output_diff[layer] = np.abs(rec.output - model_output).max()
+        output_scale[layer] = max(1.0, float(np.abs(model_output).max()))
+    return ParityReport(weights_diff, output_diff, output_scale, WEIGHT_TOLERANCE[model_dtype],
+                        OUTPUT_RELATIVE_TOLERANCE[model_dtype], manual_dtype, model_dtype,
+                        time.perf_counter() - started)
+
+
+__all__ = ["AttentionWeights", "Family", "FamilyRecomputation", "ModelShape", "Mistakes", "Norm", "Rotary",
+           "TokenStyle", "parity", "recompute"]

@@ -1,0 +1,336 @@
+"""Head scores over many texts: a score on one sentence is an anecdote.
+
+``scan_texts`` runs texts through the model in batches (right padding and an attention mask, so each
+text sees exactly what it would see alone), scores every head of every text with the pure functions
+of ``analysis.head_scores``, and returns per-head mean and standard deviation over the texts, the
+per-text scores, and how fast it went.
+
+Batching: texts are sorted by length and cut into batches of at most ``batch_size`` texts whose copied
+attention stays under ``MEMORY_BUDGET_BYTES``, so short texts are not padded to the longest one.
+With right padding a causal model's real tokens never see a pad (pads come after them), and position
+ids count from 0 as in a single run, so the scores equal one-at-a-time runs up to float rounding.
+
+``induction_probe`` does not depend on the text: it is computed once on the model's seeded probe and
+repeated for every text (its std is 0).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from . import head_scores as hs
+from .errors import AnalysisCancelled, InputError  # AnalysisCancelled: also importable from here
+
+DEFAULT_BATCH = 16
+MEMORY_BUDGET_BYTES = 512 * 2**20  # attention copied per batch: B · L · H · n² · 4 bytes
+ProgressCallback = Callable[[int, int], None]  # (texts done, texts in all)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+# ----------------------------------------------------------------------------- reading texts
+#: The bundled sample set: a few hundred varied sentences, one a line (``--texts sample``).
+SAMPLE_TEXTS = Path(__file__).resolve().parent.parent / "resources" / "texts" / "scan_sample.txt"
+#: At most this much text is read from a file or a folder, in all: far more than a scan on a CPU gets through.
+TEXTS_LIMIT = 64 * 2**20
+
+
+def _read_utf8(path: Path, limit: int) -> str:
+    """A regular file's UTF-8 text; InputError (one sentence) for anything else. Never blocks on a pipe."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"Cannot read {path}: it is not a regular text file.")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise InputError(f"{path} holds more than {limit // 2**20} MiB of text; scan a part of it "
+                         "(split the file, or pass fewer lines).")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "save it as UTF-8.") from None
+    if "\x00" in text:
+        raise InputError(f"{path} holds NUL bytes: it looks like a binary file, not text.")
+    return text.removeprefix("\ufeff")
+
+
+def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
+    """A text file (one text per non-blank line) or a folder (each ``*.txt`` in it, by name, is one text).
+
+    At most ``limit`` bytes in all; a missing path, a pipe, a binary or non-UTF-8 file, or nothing to
+    scan is an InputError with one sentence."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        try:
+            files = sorted(f for f in p.glob("*.txt") if f.is_file())
+        except OSError as exc:
+            raise InputError(f"Cannot read {p}: {exc.strerror or exc}.") from None
+        if not files:
+            raise InputError(f"{p} has no .txt files to scan.")
+        texts, left = [], limit
+        for f in files:
+            text = _read_utf8(f, left)
+            left -= len(text.encode("utf-8"))
+            if text.strip():
+                texts.append(text)
+    elif p.exists():
+        texts = [line for line in _read_utf8(p, limit).splitlines() if line.strip()]
+    else:
+        raise InputError(f"Texts not found: {p} does not exist.")
+    if not texts:
+        raise InputError(f"{p} holds no text to scan (every line is blank).")
+    return texts
+
+
+# ----------------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class ScanResult:
+    """Scores over many texts. Arrays are read-only; scores use ``score_names`` order.
+
+    ``mean``/``std`` are over the texts where a score is defined (duplicate_token and induction are
+    undefined — NaN — for a text in which no token repeats); std is the population std (ddof 0).
+    """
+
+    score_names: tuple[str, ...]
+    applicable: frozenset  # the score names that mean something for this model (the rest are n/a: all NaN)
+    per_text: np.ndarray  # (text, score, layer, head) float64; NaN where a score is undefined for that text
+    mean: np.ndarray  # (score, layer, head)
+    std: np.ndarray  # (score, layer, head)
+    defined: np.ndarray  # (score,) int: how many texts define each score
+    n_tokens: tuple[int, ...]  # per text, tokens run (BOS included)
+    truncated: tuple[bool, ...]  # per text, cut to the context
+    bos: bool
+    batch_size: int
+    seconds: float  # wall time of the whole scan (tokenising, forwards, scoring)
+    model_label: str = ""
+
+    @property
+    def n_texts(self) -> int:
+        return len(self.n_tokens)
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(self.n_tokens))
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def mean_scores(self) -> hs.HeadScores:
+        """Per-head means over the texts, as the Head scores table takes them."""
+        return hs.HeadScores({name: self.mean[k] for k, name in enumerate(self.score_names)}, self.applicable)
+
+    def std_scores(self) -> hs.HeadScores:
+        return hs.HeadScores({name: self.std[k] for k, name in enumerate(self.score_names)}, self.applicable)
+
+    def text_scores(self, text: int) -> hs.HeadScores:
+        """One text's scores."""
+        return hs.HeadScores({name: self.per_text[text, k] for k, name in enumerate(self.score_names)},
+                             self.applicable)
+
+    def sink_rate(self, epsilon: float | None = None):
+        """``lenses.SinkRate`` of the per-head *mean* first-token score over the texts (ε default 0.3)."""
+        from .lenses import SINK_EPSILON, sink_rate_of_scores
+
+        return sink_rate_of_scores(self.mean[self.score_names.index("sink")],
+                                   SINK_EPSILON if epsilon is None else epsilon)
+
+    def summary(self, sink_epsilon: float | None = None) -> dict:
+        """What ``summary.json`` holds: texts, tokens (BOS included), seconds, tokens per second, and
+        ``sink_rate``: the share of heads whose mean first-token score over the texts exceeds ``sink_epsilon``."""
+        sinks = self.sink_rate(sink_epsilon)
+        return {"generator": "attnscope", "kind": "scan", "model": self.model_label, "texts": self.n_texts,
+                "tokens": self.tokens, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
+                "batch_size": self.batch_size, "bos": self.bos, "truncated_texts": int(sum(self.truncated)),
+                "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
+                "texts_defining": {name: int(self.defined[k]) for k, name in enumerate(self.score_names)
+                                   if name in self.applicable}}
+
+
+def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray) -> np.ndarray:
+    """Every score of ``head_scores.score_values`` for one text (a decoder), stacked in SCORE_NAMES order;
+    a score that does not apply is all NaN. (score, layer, head)"""
+    values = hs.score_values(attentions, token_ids, probe, causal=True)
+    return np.stack([values[name] for name in hs.SCORE_NAMES])
+
+
+def _mean_std(per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and population std over axis 0, skipping NaN texts; NaN where no text defines a value."""
+    ok = ~np.isnan(per_text)
+    count = ok.sum(axis=0)  # (score, L, H)
+    values = np.where(ok, per_text, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, values.sum(axis=0) / count, np.nan)
+        var = np.where(count > 0, (np.where(ok, per_text - mean, 0.0) ** 2).sum(axis=0) / count, np.nan)
+    return mean, np.sqrt(var), count.reshape(count.shape[0], -1).max(axis=1)
+
+
+# ----------------------------------------------------------------------------- running
+def _batches(lengths: list[int], batch_size: int, per_token2_bytes: int, budget: int) -> list[list[int]]:
+    """Text indices, shortest first, in batches of ≤ batch_size whose copied attention fits ``budget``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches, current = [], []
+    for i in order:
+        longest = lengths[i]  # sorted: the newcomer is the longest so far
+        if current and (len(current) >= batch_size or (len(current) + 1) * per_token2_bytes * longest**2 > budget):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class _BatchCapture:
+    """Forward hooks copying each text's own (H, n_b, n_b) block of every layer's attention."""
+
+    def __init__(self, model, lengths: list[int]):
+        L, H = model.config.n_layer, model.config.n_head
+        self.lengths = lengths
+        self.attentions = [np.empty((L, H, n, n), dtype=np.float32) for n in lengths]
+        self.seen = np.zeros(L, dtype=bool)
+        self.handles = [block.attn.register_forward_hook(self._hook(layer)) for layer, block in
+                        enumerate(model.transformer.h)]
+
+    def _hook(self, layer: int):
+        def hook(module, args, output):
+            weights = output[1]  # (B, H, T, T)
+            if weights is None:
+                raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
+            batch = weights.detach().float().cpu().numpy()
+            for b, n in enumerate(self.lengths):
+                self.attentions[b][layer] = batch[b, :, :n, :n]  # the text's real tokens only
+            self.seen[layer] = True
+
+        return hook
+
+    def close(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.ndarray]:
+    """Attention (L, H, n, n) of each sequence, run together with right padding and a mask."""
+    import torch
+
+    lengths = [len(ids) for ids in batch_ids]
+    T = max(lengths)
+    input_ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch_ids), T), dtype=torch.long)
+    for b, ids in enumerate(batch_ids):
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+        mask[b, : len(ids)] = 1
+    capture = _BatchCapture(loaded.model, lengths)
+    try:
+        with torch.inference_mode():
+            loaded.model.transformer(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
+                                     use_cache=False)
+    finally:
+        capture.close()
+    if not capture.seen.all():
+        raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of "
+                           f"{len(capture.seen)} layers")
+    return capture.attentions
+
+
+def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, max_texts: int | None = None,
+               progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
+               bos: bool | None = None) -> ScanResult:
+    """Score every head on every text; per-head mean and std over the texts.
+
+    ``bos=None`` uses the model's default. ``progress(done, total)`` after each batch; setting
+    ``cancel`` stops between batches with AnalysisCancelled. An empty text is an InputError.
+    """
+    from .inference import run_probe, tokenize
+
+    started = time.perf_counter()
+    if batch_size < 1:
+        raise InputError(f"The batch size must be at least 1, got {batch_size}.")
+    if max_texts is not None and max_texts < 1:
+        raise InputError(f"The number of texts to scan must be at least 1, got {max_texts}.")
+    texts = list(texts)[:max_texts] if max_texts is not None else list(texts)
+    if not texts:
+        raise InputError("No texts to scan.")
+    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    token_ids, truncated = [], []
+    for k, text in enumerate(texts):
+        if text is None or not text.strip():
+            raise InputError(f"Text {k + 1} is empty; every text needs at least one token.")
+        ids, _, cut = tokenize(loaded, text, use_bos)
+        token_ids.append(ids)
+        truncated.append(cut)
+    probe_result = run_probe(loaded)
+    probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids)  # (L, H), the same for every text
+
+    L, H = loaded.n_layer, loaded.n_head
+    per_text = np.empty((len(texts), len(hs.SCORE_NAMES), L, H))
+    lengths = [len(ids) for ids in token_ids]
+    pad_id = loaded.tokenizer.convert_tokens_to_ids(loaded.bos_token)  # any real id: pads are masked and cut off
+    done = 0
+    for batch in _batches(lengths, batch_size, L * H * 4, MEMORY_BUDGET_BYTES):
+        if cancel is not None and cancel.is_set():
+            raise AnalysisCancelled("Scan cancelled.")
+        attentions = _forward_batch(loaded, [token_ids[i] for i in batch], pad_id)
+        for i, a in zip(batch, attentions):
+            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe)
+        done += len(batch)
+        if progress:
+            progress(done, len(texts))
+    mean, std, defined = _mean_std(per_text)
+    return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(True), _frozen(per_text), _frozen(mean),
+                      _frozen(std), _frozen(defined),
+                      tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
+                      loaded.source.label)
+
+
+# ----------------------------------------------------------------------------- benchmark
+def texts_of_length(loaded, lines: Iterable[str], n_tokens: int, count: int) -> list[str]:
+    """Up to ``count`` texts of about ``n_tokens`` tokens each, cut from the running concatenation of
+    ``lines`` (decoding then re-encoding may shift a boundary by a token or two)."""
+    texts, buffer = [], []
+    for line in lines:
+        buffer += loaded.tokenizer(line + " ", add_special_tokens=False)["input_ids"]
+        while len(buffer) >= n_tokens and len(texts) < count:
+            texts.append(loaded.tokenizer.decode(buffer[:n_tokens]))
+            buffer = buffer[n_tokens:]
+    return texts
+
+
+def compare_batched(loaded, texts: list[str], batch_size: int = DEFAULT_BATCH, repeats: int = 2) -> dict:
+    """Tokens per second of the same scan one text at a time and in batches (best of ``repeats`` each,
+    interleaved so both see the same machine load), their ratio, and the largest score difference."""
+    scan_texts(loaded, texts[:2], batch_size=2)  # warm-up: the probe, allocator, kernels
+    best = {1: None, batch_size: None}
+    for _ in range(repeats):
+        for size in best:
+            run = scan_texts(loaded, texts, batch_size=size)
+            if best[size] is None or run.seconds < best[size].seconds:
+                best[size] = run
+    one, many = best[1], best[batch_size]
+    diff = np.abs(one.per_text - many.per_text)
+    return {"texts": one.n_texts, "tokens": one.tokens, "batch_size": batch_size,
+            "one_at_a_time_tokens_per_second": one.tokens_per_second,
+            "batched_tokens_per_second": many.tokens_per_second,
+            "ratio": many.tokens_per_second / one.tokens_per_second,
+            "max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0}

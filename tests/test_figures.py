@@ -1,0 +1,299 @@
+"""The figures: hover readouts and tooltips, zoom limits and reset, label thinning, grid pooling,
+hide-first on the grid, SVG export that looks like the PNG, themes and colormap names."""
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
+
+from analysis.display import pooled, pooled_heads, without_first_key  # noqa: E402
+from gui.figures import dispose_figure  # noqa: E402
+
+
+def causal(n, seed=0):
+    rng = np.random.default_rng(seed)
+    w = rng.random((n, n)).astype(np.float32) * np.tri(n, dtype=np.float32)
+    return w / w.sum(-1, keepdims=True)
+
+
+def double_click(qtbot, widget, pos):
+    """A real double-click: press, release, double-click, release (pyqtgraph sends its click on release)."""
+    left = QtCore.Qt.MouseButton.LeftButton
+    qtbot.mousePress(widget, left, pos=pos)
+    qtbot.mouseRelease(widget, left, pos=pos)
+    qtbot.mouseDClick(widget, left, pos=pos)
+    qtbot.mouseRelease(widget, left, pos=pos)
+
+
+def view_point(fig, x, y):
+    return fig.mapFromScene(fig.plot.vb.mapViewToScene(QtCore.QPointF(x, y)))
+
+
+@pytest.fixture
+def head(qtbot):
+    from gui.figures import HeadPlot
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    fig = HeadPlot()
+    fig.resize(600, 600)
+    fig.show()
+    qtbot.waitExposed(fig)
+    yield fig
+    dispose_figure(fig)  # not qtbot.addWidget: closing a pyqtgraph view crashes Qt 6.11
+
+
+def plain(tip: str) -> str:
+    doc = QtGui.QTextDocument()
+    doc.setHtml(tip)
+    return doc.toPlainText()
+
+
+def settle(qtbot, ms=50):
+    qtbot.wait(ms)
+    QtWidgets.QApplication.processEvents()
+
+
+def test_the_value_tooltip_stays_while_the_pointer_rests(qtbot, head):
+    head.set_head(causal(8), [f"t{i}" for i in range(8)], "x")
+    settle(qtbot)
+    qtbot.mouseMove(head.viewport(), view_point(head, 2.5, 5.5))
+    qtbot.wait(300)
+    assert QtWidgets.QToolTip.isVisible() and "key 't2' [2]" in plain(QtWidgets.QToolTip.text())
+    qtbot.wait(1500)  # Qt's tooltip wake-up (~0.7 s) used to hide it here
+    assert QtWidgets.QToolTip.isVisible() and "key 't2' [2]" in plain(QtWidgets.QToolTip.text())
+    QtWidgets.QToolTip.hideText()
+
+
+def test_hover_reports_the_cell_and_the_value_as_drawn_after_the_tooltip(qtbot, head):
+    w = causal(6)
+    head.set_head(w, [f"t{i}" for i in range(6)], "x", hide_first=True)
+    seen = []
+    head.cell_hovered.connect(lambda cell: seen.append((cell, head.image.toolTip())))
+    head.image.hover_cell((4, 2))
+    (cell, tooltip), = seen
+    assert cell[:2] == (4, 2) and cell[2] == pytest.approx(float(without_first_key(w)[4, 2]))
+    assert "query 't4' [4] → key 't2' [2]" in plain(tooltip)  # the tooltip was already this cell's
+    head.image.hover_cell((1, 0))
+    assert np.isnan(seen[-1][0][2]) and "hidden (first key)" in plain(seen[-1][1])
+    head.image.hover_cell(None)
+    assert seen[-1][0] is None
+    # a new run under a resting pointer: the readout follows the new data
+    w2 = causal(6, seed=5)
+    head.image.hover_cell((4, 2))
+    head.set_head(w2, [f"u{i}" for i in range(6)], "y")
+    assert seen[-1][0][2] == pytest.approx(float(w2[4, 2])) and "'u4'" in plain(seen[-1][1])
+
+
+def test_hover_text_never_renders_tokens_as_html(qtbot, head):
+    tokens = ["<b>bold</b>", "&amp;", "<img src=x>", "d"]
+    head.set_head(causal(4), tokens, "<i>title</i>")
+    head.image.hover_cell((1, 0))
+    tip = head.image.toolTip()
+    assert "&lt;b&gt;bold&lt;/b&gt;" in tip and "<b>bold</b>" not in tip and "&amp;amp;" in tip
+    assert "query '&amp;' [1] → key '<b>bold</b>' [0]" in plain(tip)  # shown literally
+    assert "&lt;i&gt;" in head.plot.titleLabel.text
+
+
+def test_zoom_stays_on_the_data_and_resets(qtbot, head):
+    n = 20
+    head.set_head(causal(n), [f"t{i}" for i in range(n)], "x")
+    settle(qtbot)
+    vb = head.plot.getViewBox()
+    vb.scaleBy((20, 20))  # try to zoom far out
+    settle(qtbot)
+    (x0, x1), (y0, y1) = vb.viewRange()
+    assert x0 >= -1e-6 and x1 <= n + 1e-6 and y0 >= -1e-6 and y1 <= n + 1e-6
+    for reset in (lambda: qtbot.keyClick(head, QtCore.Qt.Key.Key_Home), vb.reset_action.trigger,
+                  head.reset_button.click,
+                  lambda: double_click(qtbot, head.viewport(), view_point(head, 7.5, 4.5))):
+        vb.scaleBy((0.2, 0.2), center=QtCore.QPointF(5, 5))
+        settle(qtbot)
+        assert vb.viewRange()[0][1] - vb.viewRange()[0][0] < n / 2
+        reset()
+        settle(qtbot)
+        np.testing.assert_allclose(vb.viewRange(), [[0, n], [0, n]], atol=1e-6)
+
+
+def test_the_map_fills_the_plot(qtbot, head):
+    head.resize(1100, 600)  # a wide plot: no empty half beside a square map
+    head.set_head(causal(30), [f"t{i}" for i in range(30)], "x")
+    settle(qtbot, 200)
+    vb = head.plot.getViewBox()
+    image_rect = head.image.mapRectToScene(head.image.boundingRect())
+    assert image_rect.width() >= 0.98 * vb.sceneBoundingRect().width()
+
+
+@pytest.mark.parametrize("n", [38, 120, 400])
+def test_labels_are_thinned_so_that_neighbours_never_touch(qtbot, head, n):
+    tokens = [("␣tok" if i % 2 else "word") + "x" * (i % 40) for i in range(n)]
+    head.set_head(causal(n), tokens, "x")
+    settle(qtbot, 200)
+    vb = head.plot.getViewBox()
+    row_px, col_px = vb.height() / n, vb.width() / n
+    metrics = QtGui.QFontMetrics(head.left_axis.style["tickFont"])
+    height = max(metrics.boundingRect(t).height() for t in head.left_axis._labels)
+    for axis, px in ((head.left_axis, row_px), (head.bottom_axis, col_px)):
+        positions = [v for v, _ in axis._tickLevels[0]]
+        gaps = np.diff(positions) * px
+        assert gaps.min() >= height, (axis.orientation, gaps.min(), height)
+        assert all(len(label) <= 24 + 5 for _, label in axis._tickLevels[0])  # "…" after 24 characters + index
+
+
+def grid_result(n=200, L=2, H=3):
+    a = np.zeros((L, H, n, n), dtype=np.float32)
+    a[..., 0, 0] = 1.0
+    a[..., np.arange(1, n), np.arange(n - 1)] = 1.0  # previous-token heads everywhere
+    return a
+
+
+@pytest.fixture
+def grid(qtbot):
+    from gui.figures import GridPlot
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    fig = GridPlot()
+    fig.resize(500, 500)
+    fig.show()
+    qtbot.waitExposed(fig)
+    yield fig
+    dispose_figure(fig)
+
+
+def bright_rows(fig, layer, head):
+    """How many pixel rows of one cell, as painted on screen, hold a bright (yellow) pixel, and the cell's height."""
+    image = fig.grab().toImage()
+    top_left = view_point(fig, head + 0.1, layer + 0.1)
+    bottom_right = view_point(fig, head + 0.9, layer + 0.9)
+    ratio = image.devicePixelRatio()
+    rows = 0
+    y_range = range(int(top_left.y() * ratio) + 2, int(bottom_right.y() * ratio) - 2)
+    for y in y_range:
+        if any(QtGui.QColor(image.pixel(x, y)).green() > 200
+               for x in range(int(top_left.x() * ratio), int(bottom_right.x() * ratio))):
+            rows += 1
+    return rows, len(y_range)
+
+
+def test_grid_thumbnails_are_pooled_to_the_pixels_each_cell_has(qtbot, grid):
+    a = grid_result()
+    thumbs = pooled_heads(a, 96)
+    grid.set_attentions(thumbs, full=a, key=1)
+    settle(qtbot, 200)
+    assert grid.cell == grid.target_cell() > 96  # more pixels than the thumbnails: pooled from the full map
+    for size in ((260, 220), (800, 700), (180, 160)):
+        grid.resize(*size)
+        settle(qtbot, 300)
+        assert grid.cell <= grid.target_cell() * 1.0 and grid.cell >= 0.8 * grid.target_cell()
+        rows, height = bright_rows(grid, 1, 2)
+        assert rows >= height - 1  # the diagonal crosses every pixel row: no row was dropped
+
+
+def test_grid_hides_the_first_key_like_the_head_plot(qtbot, grid):
+    rng = np.random.default_rng(1)
+    a = rng.random((2, 2, 30, 30)).astype(np.float32) * np.tri(30, dtype=np.float32)
+    a /= a.sum(-1, keepdims=True)
+    grid.set_attentions(a, key=1, hide_first=True)
+    settle(qtbot, 200)
+    c = grid.cell
+    block = grid.image.image[c : 2 * c, 0:c]  # layer 1, head 0
+    np.testing.assert_allclose(block, pooled(without_first_key(a[1, 0]), c), rtol=1e-5, equal_nan=True)
+    assert "first key hidden" in grid.colorbar.axis.labelText
+
+
+def test_large_grids_are_pooled_a_layer_per_event_loop_turn(qtbot, grid, monkeypatch):
+    import gui.grid_plot as grid_plot
+
+    monkeypatch.setattr(grid_plot, "SYNC_ELEMENTS", 10)
+    a = grid_result(n=120, L=4, H=2)
+    with qtbot.waitSignal(grid.mosaic_ready, timeout=5000):
+        grid.set_attentions(a, key=7, hide_first=True)
+        assert grid._job is not None  # not done yet: the GUI thread is free in between
+    assert grid.image.image.shape == (4 * grid.cell, 2 * grid.cell)
+
+
+def test_svg_export_looks_like_the_png(qtbot, tmp_path):
+    from PySide6 import QtSvg
+
+    from gui.figures import dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure
+
+    class Result:
+        n, n_layer, n_head = 14, 3, 2
+        attentions = np.stack([np.stack([causal(14, seed=l * 2 + h) for h in range(2)]) for l in range(3)])
+        thumbnails, tokens, n_tokens, model_label = None, tuple(f"tok{i}" for i in range(14)), 14, "m"
+
+    for make in (lambda: offscreen_head_figure(Result, 1, 1), lambda: offscreen_grid_figure(Result)):
+        fig = make()
+        png, svg = save_figure(fig, tmp_path / "f.png"), save_figure(fig, tmp_path / "f.svg")
+        dispose_figure(fig)
+        reference = QtGui.QImage(str(png)).convertToFormat(QtGui.QImage.Format.Format_RGB32)
+        drawn = QtGui.QImage(reference.size(), QtGui.QImage.Format.Format_RGB32)
+        drawn.fill(QtCore.Qt.GlobalColor.white)
+        painter = QtGui.QPainter(drawn)
+        QtSvg.QSvgRenderer(str(svg)).render(painter)
+        painter.end()
+
+        def small_rgb(image):  # 4× smaller, so antialiasing differences average out
+            small = image.scaled(image.width() // 4, image.height() // 4, QtCore.Qt.AspectRatioMode.IgnoreAspectRatio,
+                                 QtCore.Qt.TransformationMode.SmoothTransformation)
+            return rgb(small).astype(float)
+
+        def rgb(image):
+            arr = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
+            return arr[:, : image.width(), :3].astype(int)
+
+        def colour_box(image):  # bounding box of the saturated (heatmap and colour bar) pixels
+            pixels = rgb(image)
+            ys, xs = np.nonzero(pixels.max(-1) - pixels.min(-1) > 60)
+            return np.array([xs.min(), ys.min(), xs.max(), ys.max()])
+
+        # measured: aligned 0.7–1.0 / 0.1–0.4 %; the 72-dpi SVG (text and axes at 0.75) 3.5 / 1.7 %
+        difference = np.abs(small_rgb(reference) - small_rgb(drawn)).max(-1)
+        assert difference.mean() < 1.5 and (difference > 64).mean() < 0.006
+        np.testing.assert_allclose(colour_box(drawn), colour_box(reference), atol=3)
+
+
+def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
+    from gui.figures import write_result_images
+
+    class Result:
+        n_layer, n_head = 2, 2
+        attentions = np.stack([np.stack([causal(5, seed=l + h) for h in range(2)]) for l in range(2)])
+        thumbnails, tokens, n_tokens, model_label = None, tuple("abcde"), 5, "m"
+
+    calls = []
+    written = write_result_images(Result, tmp_path, check=lambda: calls.append(1), png_width=300)
+    assert len(written) == 5 and len(calls) >= 5
+    assert QtGui.QImage(str(written[1])).width() == 300
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two():
+        calls.append(1)
+        if len(calls) > 2:
+            raise Stop
+
+    calls.clear()
+    with pytest.raises(Stop):
+        write_result_images(Result, tmp_path / "..", check=stop_after_two)
+
+
+def test_colormap_names_and_dark_theme(qtbot, head):
+    import pyqtgraph as pg
+
+    from gui.figures import COLORMAP_LABELS, COLORMAPS, apply_theme
+
+    assert set(COLORMAP_LABELS) == set(COLORMAPS) and "viridis" in COLORMAPS
+    assert "grey" in COLORMAP_LABELS["CET-L1"]
+    for name in COLORMAPS:
+        pg.colormap.get(name)
+    head.set_head(causal(5), list("abcde"), "t")
+    apply_theme(head, True)
+    assert head.backgroundBrush().color().lightness() < 60
+    assert head.left_axis.textPen().color().lightness() > 180
+    assert head.colorbar.axis.textPen().color().lightness() > 180
+    assert QtGui.QColor(head.plot.titleLabel.opts["color"]).lightness() > 180
+    apply_theme(head, False)
+    assert head.backgroundBrush().color().lightness() > 240

@@ -1,0 +1,164 @@
+"""Issue 10: a model loads with exactly its own weights and runs finitely, or is refused with one line.
+
+Each folder here is the tiny test model with one thing wrong; before the fix every one of them
+loaded (missing tensors silently random, NaN weights, bad configs) or failed with "unexpected …".
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from analysis.errors import ModelCheckError, ModelLoadError, WeightsMismatchError
+from analysis.loading import LEGACY_BUFFERS, load_model, weights_mismatch
+
+
+@pytest.fixture()
+def model_copy(tiny_model_dir, tmp_path):
+    return shutil.copytree(tiny_model_dir, tmp_path / "m")
+
+
+def tensors(folder):
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def save(folder, state):
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors")
+
+
+def edit_config(folder, **changes):
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+def refused(folder, error=ModelLoadError) -> str:
+    with pytest.raises(error) as caught:
+        load_model(str(folder), device="cpu")
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message and "unexpected" not in message.lower()
+    return message
+
+
+def test_a_complete_folder_loads(tiny_model):
+    assert tiny_model.n_layer == 3
+
+
+def test_no_gpt2_tensor_at_all_is_refused(model_copy):
+    import torch
+
+    save(model_copy, {"foo": torch.zeros(3)})
+    message = refused(model_copy, WeightsMismatchError)
+    assert "missing" in message and "transformer.h.0.attn.c_attn.weight" in message
+    assert "1 in the file does not belong" in message and "foo" in message and "random" in message
+
+
+def test_bert_weights_under_a_gpt2_config_are_refused(model_copy):
+    import torch
+
+    bert = {"bert.embeddings.word_embeddings.weight": torch.zeros(512, 64),
+            "bert.encoder.layer.0.attention.self.query.weight": torch.zeros(64, 64),
+            "bert.encoder.layer.0.attention.self.query.bias": torch.zeros(64)}
+    save(model_copy, bert)
+    message = refused(model_copy, WeightsMismatchError)
+    assert "3 in the file do not belong" in message and "bert.embeddings.word_embeddings.weight" in message
+
+
+def test_one_layer_missing_is_refused(model_copy):
+    state = {k: v for k, v in tensors(model_copy).items() if not k.startswith("transformer.h.1.")}
+    save(model_copy, state)
+    message = refused(model_copy, WeightsMismatchError)
+    assert "12 tensors the config asks for are missing" in message and "transformer.h.1." in message
+    assert "does not belong" not in message
+
+
+def test_more_layers_in_the_config_than_in_the_file_is_refused(model_copy):
+    edit_config(model_copy, n_layer=5)
+    message = refused(model_copy, WeightsMismatchError)
+    assert "transformer.h.3." in message and "missing" in message
+
+
+def test_old_constant_buffers_and_a_tied_head_are_accepted(model_copy):
+    """GPT-2 hub checkpoints carry attn.bias / attn.masked_bias buffers; lm_head.weight is wte."""
+    import torch
+
+    state = tensors(model_copy)
+    state["transformer.h.0.attn.bias"] = torch.ones(1, 1, 64, 64)
+    state["h.1.attn.masked_bias"] = torch.tensor(-1e4)
+    state["lm_head.weight"] = state["transformer.wte.weight"].clone()
+    save(model_copy, state)
+    assert load_model(str(model_copy), device="cpu").n_layer == 3
+
+
+def test_the_mismatch_rule_is_the_model_class_own_not_a_key_list():
+    """Generic: ignores what the class declares, tied weights whose source loaded, and LEGACY_BUFFERS."""
+    class Model:
+        _keys_to_ignore_on_load_missing = [r"rotary\.cache$"]
+        _keys_to_ignore_on_load_unexpected = [r"pooler\."]
+        all_tied_weights_keys = {"head.weight": "embed.weight", "other.weight": "gone.weight"}
+
+    info = {"missing_keys": {"head.weight", "layers.0.rotary.cache", "other.weight", "gone.weight", "layers.0.q"},
+            "unexpected_keys": {"pooler.dense", "layers.0.attn.masked_bias", "layers.0.rotary_emb.inv_freq", "x"},
+            "mismatched_keys": set()}
+    missing, unexpected = weights_mismatch(Model(), info)
+    assert missing == ["gone.weight", "layers.0.q", "other.weight"]  # tied to a missing source: still missing
+    assert unexpected == ["x"]
+    assert len(LEGACY_BUFFERS) == 3
+
+
+@pytest.mark.parametrize("changes,needle", [
+    ({"n_layer": 0}, "layers = 0"),
+    ({"n_layer": -1}, "layers = -1"),
+    ({"n_head": 0}, "heads = 0"),
+    ({"n_embd": 0}, "width = 0"),
+    ({"n_positions": 0}, "context = 0"),
+    ({"n_head": 5}, "not divisible by the 5 heads"),
+])
+def test_a_config_that_describes_no_model_is_refused(model_copy, changes, needle):
+    edit_config(model_copy, **changes)
+    assert needle in refused(model_copy, ModelCheckError)
+
+
+def test_nan_weights_are_refused(model_copy):
+    state = tensors(model_copy)
+    state["transformer.h.1.attn.c_attn.weight"][:] = float("nan")
+    save(model_copy, state)
+    assert "NaN or infinite" in refused(model_copy, ModelCheckError)
+
+
+def test_tokenizer_ids_past_the_embedding_are_refused(model_copy):
+    """A vocabulary larger than the embedding: before, 'unexpected IndexError' on the first run."""
+    state = tensors(model_copy)
+    rows = 100
+    state["transformer.wte.weight"] = state["transformer.wte.weight"][:rows].clone()
+    save(model_copy, state)
+    edit_config(model_copy, vocab_size=rows)
+    message = refused(model_copy, ModelCheckError)
+    assert "embedding has only 100 rows" in message
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_tokenizer_json_as_a_named_pipe_is_refused_without_blocking(model_copy):
+    (model_copy / "tokenizer.json").unlink()
+    os.mkfifo(model_copy / "tokenizer.json")
+    assert "is a named pipe" in refused(model_copy, ModelCheckError)
+
+
+
+class _Hostile:
+    def __reduce__(self):
+        return (print, ("this would have run",))
+
+
+def test_a_hostile_pickle_is_refused_even_when_pickle_is_allowed(model_copy, capsys):
+    import torch
+
+    (model_copy / "model.safetensors").unlink()
+    torch.save({"transformer.wte.weight": _Hostile()}, model_copy / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="hold more than tensors") as caught:
+        load_model(str(model_copy), device="cpu", allow_pickle=True)
+    assert "weights_only" not in str(caught.value) and "this would have run" not in capsys.readouterr().out

@@ -1,0 +1,122 @@
+"""TransformerLens-style detector scores on hand-made patterns whose scores are worked out by hand."""
+import numpy as np
+import pytest
+
+from analysis import tl_scores as tl
+
+
+def previous_head(n):
+    a = np.eye(n, k=-1)
+    a[0, 0] = 1.0  # row 0 can only attend to itself
+    return a
+
+
+def uniform(n):
+    u = np.tril(np.ones((n, n)))
+    return u / u.sum(axis=1, keepdims=True)
+
+
+def test_patterns_for_a_repeated_pair():
+    ids = np.array([5, 6, 5, 6])
+    np.testing.assert_array_equal(tl.previous_token_pattern(4), [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(tl.duplicate_token_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(tl.induction_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
+    # a token right after its own copy: the token after the copy is the current one (TL keeps it)
+    np.testing.assert_array_equal(tl.induction_pattern(np.array([3, 3])), [[0, 0], [0, 1]])
+    assert tl.detection_pattern("induction_head", ids).sum() == 2
+    with pytest.raises(ValueError):
+        tl.detection_pattern("sink_head", ids)
+
+
+def test_mul_and_abs_on_a_perfect_previous_token_head():
+    a = previous_head(4)
+    p = tl.previous_token_pattern(4)
+    # mul: 3 of the 4 units of attention sit on P (row 0's is on itself)
+    assert tl.similarity_score(a, p, error_measure="mul") == pytest.approx(0.75)
+    # exclude_bos zeroes column 0: rows 0 and 1 lose their weight; the rest, 2 units, all on P
+    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="mul") == pytest.approx(1.0)
+    # exclude_current_token zeroes the diagonal: only row 0's self-weight goes; 3 of 3 on P
+    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(1.0)
+    # abs: |A − P| is 1 at (0, 0) only: Σ/n = 0.25
+    assert tl.similarity_score(a, p, error_measure="abs") == pytest.approx(0.75)
+    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1.0)
+    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(1.0)
+
+
+def test_mul_and_abs_on_a_uniform_head_with_a_duplicate():
+    a = uniform(3)  # rows (1,0,0), (½,½,0), (⅓,⅓,⅓)
+    p = tl.duplicate_token_pattern(np.array([1, 2, 1]))  # P[2, 0] = 1
+    assert tl.similarity_score(a, p, error_measure="mul") == pytest.approx(1 / 9)
+    # diagonal gone: Σ A' = 0 + ½ + ⅔ = 7/6, of which ⅓ on P
+    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(2 / 7)
+    # both: Σ A' = ⅓ (row 2, column 1), nothing on P
+    assert tl.similarity_score(a, p, exclude_bos=True, exclude_current_token=True, error_measure="mul") == 0.0
+    # abs: row sums of |A − P| are 1, 1, 4/3 → Σ/n = 10/9 = 1.111 (3 decimals) → 1 − 1.111
+    assert tl.similarity_score(a, p, error_measure="abs") == pytest.approx(1 - 1.111, abs=1e-12)
+    # exclude_bos: rows 0, ½, ⅔ → 7/18 = 0.389
+    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1 - 0.389, abs=1e-12)
+    # exclude_current_token: rows 0, ½, 2/3 + 1/3 = 1 → 1.5/3 = 0.5
+    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(0.5)
+
+
+def test_mul_with_everything_excluded_is_nan():
+    a = np.eye(2)
+    a[1] = [1, 0]
+    assert np.isnan(tl.similarity_score(a, tl.previous_token_pattern(2), exclude_bos=True,
+                                        exclude_current_token=True))
+
+
+def test_inputs_are_never_modified():
+    a = np.stack([previous_head(4), uniform(4)])[None].astype(np.float32)  # (1, 2, 4, 4)
+    before = a.copy()
+    ids = np.array([5, 6, 5, 6])
+    for measure in ("mul", "abs"):
+        tl.detect(a, ids, "induction_head", exclude_bos=True, exclude_current_token=True, error_measure=measure)
+        tl.similarity_score(a[0, 0], tl.previous_token_pattern(4), exclude_bos=True, exclude_current_token=True,
+                            error_measure=measure)
+    np.testing.assert_array_equal(a, before)
+    a.setflags(write=False)  # read-only input (as in AttentionResult) works too
+    tl.detect(a, ids, "previous_token_head", exclude_bos=True, error_measure="abs")
+
+
+def test_detect_scores_every_head_or_the_chosen_ones():
+    a = np.stack([np.stack([previous_head(4), uniform(4)]), np.stack([uniform(4), previous_head(4)])])
+    ids = np.array([1, 2, 3, 4])
+    all_heads = tl.detect(a, ids, "previous_token_head")
+    u = uniform(4)
+    expected_uniform = (u[1, 0] + u[2, 1] + u[3, 2]) / 4
+    np.testing.assert_allclose(all_heads, [[0.75, expected_uniform], [expected_uniform, 0.75]])
+    chosen = tl.detect(a, ids, "previous_token_head", heads=[(1, 1)])
+    np.testing.assert_allclose(chosen, [[-1, -1], [-1, 0.75]])
+    np.testing.assert_allclose(tl.detect(a, ids, "previous_token_head", heads={0: [1]}),
+                               [[-1, expected_uniform], [-1, -1]])
+    # a matrix pattern is used as given
+    np.testing.assert_allclose(tl.detect(a, ids, tl.previous_token_pattern(4)), all_heads)
+    with pytest.raises(ValueError):
+        tl.detect(a, ids, "previous_token_head", heads=[(2, 0)])
+    with pytest.raises(ValueError):
+        tl.detect(a, ids, np.ones((4, 4)))  # not lower triangular
+    with pytest.raises(ValueError):
+        tl.detect(a, ids, "previous_token_head", error_measure="sq")
+    with pytest.raises(ValueError):
+        tl.detect(a[..., :1, :1], ids[:1], "previous_token_head")
+
+
+def test_detect_many_passes_every_option_on():
+    a1 = np.stack([previous_head(4), uniform(4)])[None]
+    a2 = np.stack([uniform(4), previous_head(4)])[None]
+    ids = np.array([1, 2, 3, 4])
+    runs = [(a1, ids), (a2, ids)]
+    options = dict(heads=[(0, 0)], exclude_bos=True, error_measure="abs")
+    many = tl.detect_many(runs, "previous_token_head", **options)
+    expected = (tl.detect(a1, ids, "previous_token_head", **options)
+                + tl.detect(a2, ids, "previous_token_head", **options)) / 2
+    np.testing.assert_allclose(many, expected)
+    assert many[0, 1] == -1  # heads was honoured (TL's list path would score every head)
+    # exclude_bos was honoured: without it head 0.0 scores lower on both texts
+    assert many[0, 0] > tl.detect_many(runs, "previous_token_head", heads=[(0, 0)], error_measure="abs")[0, 0]
+    # heads given as a one-shot iterator still applies to every text
+    it = tl.detect_many(runs, "previous_token_head", heads=iter([(0, 0)]), exclude_bos=True, error_measure="abs")
+    np.testing.assert_allclose(it, many)
+    with pytest.raises(ValueError):
+        tl.detect_many([], "induction_head")
