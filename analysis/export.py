@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ExportError
 from .head_scores import SCORE_NAMES, HeadScores
-from .inference import AttentionResult
+from .inference import AttentionResult, attention_memory_bytes
 from .lenses import SINK_EPSILON, rollout as attention_rollout, sink_rate
 from .parity import ParityReport
 from .scan import ScanResult
@@ -107,12 +107,17 @@ def write_head_csv(result: AttentionResult, path: Path, layer: int, head: int) -
 
 
 def write_scores_csv(scores: HeadScores, path: Path) -> Path:
-    """Header ``layer,head,<every score>``, one row per head; NaN written as ``nan``."""
+    """Header ``layer,head,<every score>``, one row per head; each cell is ``scores.text``: the value
+    (``.6g``), ``nan`` when it is undefined for this text, ``n/a`` when the score does not apply to the
+    model (an encoder's induction, a decoder's next token)."""
+    n_layer, n_head = scores.shape
+    names = [k for k in SCORE_NAMES if k in scores.values]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["layer", "head", *SCORE_NAMES])
-        for row in scores.rows():
-            writer.writerow([row["layer"], row["head"], *(f"{row[k]:.6g}" for k in SCORE_NAMES)])
+        writer.writerow(["layer", "head", *names])
+        for layer in range(n_layer):
+            for head in range(n_head):
+                writer.writerow([layer, head, *(scores.text(k, layer, head) for k in names)])
     return path
 
 
@@ -122,13 +127,16 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
     attentions = result.attentions if layer is None else result.attentions[layer, head]
     data = {"text": result.text, "tokens": list(result.tokens), "token_ids": result.token_ids.tolist(),
             "bos": result.bos, "truncated": result.truncated, "model": result.model_label,
+            "family": getattr(result, "family", "gpt2"), "causal": bool(getattr(result, "causal", True)),
             "axes": "(query, key)" if layer is not None else "(layer, head, query, key)",
             "layer": layer, "head": head,
             "attentions": np.round(attentions.astype(np.float64), 7).tolist(),
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions]}
+    if getattr(result, "prediction_note", ""):
+        data["prediction_note"] = result.prediction_note
     if scores is not None:
-        data["scores"] = scores.rows()
+        data["scores"] = scores.rows(na=None)  # a score that does not apply is null, as undefined (NaN) ones are
     return write_json(data, path)
 
 
@@ -141,8 +149,12 @@ def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: 
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
             "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),
+            "family": getattr(result, "family", "gpt2"), "causal": bool(getattr(result, "causal", True)),
+            "max_tokens": getattr(result, "max_tokens", None),
+            "attention_bytes": attention_memory_bytes(result.n_layer, result.n_head, result.n_tokens),
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions],
+            "prediction_note": getattr(result, "prediction_note", ""),
             "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
             "timings": {**result.timings, **(timings or {})}}
 

@@ -4,19 +4,35 @@
 forward pass goes (each layer's attention weights, the residual stream entering the layer,
 and the attention sub-layer's output), and returns an :class:`AttentionResult` whose arrays
 are read-only numpy in the order ``(layer, head, query, key)``.
+
+Every model family is run the same way: the family adapter (``loaded.family``) says where the
+blocks, the attention modules and the output projections are, and which special tokens wrap a
+text. Before a run, the memory the attention will take is computed
+(:func:`attention_memory_bytes`) and a run that would not fit is refused with a sentence.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InputError
+from .families.tokens import display_token as family_display_token
 from .loading import LoadedModel
-from .tokens import display_token
 
 TOP_K = 5
+#: The most tokens a run analyses unless the caller says otherwise (``max_tokens``, ``--max-tokens``):
+#: the attention of every layer and head is held in memory, L·H·n²·4 bytes.
+DEFAULT_MAX_TOKENS = 2048
+#: Set to a number of megabytes to fix the memory a run's attention may take (else: from /proc/meminfo).
+MEMORY_BUDGET_ENV = "ATTNSCOPE_ATTENTION_BUDGET_MB"
+#: Share of the memory the system says is available (MemAvailable) that a run's attention may take: the
+#: rest is for the copies on the way (a layer's torch tensor, thumbnails, an export's buffers) and the app.
+MEMORY_SHARE = 0.5
+#: The budget when the available memory cannot be read (not Linux).
+FALLBACK_BUDGET_BYTES = 8 * 2**30
 THUMBNAIL_PX = 96  # the grid shows each head at most this many pixels a side
 PROBE_SPAN = 50  # random tokens in each copy of the induction probe
 PROBE_SEED = 0
@@ -49,14 +65,14 @@ class AttentionResult:
     """Everything one run of a text produced. Arrays are read-only; axis order (layer, head, query, key)."""
 
     text: str  # the text as given
-    tokens: tuple[str, ...]  # display strings (␣ for a leading space, ↵ for a newline)
-    raw_tokens: tuple[str, ...]  # the tokenizer's own strings (Ġcat)
+    tokens: tuple[str, ...]  # display strings (␣ for a leading space, ↵ for a newline; WordPiece's ##ing as is)
+    raw_tokens: tuple[str, ...]  # the tokenizer's own strings (Ġcat, ▁cat, ##ing)
     token_ids: np.ndarray  # (n,) int64
     attentions: np.ndarray  # (layer, head, n, n) float32
-    layer_inputs: np.ndarray  # (layer, n, d_model) float32: residual stream entering each block (before ln_1)
-    attention_outputs: np.ndarray  # (layer, n, d_model) float32: the model's attention sub-layer output (after c_proj)
-    predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position
-    bos: bool  # whether <|endoftext|> was prepended
+    layer_inputs: np.ndarray  # (layer, n, d_model) float32: residual stream entering each block (before its norm)
+    attention_outputs: np.ndarray  # (layer, n, d_model) float32: the attention sub-layer output, after W_O
+    predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position; () for an encoder
+    bos: bool  # whether the special tokens were added: BOS in front (decoders), [CLS] … [SEP] (encoders)
     truncated: bool  # the text was longer than the context and was cut
     n_tokens_text: int  # the text's tokens (without BOS); when truncated, a lower bound: only a prefix is tokenised
     context_length: int
@@ -68,6 +84,10 @@ class AttentionResult:
     probe: ProbeResult | None = None
     request_id: int = 0
     thumbnails: np.ndarray | None = None  # (layer, head, c, c) max-pooled to c = min(n, THUMBNAIL_PX) for the grid
+    causal: bool = True  # decoders: query i sees keys j ≤ i; encoders (False): every key, no mask
+    family: str = "gpt2"  # the adapter's name (analysis.families): gpt2, llama, gpt_neox, bert, distilbert
+    prediction_note: str = ""  # why there are no predictions (an encoder predicts no next token), else ""
+    max_tokens: int = DEFAULT_MAX_TOKENS  # the cap this run was analysed under (beside the model's context)
 
     @property
     def n_layer(self) -> int:
@@ -86,13 +106,16 @@ class _Capture:
     """Forward hooks that copy each layer's tensors into preallocated numpy arrays.
 
     Copying in the hook (instead of asking transformers to collect ``output_attentions``)
-    keeps only one layer's attention tensor alive at a time.
+    keeps only one layer's attention tensor alive at a time. The family adapter says where to hook:
+        block pre-hook            → layer_inputs       (layer, n, d)     the residual stream entering the block
+        attention module hook     → attentions         (layer, h, n, n)  the model's own weights (+ thumbnails)
+        output-projection hook    → attention_outputs  (layer, n, d)     after W_O, before the residual
     """
 
-    def __init__(self, model, n_tokens: int, thumbnail_px: int | None = None):
+    def __init__(self, loaded: LoadedModel, n_tokens: int, thumbnail_px: int | None = None):
         thumbnail_px = THUMBNAIL_PX if thumbnail_px is None else thumbnail_px
-        cfg = model.config
-        L, H, d = cfg.n_layer, cfg.n_head, cfg.n_embd
+        shape, family = loaded.shape, loaded.family
+        L, H, d = shape.n_layer, shape.n_head, shape.d_model
         self.attentions = np.empty((L, H, n_tokens, n_tokens), dtype=np.float32)
         # thumbnails are pooled from the torch tensor in the hook: one fast pass while it is hot
         self.thumbnail_px = thumbnail_px if n_tokens > thumbnail_px else 0
@@ -100,11 +123,16 @@ class _Capture:
                            else self.attentions)
         self.layer_inputs = np.empty((L, n_tokens, d), dtype=np.float32)
         self.attention_outputs = np.empty((L, n_tokens, d), dtype=np.float32)
-        self.seen = np.zeros(L, dtype=bool)
+        self.seen = np.zeros((2, L), dtype=bool)  # (attention weights, attention output) per layer
         self.handles = []
-        for layer, block in enumerate(model.transformer.h):
-            self.handles.append(block.register_forward_pre_hook(self._block_input(layer), with_kwargs=True))
-            self.handles.append(block.attn.register_forward_hook(self._attention(layer)))
+        try:
+            for layer, block in enumerate(family.blocks(loaded.model)):
+                self.handles.append(block.register_forward_pre_hook(self._block_input(layer), with_kwargs=True))
+                self.handles.append(family.attention_module(block).register_forward_hook(self._attention(layer)))
+                self.handles.append(family.output_module(block).register_forward_hook(self._output(layer)))
+        except BaseException:
+            self.close()
+            raise
 
     def _block_input(self, layer: int):
         def hook(module, args, kwargs):
@@ -115,7 +143,7 @@ class _Capture:
 
     def _attention(self, layer: int):
         def hook(module, args, output):
-            attn_output, weights = output[0], output[1]
+            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
             if weights is None:
                 raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
             self.attentions[layer] = weights[0].detach().float().cpu().numpy()
@@ -124,57 +152,74 @@ class _Capture:
 
                 pooled = F.adaptive_max_pool2d(weights[0].detach().float(), self.thumbnail_px)  # (h, c, c)
                 self.thumbnails[layer] = pooled.cpu().numpy()
-            self.attention_outputs[layer] = attn_output[0].detach().float().cpu().numpy()
-            self.seen[layer] = True
+            self.seen[0, layer] = True
+
+        return hook
+
+    def _output(self, layer: int):
+        def hook(module, args, output):
+            out = output[0] if isinstance(output, tuple) else output  # (1, n, d)
+            self.attention_outputs[layer] = out[0].detach().float().cpu().numpy()
+            self.seen[1, layer] = True
 
         return hook
 
     def close(self):
         for handle in self.handles:
             handle.remove()
+        self.handles = []
 
 
 def forward_with_capture(loaded: LoadedModel, token_ids: list[int], want_logits: bool = True):
     """Run the model on one sequence; return the capture (attentions, thumbnails, layer_inputs,
-    attention_outputs as numpy) and the logits after the last position."""
+    attention_outputs as numpy) and the logits after the last position (None for an encoder, or
+    when ``want_logits`` is False)."""
     import torch
 
     ids = torch.tensor([token_ids], dtype=torch.long, device=loaded.device)
-    capture = _Capture(loaded.model, len(token_ids))
+    capture = _Capture(loaded, len(token_ids))
+    kwargs = loaded.family.forward_kwargs()
     try:
         with torch.inference_mode():
-            if want_logits:
-                out = loaded.model(input_ids=ids, logits_to_keep=1, use_cache=False)
+            if want_logits and loaded.predicts_next_token:
+                out = loaded.model(input_ids=ids, logits_to_keep=1, **kwargs)
                 last_logits = out.logits[0, -1].float().cpu().numpy()
             else:
-                loaded.model.transformer(input_ids=ids, use_cache=False)
+                loaded.model.base_model(input_ids=ids, **kwargs)
                 last_logits = None
     finally:
         capture.close()
     if not capture.seen.all():
-        raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of {len(capture.seen)} layers")
+        raise RuntimeError(f"attention weights were captured for {int(capture.seen[0].sum())} of "
+                           f"{capture.seen.shape[1]} layers")
     return capture, last_logits
 
 
-def _top_predictions(logits: np.ndarray, loaded: LoadedModel, specials: frozenset[str]) -> tuple[Prediction, ...]:
+def _top_predictions(logits: np.ndarray | None, loaded: LoadedModel,
+                     specials: frozenset[str]) -> tuple[Prediction, ...]:
+    """The TOP_K most likely next tokens (softmax of the last position's logits); () without logits."""
+    if logits is None:
+        return ()
     logits = logits.astype(np.float64)
     logits = logits[: len(loaded.tokenizer)]  # padded vocab rows are not tokens
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     top = np.argsort(-probs)[:TOP_K]
     raw = loaded.tokenizer.convert_ids_to_tokens([int(i) for i in top])
-    return tuple(Prediction(display_token(r, specials), int(i), float(probs[i])) for r, i in zip(raw, top))
+    return tuple(Prediction(family_display_token(r, loaded.token_style, specials) or r, int(i), float(probs[i]))
+                 for r, i in zip(raw, top))
 
 
 def probe_token_ids(loaded: LoadedModel, span: int = PROBE_SPAN, seed: int = PROBE_SEED) -> list[int]:
-    """BOS, then ``span`` distinct random ordinary tokens, then the same tokens again (seeded)."""
-    bos_id = loaded.tokenizer.convert_tokens_to_ids(loaded.bos_token)
-    span = min(span, (loaded.context_length - 1) // 2)
+    """BOS (when the tokenizer has one), then ``span`` distinct random ordinary tokens, then the same
+    tokens again (seeded)."""
+    front = loaded.special_ids([], special=True)[:1]  # BOS, or nothing (a decoder without one)
+    span = min(span, (loaded.context_length - len(front)) // 2)
     specials = set(loaded.tokenizer.all_special_ids)
     pool = np.array([i for i in range(len(loaded.tokenizer)) if i not in specials])
     rng = np.random.default_rng(seed)
     random_tokens = rng.choice(pool, size=span, replace=False).tolist()
-    return [bos_id] + random_tokens + random_tokens
+    return front + random_tokens + random_tokens
 
 
 def run_probe(loaded: LoadedModel) -> ProbeResult:
@@ -183,7 +228,7 @@ def run_probe(loaded: LoadedModel) -> ProbeResult:
         ids = probe_token_ids(loaded)
         capture, _ = forward_with_capture(loaded, ids, want_logits=False)
         loaded._probe = ProbeResult(_frozen(np.array(ids, dtype=np.int64)), _frozen(capture.attentions),
-                                    span=(len(ids) - 1) // 2, seed=PROBE_SEED)
+                                    span=len(ids) // 2, seed=PROBE_SEED)
     return loaded._probe
 
 
@@ -219,17 +264,32 @@ def _whitespace_cut(text: str, end: int) -> int:
     return end
 
 
-def tokenize(loaded: LoadedModel, text: str, bos: bool) -> tuple[list[int], int, bool]:
-    """Token ids to run (BOS first if asked), the text's token count, and whether it was truncated.
+def token_limit(loaded: LoadedModel, max_tokens: int | None = None) -> int:
+    """The most tokens a run analyses: the model's context, or ``max_tokens`` (default
+    :data:`DEFAULT_MAX_TOKENS`) when that is smaller."""
+    cap = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
+        raise InputError(f"The token cap must be a whole number of at least 1 (got {cap!r}).")
+    return min(loaded.context_length, int(cap))
 
-    Only what the context can hold is tokenised: a prefix of the text sized from the context (and
-    doubled until it holds more tokens than the context, or is the whole text). When the text is cut,
-    the count is the prefix's, a lower bound: the text has *more than* that many tokens. Memory and
-    time thus depend on the context, not on the length of the text.
+
+def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None = None) -> tuple[list[int], int, bool]:
+    """Token ids to run (wrapped in the family's special tokens if ``bos``: BOS in front for a decoder,
+    [CLS] … [SEP] for an encoder), the text's token count, and whether it was truncated.
+
+    At most :func:`token_limit` ids come back. Only what that can hold is tokenised: a prefix of the
+    text sized from the limit (and doubled until it holds more tokens than the limit, or is the whole
+    text). When the text is cut, the count is the prefix's, a lower bound: the text has *more than*
+    that many tokens. Memory and time thus depend on the limit, not on the length of the text.
     """
     check_text(text)
-    limit = loaded.context_length - (1 if bos else 0)  # text tokens that fit beside BOS
-    window = max(64, loaded.context_length * CHARS_PER_TOKEN_FIRST)
+    total = token_limit(loaded, max_tokens)
+    n_special = len(loaded.special_ids([], special=bos))
+    limit = total - n_special  # text tokens that fit beside the special tokens
+    if limit < 1:
+        raise InputError(f"A cap of {total} tokens leaves no room for text beside the model's {n_special} special "
+                         "tokens; raise the cap.")
+    window = max(64, total * CHARS_PER_TOKEN_FIRST)
     while True:
         whole = window >= len(text)
         cut = len(text) if whole else _whitespace_cut(text, window)
@@ -239,19 +299,78 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool) -> tuple[list[int], int,
         window *= 2
     n_text = len(ids)
     truncated = n_text > limit
-    if bos:
-        ids = [loaded.tokenizer.convert_tokens_to_ids(loaded.bos_token)] + ids
-    return ids[: loaded.context_length], n_text, truncated
+    return loaded.special_ids(list(ids[:limit]), special=bos), n_text, truncated
+
+
+# ----------------------------------------------------------------------------- memory
+def attention_memory_bytes(n_layer: int, n_head: int, n_tokens: int) -> int:
+    """Bytes the attention of one run takes: every layer's and head's (n, n) map in float32,
+    n_layer × n_head × n_tokens² × 4 (GPT-2 small at 1024 tokens: 12 × 12 × 1024² × 4 = 604 MB)."""
+    return int(n_layer) * int(n_head) * int(n_tokens) ** 2 * 4
+
+
+def available_memory_bytes() -> int | None:
+    """What the system says a new allocation can take without swapping (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def attention_memory_budget() -> int:
+    """The most bytes a run's attention may take: ``ATTNSCOPE_ATTENTION_BUDGET_MB`` when set, else
+    :data:`MEMORY_SHARE` of the available memory, else :data:`FALLBACK_BUDGET_BYTES`."""
+    fixed = os.environ.get(MEMORY_BUDGET_ENV, "").strip()
+    if fixed:
+        try:
+            return max(0, int(float(fixed) * 2**20))
+        except ValueError:
+            raise InputError(f"{MEMORY_BUDGET_ENV}={fixed!r} is not a number of megabytes.") from None
+    available = available_memory_bytes()
+    return int(available * MEMORY_SHARE) if available is not None else FALLBACK_BUDGET_BYTES
+
+
+def _size(n_bytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{int(n_bytes)} bytes"
+
+
+def max_tokens_for(n_layer: int, n_head: int, budget: int) -> int:
+    """The longest run whose attention fits in ``budget`` bytes."""
+    return int(np.sqrt(max(0, budget) / (4 * max(1, n_layer * n_head))))
+
+
+def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int | None = None) -> int:
+    """The bytes the attention will take, or InputError (one sentence) when that is more than ``budget``
+    (default :func:`attention_memory_budget`)."""
+    need = attention_memory_bytes(n_layer, n_head, n_tokens)
+    budget = attention_memory_budget() if budget is None else budget
+    if need > budget:
+        fits = max_tokens_for(n_layer, n_head, budget)
+        raise InputError(
+            f"The attention of {n_tokens:,} tokens would take {_size(need)} ({n_layer} layers × {n_head} heads × "
+            f"{n_tokens:,}² × 4 bytes), more than the {_size(budget)} this run may use; use a shorter text or a "
+            f"token cap of at most {fits:,} (--max-tokens).")
+    return need
 
 
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
-             request_id: int = 0) -> AttentionResult:
+             request_id: int = 0, max_tokens: int | None = None) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
 
-    ``bos=None`` uses the model's default (the bundled model asks for BOS; GPT-2 does not).
-    Text longer than the context is cut to the context; ``result.truncated`` says so and
-    ``result.warnings`` carries the sentence to show the user. A leading byte-order mark is
-    removed (with a warning); ``result.text`` is the text analysed, without it.
+    ``bos=None`` uses the model's default (the bundled model and encoders add their special tokens;
+    GPT-2 does not). Text longer than the model's context, or than ``max_tokens`` (default
+    :data:`DEFAULT_MAX_TOKENS`), is cut; ``result.truncated`` says so and ``result.warnings`` carries
+    the sentence to show the user. Before the forward the attention's memory is checked
+    (:func:`check_attention_memory`): a run that would not fit is refused with InputError. A leading
+    byte-order mark is removed (with a warning); ``result.text`` is the text analysed, without it.
+    Encoders get no predictions (``result.prediction_note`` says why) and no induction probe.
     """
     started = time.perf_counter()
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
@@ -259,21 +378,35 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     if text and text.startswith(BOM):  # a byte-order mark is not text: it would be analysed as 3 tokens
         text = text[1:]
         warnings.append("The text started with a UTF-8 byte-order mark (BOM); it was removed.")
-    ids, n_text, truncated = tokenize(loaded, text, use_bos)
+    if use_bos and not loaded.special_ids([], special=True):
+        use_bos = False
+        if bos:
+            warnings.append("This model's tokenizer has no BOS token, so none was put in front of the text.")
+    cap = token_limit(loaded, max_tokens)
+    ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens)
+    check_attention_memory(loaded.n_layer, loaded.n_head, len(ids))
     tokenized = time.perf_counter()
     capture, last_logits = forward_with_capture(loaded, ids)
     forwarded = time.perf_counter()
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
     if truncated:
-        n_analysed = len(ids) - (1 if use_bos else 0)
-        warnings.append(
-            f"The text has more than {n_analysed} tokens; the model's context holds {loaded.context_length}"
-            f"{' with BOS' if use_bos else ''}, so only the first {n_analysed} tokens of the text were analysed."
-        )
-    probe = run_probe(loaded) if with_probe else None
+        n_analysed = len(ids) - len(loaded.special_ids([], special=use_bos))
+        with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if use_bos else ""
+        if cap < loaded.context_length:
+            holds = (f"AttnScope analyses at most {cap:,} tokens{with_specials} (the token cap; the model's "
+                     f"context holds {loaded.context_length:,})")
+        else:
+            holds = f"the model's context holds {loaded.context_length}{with_specials}"
+        warnings.append(f"The text has more than {n_analysed} tokens; {holds}, so only the first {n_analysed} "
+                        "tokens of the text were analysed.")
+    probe = run_probe(loaded) if with_probe and loaded.causal else None
+    note = "" if loaded.predicts_next_token else (
+        "An encoder predicts no next token: it reads the whole text at once." if not loaded.causal
+        else "This model has no language-model head, so it predicts no next token.")
+    tokens = tuple(family_display_token(r, loaded.token_style, specials) or "\u27e8empty\u27e9" for r in raw)
     return AttentionResult(
-        text=text, tokens=tuple(display_token(r, specials) for r in raw), raw_tokens=raw,
+        text=text, tokens=tokens, raw_tokens=raw,
         token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=_frozen(capture.attentions),
         layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
         predictions=_top_predictions(last_logits, loaded, specials), bos=use_bos, truncated=truncated,
@@ -282,4 +415,5 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         timings={"tokenize_s": tokenized - started, "forward_s": forwarded - tokenized,
                  "total_s": time.perf_counter() - started},
         warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),
+        causal=loaded.causal, family=loaded.family.name, prediction_note=note, max_tokens=cap,
     )

@@ -114,7 +114,7 @@ def row_normalise(value_norms: np.ndarray) -> np.ndarray:
 def value_norms(loaded, result) -> ValueNorms:
     """Value norms of every head of an AttentionResult.
 
-    With a family adapter on the LoadedModel (``loaded.family``) the parameters come from its
+    With a family adapter on the LoadedModel (``loaded.family``, every model load_model returns) the parameters come from its
     ``AttentionWeights`` (separate V / W_O, grouped-query attention included) and x_j is what entered
     attention: ``result.attention_inputs`` when the run captured it, else the family's norm applied to
     the block input (for a post-LN encoder, the block input itself). Without one (GPT-2), x_j is
@@ -123,8 +123,9 @@ def value_norms(loaded, result) -> ValueNorms:
     """
     family = getattr(loaded, "family", None)
     if family is not None:
-        return value_norms_of(lambda layer: family.attention_weights(loaded.model, layer),
-                              getattr(result, "attention_inputs", None), result.layer_inputs, result.attentions)
+        weights_of = getattr(loaded, "attention_weights", None) or (lambda l: family.attention_weights(loaded.model, l))
+        return value_norms_of(weights_of, getattr(result, "attention_inputs", None), result.layer_inputs,
+                              result.attentions)
     L, H, n = result.n_layer, result.n_head, result.n_tokens
     norms = np.empty((L, H, n, n), dtype=np.float32)
     keys = np.empty((L, H, n), dtype=np.float32)

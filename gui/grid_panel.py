@@ -1,21 +1,43 @@
 """The "All heads" panel: every layer × head as thumbnails (GridPlot) and the Badges chooser.
-A view of the ViewState: a click selects a head, arrow keys move the selection."""
+A view of the ViewState: a click selects a head, arrow keys move the selection. In the value-weighted
+view (state.attention_view, switched in the Head tab) every thumbnail is N = A·‖f_h(x_j)‖
+row-normalised, once the state has the value norms (gui/lens_data.py); until then the weights."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
 from analysis.head_scores import SCORE_NAMES
 
-from .figures import GridPlot, apply_theme, grid_source
-from .head_panel import add_arrow_keys, show_focus_ring
+from .figures import BAR_LABELS, GridPlot, apply_theme, grid_source
+from .head_panel import add_arrow_keys, fit_title, show_focus_ring
+from .lens_data import VALUE_NORMS
 from .view_state import ViewState
+
+VALUE_TITLE = "value-weighted"
+
+
+class QuantityGridPlot(GridPlot):
+    """A GridPlot whose colour bar names what it draws: ``quantity`` replaces "weight" in the label."""
+
+    quantity = "weight"
+
+    def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
+        super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity))
+
+
+def grid_data(state: ViewState):
+    """What the grid draws for the state: (thumbnail source, full maps, pooling key, quantity, title suffix)."""
+    r, values = state.result, state.lens(VALUE_NORMS)
+    if state.attention_view == "value-weighted" and values is not None:
+        return values.shown, values.shown, (state.bundle.request_id, VALUE_NORMS), "share of row N", VALUE_TITLE
+    return grid_source(r), r.attentions, state.bundle.request_id, "weight", ""
 
 
 class GridPanel(QtWidgets.QWidget):
     def __init__(self, state: ViewState, parent=None):
         super().__init__(parent)
         self.state = state
-        self.plot = GridPlot()
+        self.plot = QuantityGridPlot()
         self.plot.setMinimumSize(160, 160)
         show_focus_ring(self.plot)
         add_arrow_keys(self.plot, state)
@@ -29,8 +51,8 @@ class GridPanel(QtWidgets.QWidget):
         self.badge_choice.setToolTip("Write a head score on every cell")
         self.badge_choice.currentIndexChanged.connect(lambda _: state.set_badge_score(self.badge_choice.currentData()))
         bar = QtWidgets.QHBoxLayout()
-        title = QtWidgets.QLabel("<b>All heads</b>")
-        bar.addWidget(title)
+        self.title = QtWidgets.QLabel("<b>All heads</b>")
+        bar.addWidget(self.title)
         bar.addStretch(1)
         bar.addWidget(QtWidgets.QLabel("Badges:"))
         bar.addWidget(self.badge_choice)
@@ -39,8 +61,10 @@ class GridPanel(QtWidgets.QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
         state.bundle_changed.connect(lambda _: self.redraw())
-        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
+        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
+                       state.attention_view_changed):
             signal.connect(lambda *_: self.redraw())
+        state.lens_changed.connect(lambda kind: kind == VALUE_NORMS and self.redraw())
         state.selection_changed.connect(self.plot.select)
         state.badge_score_changed.connect(self._badge_changed)
         state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
@@ -50,8 +74,11 @@ class GridPanel(QtWidgets.QWidget):
         s = self.state
         if s.bundle is None:
             return
-        self.plot.set_attentions(grid_source(s.result), s.colormap, s.scale, key=s.bundle.request_id,
-                                 full=s.result.attentions, hide_first=s.hide_first)
+        source, full, key, self.plot.quantity, what = grid_data(s)
+        self.plot.set_attentions(source, s.colormap, s.scale, key=key, full=full, hide_first=s.hide_first)
+        self.title.setText("<b>All heads</b>" + (f" — {what}" if what else ""))
+        self.title.setToolTip("Value-weighted attention N = A·‖f_h(x_j)‖, each query row normalised to sum to 1 "
+                              "for display; the Head tab's hover line has the raw N" if what else "")
         self.plot.select(s.layer, s.head)
         self._show_badges()
 
@@ -77,5 +104,14 @@ class GridPanel(QtWidgets.QWidget):
         if s.result is None:
             return None
         badges = s.scores[s.badge_score] if s.badge_score else None
-        return offscreen_grid_figure(s.result, s.colormap, s.scale, badges=badges, hide_first=s.hide_first,
-                                     badge_label=self.badge_choice.currentText())
+        fig = offscreen_grid_figure(s.result, s.colormap, s.scale, badges=badges, hide_first=s.hide_first,
+                                    badge_label=self.badge_choice.currentText())
+        source, full, _key, quantity, what = grid_data(s)
+        if what:
+            fig.set_attentions(source, s.colormap, s.scale, key=None, full=full, hide_first=s.hide_first, sync=True,
+                               title=f"{s.result.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), "
+                                     f"{s.result.n_tokens} tokens")
+            fig.colorbar.axis.setLabel(BAR_LABELS[s.scale].replace("weight", quantity)
+                                       + (" (first key hidden)" if s.hide_first else ""))
+            fit_title(fig)
+        return fig

@@ -1,20 +1,35 @@
-"""The Head tab: one head's map (HeadPlot) with its controls — colours, scale, hide the first token —
-the head's name and scores above it and the hover line below it. A view of the ViewState."""
+"""The Head tab: one head's map (HeadPlot) with its controls — colours, scale, hide the first token,
+attention weights or value-weighted — the head's name and scores above it and the hover line below it.
+A view of the ViewState.
+
+In the value-weighted view (state.attention_view) the map is N = A·‖f_h(x_j)‖ row-normalised
+(gui/lens_data.py ValueView.shown), the bars above the map are ‖f_h(x_j)‖ per key column, and the hover
+line gives A, ‖f_h(x_j)‖ and the raw N of the cell."""
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import SCALE_LABELS, SCALES
 
-from .figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme
-from .view_state import ViewState
+from .figures import BAR_LABELS, COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, settle_layout
+from .lens_data import VALUE_NORMS, LensData
+from .view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
 
 FOCUS_STYLE = "QGraphicsView {{ border: 2px solid {}; }}"
 FOCUS_COLOUR = "#3d8ee0"
 HEAD_LABEL_SCORES = ("previous_token", "sink", "induction_probe")
+VALUE_VIEW_TIP = ("Value-weighted attention (Kobayashi et al. 2020): N[i, j] = A[i, j] · ‖f_h(x_j)‖, "
+                  "f_h(x) = (x W_V^h + b_V^h) W_O^h — how far key j really moves query i's output, not only how "
+                  "much it is looked at. Drawn row-normalised (each query row as shares of its sum); the raw N "
+                  "and ‖f_h(x_j)‖ are in the hover line, ‖f_h(x_j)‖ per key in the bars above the map. "
+                  "Applies to the grid too.")
+STRIP_PX = 44  # height of the key-norm bars above the head map
+STRIP_BRUSH = "#7f9fbf"  # readable on the light and the dark background
 
 
 def show_focus_ring(figure: QtWidgets.QGraphicsView) -> None:
@@ -55,6 +70,90 @@ def hover_text(tokens, cell) -> str:
     return f"{where}: {value:.3f}"
 
 
+def value_hover_text(tokens, cell, attention: float, key_norm: float) -> str:
+    """The hover line in the value-weighted view: the share as drawn, then A, ‖f_h(x_j)‖ and the raw N."""
+    if cell is None:
+        return " "
+    q, k, value = cell
+    if k > q or value is None or not math.isfinite(value):
+        return hover_text(tokens, cell)
+    where = f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
+    return (f"{where}: share {value:.3f} of the row · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} "
+            f"= {attention * key_norm:.4g}")
+
+
+def bar_label(scale: str, hide_first: bool, quantity: str) -> str:
+    """The colour bar's label for ``quantity`` drawn on ``scale`` (as the head plot writes it for weights)."""
+    return BAR_LABELS[scale].replace("weight", quantity) + (" (first key hidden)" if hide_first else "")
+
+
+class KeyNormStrip:
+    """‖f_h(x_j)‖ per key as bars directly above a HeadPlot's map. The bars live in the plot's own layout,
+    in the (hidden) top axis's place, x-linked to the map: each bar stays over its key column at any
+    zoom and any width of the token labels."""
+
+    def __init__(self, figure: HeadPlot):
+        plot = figure.plot
+        top = plot.getAxis("top")
+        plot.layout.removeItem(top)
+        top.hide()
+        self.view = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0)
+        self.view.setXLink(plot.getViewBox())
+        self.bars = pg.BarGraphItem(x0=[], height=[], width=1.0, brush=STRIP_BRUSH, pen=None)
+        self.view.addItem(self.bars)
+        self.label = pg.LabelItem("", size="8pt", justify="right")
+        plot.layout.addItem(self.view, 1, 1)
+        plot.layout.addItem(self.label, 1, 0)
+        self.norms: np.ndarray | None = None
+        self.set_norms(None)
+
+    def set_norms(self, norms: np.ndarray | None) -> None:
+        """Show the key norms (n,), or hide the strip (None)."""
+        self.norms = None if norms is None else np.asarray(norms, dtype=np.float64)
+        shown = self.norms is not None
+        height = STRIP_PX if shown else 0
+        for item in (self.view, self.label):
+            item.setVisible(shown)
+            item.setMinimumHeight(height)
+            item.setMaximumHeight(height)
+        if not shown:
+            self.bars.setOpts(x0=[], height=[], width=1.0)
+            return
+        n = len(self.norms)
+        self.bars.setOpts(x0=np.arange(n) + 0.1, height=self.norms, width=0.8)
+        top = float(self.norms.max()) if n else 1.0
+        self.view.setYRange(0, top if top > 0 else 1.0, padding=0.05)
+        self.label.setText(f"‖f(x)‖<br>max {top:.3g}")
+
+
+def fit_title(fig) -> None:
+    """Lay an offscreen figure out again, widened so its title fits over the map: a title wider than the
+    map pushes the colour bar out of the picture."""
+    settle_layout()
+    need = fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).width() + 24  # the whole layout, title included
+    fig.resize(max(fig.width() + 1, int(need)), fig.height())  # any resize lays the figure out again
+    settle_layout()
+
+
+def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
+              title: str) -> str:
+    """Draw head ``layer``.``head`` of the state's result as the state says (weights, or value-weighted when
+    its value norms are there); returns what was drawn ("weights" or "value-weighted")."""
+    r, values = state.result, state.lens(VALUE_NORMS)
+    if state.attention_view == "value-weighted" and values is not None:
+        figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
+                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first)
+        figure.colorbar.axis.setLabel(bar_label(state.scale, state.hide_first, "share of row N"))
+        if strip is not None:
+            strip.set_norms(values.key_norms[layer, head])
+        return "value-weighted"
+    figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
+                    hide_first=state.hide_first)
+    if strip is not None:
+        strip.set_norms(None)
+    return "weights"
+
+
 def choice_box(ids, labels: dict, current: str, setter, tooltip: str) -> QtWidgets.QComboBox:
     box = QtWidgets.QComboBox()
     for name in ids:
@@ -88,12 +187,21 @@ class HeadPanel(QtWidgets.QWidget):
         self.hide_first_box.setToolTip("Drop key 0 (often an attention sink) and renormalise each row over the rest "
                                        "(in the head map and the grid)")
         self.hide_first_box.toggled.connect(state.set_hide_first)
+        self.view_choice = choice_box(ATTENTION_VIEWS, ATTENTION_VIEW_LABELS, state.attention_view,
+                                      state.set_attention_view, VALUE_VIEW_TIP)
+        self.strip = KeyNormStrip(self.plot)
+        self.lenses = LensData.for_state(state, worker)
+        self.drawn = "weights"  # what the map shows now
         self.head_label = QtWidgets.QLabel()
         self.head_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.head_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         self.hover_label = QtWidgets.QLabel(" ")
         self.hover_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        heading = QtWidgets.QHBoxLayout()
+        heading.addWidget(self.head_label, 1)
+        heading.addWidget(QtWidgets.QLabel("Show"))
+        heading.addWidget(self.view_choice)
         controls = QtWidgets.QHBoxLayout()
         controls.addWidget(QtWidgets.QLabel("Colours"))
         controls.addWidget(self.colormap_choice)
@@ -103,14 +211,17 @@ class HeadPanel(QtWidgets.QWidget):
         controls.addStretch(1)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.head_label)
+        layout.addLayout(heading)
         layout.addLayout(controls)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.hover_label)
         state.bundle_changed.connect(lambda _: self.redraw())
         state.selection_changed.connect(lambda *_: self.redraw())
-        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
+        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
+                       state.attention_view_changed):
             signal.connect(lambda *_: self.redraw())
+        state.lens_changed.connect(lambda kind: kind == VALUE_NORMS and self.redraw())
+        state.attention_view_changed.connect(lambda name: self._show_choice(self.view_choice, name))
         state.colormap_changed.connect(lambda name: self._show_choice(self.colormap_choice, name))
         state.scale_changed.connect(lambda name: self._show_choice(self.scale_choice, name))
         state.hide_first_changed.connect(self.hide_first_box.setChecked)
@@ -129,18 +240,30 @@ class HeadPanel(QtWidgets.QWidget):
         self.hover_label.setText(" ")  # a cell of an earlier picture means nothing now
         if s.bundle is None:
             return
-        r, layer, head = s.result, s.layer, s.head
-        self.plot.set_head(r.attentions[layer, head], r.tokens, f"layer {layer}, head {head}",
-                           cmap=s.colormap, scale=s.scale, hide_first=s.hide_first)
+        layer, head = s.layer, s.head
+        self.drawn = draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}")
         self.plot.highlight_row(s.query_row)
         scores = s.scores
         parts = [f"{k.replace('_', ' ')} {scores[k][layer, head]:.2f}" for k in HEAD_LABEL_SCORES
                  if np.isfinite(scores[k][layer, head])]
-        self.head_label.setText(f"<b>Layer {layer}, head {head}</b> — " + ", ".join(parts))
+        note = ""
+        if s.attention_view == "value-weighted" and self.drawn == "weights":
+            error = s.lens_error(VALUE_NORMS)
+            note = (" — <i>value-weighted view: " + html.escape(error) + " Showing the weights.</i>" if error
+                    else " — <i>computing the value norms…</i>")
+        self.head_label.setText(f"<b>Layer {layer}, head {head}</b> — " + ", ".join(parts) + note)
 
     def _hovered(self, cell) -> None:
-        result = self.state.result
-        self.hover_label.setText(" " if result is None else hover_text(result.tokens, cell))
+        s = self.state
+        if s.result is None:
+            self.hover_label.setText(" ")
+        elif self.drawn == "value-weighted" and cell is not None:
+            q, k = cell[0], cell[1]
+            attention = float(s.result.attentions[s.layer, s.head, q, k])
+            key_norm = float(s.lens(VALUE_NORMS).key_norms[s.layer, s.head, k])
+            self.hover_label.setText(value_hover_text(s.result.tokens, cell, attention, key_norm))
+        else:
+            self.hover_label.setText(hover_text(s.result.tokens, cell))
 
     def offscreen_figure(self):
         """A fresh export figure of the head shown (the caller disposes it)."""
@@ -149,4 +272,10 @@ class HeadPanel(QtWidgets.QWidget):
         s = self.state
         if s.result is None:
             return None
-        return offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
+        fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
+        if s.attention_view == "value-weighted" and s.lens(VALUE_NORMS) is not None:
+            draw_head(fig, KeyNormStrip(fig), s, s.layer, s.head,
+                      f"{s.result.model_label} — layer {s.layer}, head {s.head}")
+            fit_title(fig)  # laid out without the strip and for a shorter title
+            fig.update_label_density()
+        return fig

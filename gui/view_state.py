@@ -1,13 +1,18 @@
 """The one view-state object every view subscribes to (napari's ``Dims`` pattern).
 
 The state holds what is on screen and how it is drawn: the analysis bundle being shown, the
-selected layer/head and query row, and the drawing options (colormap, scale, hide-first-token,
-badge score, dark mode). Views take it in their constructor, connect to the signals they care
-about and write user edits back through the setters; no view reads another widget.
+selected layer/head and query row, the drawing options (colormap, scale, hide-first-token,
+badge score, dark mode, which attention to draw: the weights or the value-weighted view), and the
+lenses of the bundle on screen as they arrive from the worker (value norms, rollout; see
+gui/lens_data.py). Views take it in their constructor, connect to the signals they care about and
+write user edits back through the setters; no view reads another widget.
 
 Setters validate their argument (``ValueError`` for a name that does not exist) and emit only
 when the value really changes, so a view that writes back what it was just told causes no echo.
 The drawing options are saved to and restored from ``QSettings`` (keys under ``view/``).
+
+A lens answer is kept only when it belongs to the bundle on screen (its request id); a new bundle
+clears them, so a late answer computed for an older result is dropped, never drawn.
 """
 from __future__ import annotations
 
@@ -20,6 +25,12 @@ from .figures import COLORMAPS
 
 DEFAULT_COLORMAP = "viridis"
 DEFAULT_SCALE = "linear"
+#: What the grid and the head map draw: the attention weights A, or value-weighted attention
+#: N = A·‖f_h(x_j)‖ shown row-normalised (Kobayashi et al. 2020; analysis/lenses.py).
+ATTENTION_VIEWS = ("weights", "value-weighted")
+ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "value-weighted A·‖f(x)‖"}
+#: Lenses computed on the worker for the bundle on screen (gui/lens_data.py).
+LENS_KINDS = ("value_norms", "rollout")
 
 
 class ViewState(QtCore.QObject):
@@ -31,6 +42,8 @@ class ViewState(QtCore.QObject):
     hide_first_changed = QtCore.Signal(bool)
     badge_score_changed = QtCore.Signal(object)  # a name in SCORE_NAMES, or None
     dark_changed = QtCore.Signal(bool)
+    attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
+    lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
 
     def __init__(self, settings: QtCore.QSettings | None = None, parent: QtCore.QObject | None = None):
         super().__init__(parent)
@@ -44,6 +57,9 @@ class ViewState(QtCore.QObject):
         self._hide_first = False
         self._badge_score: str | None = None
         self._dark = False
+        self._attention_view = ATTENTION_VIEWS[0]
+        self._lenses: dict[str, object] = {}
+        self._lens_errors: dict[str, str] = {}
         if settings is not None:
             self.load_settings()
 
@@ -93,10 +109,25 @@ class ViewState(QtCore.QObject):
     def dark(self) -> bool:
         return self._dark
 
+    @property
+    def attention_view(self) -> str:
+        return self._attention_view
+
+    def lens(self, kind: str):
+        """The lens ``kind`` of the bundle on screen, or None while it is not (yet) computed."""
+        self._check_lens(kind)
+        return self._lenses.get(kind)
+
+    def lens_error(self, kind: str) -> str | None:
+        """Why the lens ``kind`` of the bundle on screen could not be computed (one sentence), or None."""
+        self._check_lens(kind)
+        return self._lens_errors.get(kind)
+
     # ----------------------------------------------------------------- write
     def set_bundle(self, bundle) -> None:
         """Show a new analysis bundle: the selection is kept where it still exists, the query row is cleared."""
         self._bundle = bundle
+        self._lenses, self._lens_errors = {}, {}  # they belonged to the previous result
         if bundle is not None:
             r = bundle.result
             layer, head = min(self._layer, r.n_layer - 1), min(self._head, r.n_head - 1)
@@ -172,6 +203,38 @@ class ViewState(QtCore.QObject):
             self._dark = dark
             self.dark_changed.emit(dark)
 
+    def set_attention_view(self, name: str) -> None:
+        if name not in ATTENTION_VIEWS:
+            raise ValueError(f"unknown attention view {name!r}")
+        if name != self._attention_view:
+            self._attention_view = name
+            self.attention_view_changed.emit(name)
+
+    def set_lens(self, request_id: int, kind: str, value) -> bool:
+        """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that
+        result is no longer on screen."""
+        self._check_lens(kind)
+        if self._bundle is None or request_id != self._bundle.request_id:
+            return False
+        self._lenses[kind] = value
+        self._lens_errors.pop(kind, None)
+        self.lens_changed.emit(kind)
+        return True
+
+    def set_lens_error(self, request_id: int, kind: str, message: str) -> bool:
+        """Record why the lens ``kind`` of the result with ``request_id`` failed; False when it is stale."""
+        self._check_lens(kind)
+        if self._bundle is None or request_id != self._bundle.request_id:
+            return False
+        self._lens_errors[kind] = str(message)
+        self.lens_changed.emit(kind)
+        return True
+
+    @staticmethod
+    def _check_lens(kind: str) -> None:
+        if kind not in LENS_KINDS:
+            raise ValueError(f"unknown lens {kind!r}")
+
     # ----------------------------------------------------------------- settings
     def load_settings(self) -> None:
         """Restore the drawing options; a stored value that is no longer valid is ignored."""
@@ -179,7 +242,8 @@ class ViewState(QtCore.QObject):
         if s is None:
             return
         for key, setter in (("view/colormap", self.set_colormap), ("view/scale", self.set_scale),
-                            ("view/badge_score", self.set_badge_score)):
+                            ("view/badge_score", self.set_badge_score),
+                            ("view/attention_view", self.set_attention_view)):
             value = s.value(key)
             if value not in (None, ""):
                 try:
@@ -196,3 +260,4 @@ class ViewState(QtCore.QObject):
         s.setValue("view/scale", self._scale)
         s.setValue("view/badge_score", self._badge_score or "")
         s.setValue("view/hide_first", "true" if self._hide_first else "false")
+        s.setValue("view/attention_view", self._attention_view)

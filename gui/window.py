@@ -18,11 +18,13 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from analysis.errors import HubUnreachableError, PickleWeightsError
 from analysis.loading import BUNDLED
 
+from .ablation_tab import AblationPanel
 from .exporting import Exporter
 from .grid_panel import GridPanel
 from .head_panel import HeadPanel
 from .model_bar import BUNDLED_DESCRIPTION, ModelBar, hub_cached
 from .notes import NoteBar, is_dark
+from .rollout_tab import RolloutTab
 from .scores_view import ScoresPanel
 from .scratch import ScratchPanel
 from .text_input import TextInput
@@ -30,7 +32,7 @@ from .view_state import ViewState
 from .worker import Failure, RequestKind, Worker
 
 #: The tabs on the right, in order (the protocol is in gui/tabs.py): a new tab is one line here.
-TABS = (HeadPanel, ScoresPanel, ScratchPanel)
+TABS = (HeadPanel, ScoresPanel, ScratchPanel, RolloutTab, AblationPanel)
 MIN_SIZE = (1000, 680)
 FRAME_ROOM = (8, 40)  # pixels a title bar and borders may take around the window
 
@@ -114,6 +116,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._action(run_menu, "Run text (keypad)", "Ctrl+Enter", self.text_input.run).setVisible(False)
         self._action(run_menu, "Run again", "F5", self.text_input.run)
         self._action(run_menu, "Go to the text box", "Ctrl+L", self.text_input.setFocus)
+        self._action(run_menu, "Scores over many texts…", None,
+                     lambda: self.tabs.setCurrentWidget(self.tab(ScoresPanel)) or self.tab(ScoresPanel).open_scan_dialog())
         view_menu = bar.addMenu("&View")
         for text, keys, step in (("Next head", "Alt+Right", (0, 1)), ("Previous head", "Alt+Left", (0, -1)),
                                  ("Next layer", "Alt+Down", (1, 0)), ("Previous layer", "Alt+Up", (-1, 0))):

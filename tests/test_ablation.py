@@ -142,3 +142,102 @@ def test_bundled_importance_map_has_heads_that_matter():
     loaded = load_model("bundled", device="cpu")
     imp = ablation.importance_map(loaded, TEXT)
     assert imp.top(1)[0][2] > 0.05  # some head carries this text's prediction (measured: see the report)
+
+
+# ----------------------------------------------------------------------------- through a family adapter
+def _loaded(model, tokenizer):
+    """A LoadedModel around a model built here (its family adapter found from the config)."""
+    from pathlib import Path
+
+    from analysis.loading import LoadedModel, ModelSource
+
+    return LoadedModel(model=model, tokenizer=tokenizer, source=ModelSource("folder", "test", Path("test")),
+                       folder=Path("test"), device="cpu", dtype="float32", prepend_bos_default=True, load_seconds=0.0)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_the_adapter_path_equals_the_gpt2_weights_times_values_path(tiny_model, mode):
+    """Two independent ways: the adapter edits c_proj's input; the GPT-2 path recomputes z_h = A_h V_h
+    from the attention module's own weights and c_attn, and adds (z̃_h − z_h) W_O^h to its output."""
+    from analysis.inference import tokenize
+
+    assert isinstance(ablation.heads_site(tiny_model), ablation._FamilyHeads)
+    ids, _, _ = tokenize(tiny_model, TEXT, True)
+    heads = [(0, 1), (2, 3)]
+    through = ablation._run(tiny_model, ablation._FamilyHeads(tiny_model.model, tiny_model.family), ids, heads, mode)
+    direct = ablation._run(tiny_model, ablation._Gpt2Heads(tiny_model.model), ids, heads, mode)
+    baseline = ablation._run(tiny_model, ablation._Gpt2Heads(tiny_model.model), ids, [], mode)
+    assert through.loss == pytest.approx(direct.loss, abs=1e-5)
+    np.testing.assert_allclose([p for _, p in through.top], [p for _, p in direct.top], atol=1e-5)
+    assert abs(direct.loss - baseline.loss) > 1e-4
+
+
+def _llama_like(tokenizer):
+    import torch
+    from transformers import LlamaConfig
+
+    from analysis.families import family_for
+
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                         num_key_value_heads=2, attention_bias=True, vocab_size=len(tokenizer),
+                         max_position_embeddings=64, initializer_range=0.3, bos_token_id=0, eos_token_id=0)
+    family = family_for(config)
+    torch.manual_seed(0)
+    model = family.model_class(config)._from_config(config, attn_implementation="eager").eval()
+    return _loaded(model, tokenizer)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_grouped_query_ablation_matches_weights_times_values(tokenizer, mode):
+    """Llama with 4 query heads on 2 value heads: the adapter's o_proj pre-hook against a forward hook
+    that recomputes z_h = A_h · V_(h//2) from the module's own weights and v_proj, and adds
+    (z̃_h − z_h) W_O^h to the attention output."""
+    import torch
+
+    from analysis.inference import tokenize
+
+    loaded = _llama_like(tokenizer)
+    family, model = loaded.family, loaded.model
+    heads = [(0, 1), (1, 2)]
+    result = ablation.ablate(loaded, TEXT, heads, mode=mode, bos=True)
+    H, g, dk = 4, 2, 16
+
+    def hook(layer, head):
+        def add_change(module, args, kwargs, output):
+            hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # (1, n, d) normed
+            kv = head // (H // g)
+            v = module.v_proj(hidden)[0, :, kv * dk : (kv + 1) * dk]  # (n, dk)
+            z = output[1][0, head] @ v  # (n, dk)
+            target = z.mean(dim=0, keepdim=True).expand_as(z) if mode == "mean" else torch.zeros_like(z)
+            change = (target - z) @ module.o_proj.weight[:, head * dk : (head + 1) * dk].T  # (n, d)
+            return (output[0] + change[None],) + tuple(output[1:])
+
+        return add_change
+
+    blocks = family.blocks(model)
+    handles = [family.attention_module(blocks[l]).register_forward_hook(hook(l, h), with_kwargs=True)
+               for l, h in heads]
+    ids, _, _ = tokenize(loaded, TEXT, True)
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double()
+    finally:
+        for handle in handles:
+            handle.remove()
+    loss = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:])).item()
+    assert result.ablated.loss == pytest.approx(loss, abs=1e-5)
+    assert abs(result.loss_change) > 1e-4
+
+
+def test_an_encoder_family_is_refused_in_one_sentence(tokenizer):
+    import torch
+    from transformers import BertConfig
+
+    from analysis.families import family_for
+
+    config = BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=16,
+                        vocab_size=len(tokenizer), max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = family_for(config).model_class(config)._from_config(config, attn_implementation="eager").eval()
+    with pytest.raises(InputError, match="encoder"):
+        ablation.ablate(_loaded(model, tokenizer), TEXT, [(0, 0)])

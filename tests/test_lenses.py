@@ -189,3 +189,82 @@ def test_bundled_sink_heads_move_less_than_their_weight():
     # measured: 12 sink heads, raw share 0.65, value-weighted 0.52 (the first token's value vectors
     # are about half the norm of the others'); per head the gap varies, on average it is clear
     assert weighted[rate.mask].mean() < raw[rate.mask].mean() - 0.05
+
+
+# ----------------------------------------------------------------------------- value norms through a family adapter
+def _tiny_llama(vocab: int = 512):
+    """Llama-style with grouped-query attention (4 query heads on 2 key/value heads) and biases on."""
+    import torch
+    from transformers import LlamaConfig
+
+    from analysis.families import family_for
+
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                         num_key_value_heads=2, attention_bias=True, vocab_size=vocab, max_position_embeddings=64,
+                         initializer_range=0.3)
+    family = family_for(config)
+    torch.manual_seed(0)
+    model = family.model_class(config)._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return family, model
+
+
+def test_family_value_norms_match_the_model_modules_with_grouped_query_attention():
+    """‖f_h(x_j)‖ from Llama's own v_proj and o_proj: head h reads value head h // 2; o_proj on an input
+    holding only head h's slice (o_proj has a bias: taken off) moves it into the residual stream."""
+    import torch
+
+    from analysis.families import capture_attention
+
+    family, model = _tiny_llama()
+    ids = [int(i) for i in np.random.default_rng(0).integers(3, 500, size=10)]
+    capture = capture_attention(model, family, ids)
+    blocks = family.blocks(model)
+    H, g, dk = 4, 2, 16
+    reference = []
+    with torch.no_grad():
+        for layer, block in enumerate(blocks):
+            attn = family.attention_module(block)
+            v = attn.v_proj(torch.from_numpy(np.array(capture.attention_inputs[layer])))  # (n, g·dk)
+            per_head = []
+            for h in range(H):
+                kv = h // (H // g)
+                z = torch.zeros(len(ids), H * dk)
+                z[:, h * dk : (h + 1) * dk] = v[:, kv * dk : (kv + 1) * dk]
+                per_head.append((attn.o_proj(z) - attn.o_proj.bias).norm(dim=-1))
+            reference.append(torch.stack(per_head))
+    reference = torch.stack(reference).double().numpy()  # (L, H, n)
+
+    def weights_of(layer):
+        return family.attention_weights(model, layer)
+
+    for inputs in (capture.attention_inputs, None):  # captured, or the family's RMSNorm of the block input
+        vn = lenses.value_norms_of(weights_of, inputs, capture.block_inputs, capture.attentions)
+        np.testing.assert_allclose(vn.key_norms, reference, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(vn.value_norms, capture.attentions * reference[:, :, None, :], rtol=1e-4, atol=1e-6)
+    assert not np.allclose(reference[:, 0], reference[:, 1])  # heads 0 and 1 share a value head, not W_O rows
+
+
+def test_value_norms_through_the_gpt2_adapter_equal_the_gpt2_path(tiny_model, tiny_result):
+    from types import SimpleNamespace
+
+    from analysis.families import family_for
+
+    adapted = SimpleNamespace(model=tiny_model.model, family=family_for(tiny_model.model.config))
+    gpt2_only = SimpleNamespace(attention_parameters=tiny_model.attention_parameters)  # ln_1 + fused c_attn path
+    direct = lenses.value_norms(gpt2_only, tiny_result)
+    through = lenses.value_norms(adapted, tiny_result)
+    np.testing.assert_allclose(through.value_norms, direct.value_norms, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(through.key_norms, direct.key_norms, rtol=1e-5, atol=1e-7)
+
+
+def test_sink_rate_of_scores_does_not_touch_its_input():
+    scores = np.array([[0.9, 0.3, np.nan], [0.31, 0.0, 0.5]])
+    kept = scores.copy()
+    rate = lenses.sink_rate_of_scores(scores, 0.3)
+    assert rate.rate == pytest.approx(3 / 6) and rate.mask.tolist() == [[True, False, False], [True, False, True]]
+    np.testing.assert_array_equal(scores, kept)
+    assert scores.flags.writeable and not rate.mask.flags.writeable

@@ -56,10 +56,28 @@ def test_truncated_weights_give_a_message(tiny_model_dir, tmp_path):
 def test_other_architectures_are_not_supported_yet(tiny_model_dir, tmp_path):
     folder = copy_model(tiny_model_dir, tmp_path / "m")
     cfg = json.loads((folder / "config.json").read_text())
+    cfg["model_type"] = "t5"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="'t5' is not supported yet") as refused:
+        load_model(str(folder), device="cpu")
+    assert "gpt2" in str(refused.value) and "llama" in str(refused.value) and "bert" in str(refused.value)
+
+
+def test_a_config_of_another_family_over_gpt2_weights_is_refused_before_allocating(tiny_model_dir, tmp_path):
+    """model_type llama over a GPT-2 file: LlamaConfig's defaults describe a 6-billion-parameter model.
+    Refused from the safetensors header and a meta-device skeleton, before a byte of it is allocated."""
+    import resource
+
+    folder = copy_model(tiny_model_dir, tmp_path / "m")
+    cfg = json.loads((folder / "config.json").read_text())
     cfg["model_type"] = "llama"
     (folder / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ModelLoadError, match="'llama' is not supported yet"):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    with pytest.raises(WeightsMismatchError, match="describes a model of 6,4[0-9,]+ parameters") as refused:
         load_model(str(folder), device="cpu")
+    assert "random" in str(refused.value) and time.perf_counter() - started < 20
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2_000_000  # kB: far below 24 GB
 
 
 def test_pickle_weights_need_an_explicit_opt_in(tmp_path, tokenizer):

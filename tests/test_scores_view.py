@@ -1,4 +1,5 @@
-"""The Head scores tab on a ViewState: sorting, activation, selection both ways, names, colormap, theme."""
+"""The Head scores tab on a ViewState: sorting, activation, selection both ways, names, colormap, theme;
+the sink rate and the TransformerLens-style scores it shows equal the analysis functions'."""
 import numpy as np
 import pytest
 
@@ -40,12 +41,10 @@ def header_click(qtbot, panel, column):
 
 
 def test_first_click_on_a_score_sorts_high_first(qtbot, panel):
-    from gui.scores_view import ScoreTableModel
-
-    column = ScoreTableModel.COLUMNS.index("previous_token")
+    column = panel.model.names.index("previous_token")
     header_click(qtbot, panel, column)
     shown = [panel.proxy.index(r, column).data(QtCore.Qt.ItemDataRole.DisplayRole) for r in range(panel.proxy.rowCount())]
-    values = [float(v) for v in shown if v != "—"]
+    values = [float(v.lstrip("● ")) for v in shown if v != "—"]
     assert values == sorted(values, reverse=True)
     assert float(shown[0]) == pytest.approx(np.nanmax(panel.scores["previous_token"]), abs=5e-4)
 
@@ -78,10 +77,11 @@ def test_the_table_fits_and_tab_leaves_it(qtbot, panel):
 
 def test_one_name_per_score(panel):
     from analysis.head_scores import SCORE_NAMES
-    from gui.scores_view import SCORE_LABELS, ScoreTableModel
+    from gui.scores_view import SCORE_LABELS
 
     assert set(SCORE_LABELS) == set(SCORE_NAMES)
-    for column, name in enumerate(ScoreTableModel.COLUMNS[2:], start=2):
+    assert panel.model.names[2:] == SCORE_NAMES
+    for column, name in enumerate(panel.model.names[2:], start=2):
         tooltip = panel.model.headerData(column, QtCore.Qt.Orientation.Horizontal, QtCore.Qt.ItemDataRole.ToolTipRole)
         assert tooltip.startswith(SCORE_LABELS[name])
     panel.score_choice.setCurrentIndex(SCORE_NAMES.index("induction"))
@@ -102,3 +102,83 @@ def test_colormap_and_dark_mode_reach_the_map(qtbot, panel):
     from gui.figures import dispose_figure
 
     dispose_figure(fig)
+
+
+# ----------------------------------------------------------------------------- sink rate
+def shown_cells(panel, name):
+    """The table's text of score ``name`` per head: {(layer, head): text}."""
+    column = panel.model.names.index(name)
+    return {panel.model.head_at(row): panel.model.index(row, column).data() for row in range(panel.model.rowCount())}
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 0.15, 0.05])
+def test_sink_rate_shown_equals_lenses_sink_rate(qtbot, panel, tiny_result, epsilon):
+    from analysis.lenses import sink_rate
+
+    panel.epsilon_spin.setValue(epsilon)
+    expected = sink_rate(tiny_result.attentions, epsilon)
+    L, H = expected.mask.shape
+    assert f"{int(expected.mask.sum())} of {L * H}" in panel.sink_label.text()
+    assert f"sink rate {expected.rate:.1%}" in panel.sink_label.text()
+    assert np.array_equal(panel.sinks().mask, expected.mask) and panel.sinks().rate == expected.rate
+    marked = {lh for lh, text in shown_cells(panel, "sink").items() if text.startswith("●")}
+    assert marked == {(int(l), int(h)) for l, h in zip(*np.nonzero(expected.mask))}
+    xs, ys = panel.map.marks.getData()
+    assert {(int(y), int(x)) for x, y in zip(xs, ys)} == marked  # one ● per sink head on the map
+    assert "above ε" in panel.map.hover_text(*next(iter(marked))) if marked else True
+
+
+def test_sink_epsilon_is_strict_and_changes_the_count(qtbot, panel, tiny_result):
+    from analysis.head_scores import sink
+
+    scores = sink(tiny_result.attentions)
+    panel.epsilon_spin.setValue(0.0)
+    assert panel.sinks().mask.sum() == (scores > 0).sum()
+    panel.epsilon_spin.setValue(0.99)
+    assert panel.sinks().mask.sum() == (scores > 0.99).sum()
+    assert "sink rate" in panel.sink_label.text()
+
+
+# ----------------------------------------------------------------------------- TransformerLens-style scores
+@pytest.mark.parametrize("measure", ["mul", "abs"])
+@pytest.mark.parametrize("exclude_bos,exclude_current", [(False, False), (True, False), (False, True), (True, True)])
+def test_tl_scores_shown_equal_tl_detect(qtbot, panel, tiny_result, measure, exclude_bos, exclude_current):
+    from analysis import tl_scores
+    from gui.scores_view import TL_NAMES
+
+    panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
+    panel.measure_choice.setCurrentIndex(panel.measure_choice.findData(measure))
+    panel.exclude_bos_box.setChecked(exclude_bos)
+    panel.exclude_current_box.setChecked(exclude_current)
+    assert panel.model.names[2:] == TL_NAMES
+    for name in TL_NAMES:
+        expected = tl_scores.detect(tiny_result.attentions, tiny_result.token_ids, name, error_measure=measure,
+                                    exclude_bos=exclude_bos, exclude_current_token=exclude_current)
+        column = next(c for c in panel.model.columns if c.name == name)
+        np.testing.assert_array_equal(column.values, expected)
+        for (layer, head), text in shown_cells(panel, name).items():
+            assert text == ("—" if np.isnan(expected[layer, head]) else f"{expected[layer, head]:.3f}")
+    panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction_head"))
+    np.testing.assert_array_equal(panel.map.values, panel.tl_scores["induction_head"])
+    assert panel.map.label == "induction (TL-style)" and "TransformerLens-style" in panel.note.text()
+    assert panel.map.colorbar.levels() == ((-1.0, 1.0) if measure == "abs" else (0.0, 1.0))
+
+
+def test_back_to_attnscope_scores_and_tl_is_off_for_an_encoder(qtbot, panel, tiny_result):
+    from analysis.head_scores import SCORE_NAMES, all_scores
+
+    panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
+    assert panel.tl_controls.isVisibleTo(panel)
+    panel.source_choice.setCurrentIndex(panel.source_choice.findData("attnscope"))
+    assert panel.model.names[2:] == SCORE_NAMES and not panel.tl_controls.isVisibleTo(panel)
+
+    class EncoderResult:  # the result on screen, as an encoder's
+        causal = False
+
+        def __getattr__(self, name):
+            return getattr(tiny_result, name)
+
+    panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
+    panel.state.set_bundle(Bundle(EncoderResult(), all_scores(tiny_result), request_id=2))
+    assert panel.source() == "attnscope"  # switched back: TL's detectors are for decoders
+    assert not panel.source_choice.model().item(1).isEnabled()

@@ -49,6 +49,6 @@ def family_named(name: str) -> Family:
     raise KeyError(name)
 
 
-__all__ = ["family_named", "FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Capture", "Family", "FamilyRecomputation",
+__all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Capture", "Family", "FamilyRecomputation",
            "Mistakes", "ModelShape", "Norm", "Rotary", "capture_attention", "family_for", "load_pretrained",
-           "parity", "recompute"]
+           "family_named", "parity", "recompute"]

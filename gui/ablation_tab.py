@@ -1,0 +1,417 @@
+"""The Ablation tab: does a head matter for the next-token prediction on the text on screen?
+
+- *Ablate*: the heads named (the selected head by default; "Add" puts more in) are zero- or
+  mean-ablated (``analysis.ablation.ablate``: z_h, the head's softmax weights · V before W_O, set to 0
+  or to its mean over the text's positions). Shown side by side, before and after: the text's
+  next-token loss (mean −log p over positions 1 … n−1, nats) and the last position's top-5 next tokens.
+- *Importance map*: the loss change when each head alone is ablated (``analysis.ablation.importance_map``:
+  one forward per head), on the worker with progress and Cancel, on the shared layer × head map; a
+  click selects the head, a double-click opens it.
+
+Both run on the worker (gui/jobs.py). Their results belong to one text, BOS choice and model: a new
+text or model drops the answers in flight and clears what is shown. Decoders only — an encoder
+predicts no next token, and the tab says so.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from analysis.ablation import MODES, TOP_K
+from analysis.errors import InputError
+
+from .jobs import Job
+from .layer_head_map import LayerHeadMap
+from .plot_items import apply_theme
+
+DIVERGING = "CET-D1"  # blue → white → red: a loss change has a sign, 0 is white
+MODE_TIPS = {"zero": "zero: the head's output z_h is set to 0 at every position (it writes nothing)",
+             "mean": "mean: z_h is replaced by its mean over the text's positions (only what it does "
+                     "differently per position is removed)"}
+
+
+def signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+class ImportanceView(LayerHeadMap):
+    """Loss change per head ablated alone (nats): red raises the loss (the head helps), blue lowers it."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.importance = None  # analysis.ablation.ImportanceMap
+        if self.colorbar is not None:
+            self.colorbar.axis.enableAutoSIPrefix(False)  # nats as they are, never "500 m"
+
+    def set_importance(self, importance, title: str = "") -> None:
+        self.importance = importance
+        change = np.asarray(importance.loss_change, dtype=np.float64)
+        finite = change[np.isfinite(change)]
+        top = float(np.abs(finite).max()) if finite.size else 1.0
+        top = top if top > 0 else 1.0
+        self.set_image(change.astype(np.float32), change.shape, (-top, top), DIVERGING,
+                       title or f"loss change, each head {importance.mode}-ablated alone", "loss change (nats)")
+        self.set_badges(change, "loss change")
+
+    def forget(self) -> None:
+        """Nothing to show (the owner hides the figure): forget the map and its badges."""
+        self.importance = None
+        self.set_badges(None)
+
+    def hover_text(self, layer: int, head: int) -> str:
+        imp = self.importance
+        if imp is None:
+            return ""
+        change = imp.loss_change
+        v = float(change[layer, head])
+        rank = int((change > v).sum()) + 1
+        return (f"layer {layer}, head {head}: loss change {signed(v)} nats "
+                f"({imp.mode}-ablated alone: {imp.ablated_loss[layer, head]:.3f} vs baseline {imp.baseline_loss:.3f}; "
+                f"rank {rank} of {change.size})\ndouble-click or Enter: open")
+
+
+class Predictions(QtWidgets.QGroupBox):
+    """One side of the comparison: the loss and the top-5 next tokens."""
+
+    def __init__(self, title: str, parent=None):
+        super().__init__(title, parent)
+        self.loss = QtWidgets.QLabel("—")
+        self.loss.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.table = QtWidgets.QTableWidget(TOP_K, 2)
+        self.table.setHorizontalHeaderLabels(["next token", "p"])
+        self.table.verticalHeader().setVisible(True)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        self.table.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
+        header = self.table.horizontalHeader().sizeHint().height()
+        self.table.setFixedHeight(self.table.verticalHeader().defaultSectionSize() * TOP_K + header
+                                  + 2 * self.table.frameWidth() + 2)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        layout.addWidget(self.loss)
+        layout.addWidget(self.table)
+
+    def show_outcome(self, outcome, extra: str = "") -> None:
+        self.loss.setText(f"loss {outcome.loss:.3f} nats{extra}")
+        for row in range(TOP_K):
+            token, p = outcome.top[row] if row < len(outcome.top) else ("", None)
+            self.table.setItem(row, 0, QtWidgets.QTableWidgetItem(token))
+            item = QtWidgets.QTableWidgetItem("" if p is None else f"{p:.3f}")
+            item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+            self.table.setItem(row, 1, item)
+
+    def clear(self) -> None:
+        self.loss.setText("—")
+        self.table.clearContents()
+
+    def tokens(self) -> list[tuple[str, str]]:
+        return [(self.table.item(r, 0).text(), self.table.item(r, 1).text()) for r in range(TOP_K)
+                if self.table.item(r, 0) is not None and self.table.item(r, 0).text()]
+
+
+class AblationPanel(QtWidgets.QWidget):
+    """Ablate heads of the text on screen; the importance map of every head. See the module docstring."""
+
+    title = "Ablation"
+    head_activated = QtCore.Signal(int, int)
+    ablation_shown = QtCore.Signal(object)  # AblationResult now on screen
+    importance_shown = QtCore.Signal(object)  # ImportanceMap now on screen
+
+    def __init__(self, state, worker, parent=None):
+        super().__init__(parent)
+        self.state, self.worker = state, worker
+        self.ablation = None  # AblationResult shown, of self._key
+        self.importance = None  # ImportanceMap shown, of self._key
+        self._key = None  # (text, bos, model generation) the results belong to
+        self._model_generation = 0
+        self._followed = ""  # the head text the heads box took from the selection (it follows while unchanged)
+        self.ablate_job = Job(worker, "ablate", self)
+        self.ablate_job.finished.connect(self._ablated)
+        self.ablate_job.failed.connect(self._failed)
+        self.importance_job = Job(worker, "importance", self)
+        self.importance_job.progressed.connect(self._importance_progress)
+        self.importance_job.finished.connect(self._importance_ready)
+        self.importance_job.failed.connect(self._importance_failed)
+        self.importance_job.cancelled.connect(self._importance_cancelled)
+        worker.model_loaded.connect(self._model_loaded)
+        self._build()
+        state.bundle_changed.connect(lambda _bundle: self._bundle_changed())
+        state.selection_changed.connect(self._selection_changed)
+        state.dark_changed.connect(lambda dark: apply_theme(self.map, dark))
+        apply_theme(self.map, state.dark)
+        self._bundle_changed()
+        self._selection_changed(state.layer, state.head)
+
+    # ----------------------------------------------------------------- building
+    def _build(self) -> None:
+        self.note = QtWidgets.QLabel()
+        self.note.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.note.setWordWrap(True)
+        self.heads_edit = QtWidgets.QLineEdit()
+        self.heads_edit.setPlaceholderText("LAYER.HEAD, e.g. 1.0, 1.3")
+        self.heads_edit.setToolTip("The heads to ablate together, as LAYER.HEAD separated by commas. It follows "
+                                   "the selected head until you type in it or press Add.")
+        self.heads_edit.returnPressed.connect(self.ablate)
+        self.add_button = QtWidgets.QPushButton("Add selected")
+        self.add_button.setToolTip("Keep the heads named and add the selected head; select another and Add again")
+        self.add_button.clicked.connect(self.add_selected)
+        self.reset_button = QtWidgets.QToolButton()
+        self.reset_button.setText("✕")
+        self.reset_button.setAutoRaise(True)
+        self.reset_button.setToolTip("Back to the selected head alone")
+        self.reset_button.clicked.connect(self.follow_selection)
+        self.mode_choice = QtWidgets.QComboBox()
+        for mode in MODES:
+            self.mode_choice.addItem(mode, mode)
+            self.mode_choice.setItemData(self.mode_choice.count() - 1, MODE_TIPS[mode],
+                                         QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.mode_choice.setToolTip("\n".join(MODE_TIPS.values()))
+        self.ablate_button = QtWidgets.QPushButton("Ablate")
+        self.ablate_button.setToolTip("Run the text on screen with these heads ablated, and without")
+        self.ablate_button.clicked.connect(self.ablate)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(QtWidgets.QLabel("Heads"))
+        row.addWidget(self.heads_edit, 1)
+        row.addWidget(self.add_button)
+        row.addWidget(self.reset_button)
+        row.addWidget(QtWidgets.QLabel("mode"))
+        row.addWidget(self.mode_choice)
+        row.addWidget(self.ablate_button)
+
+        self.baseline_box = Predictions("Baseline")
+        self.ablated_box = Predictions("Ablated")
+        sides = QtWidgets.QHBoxLayout()
+        sides.addWidget(self.baseline_box)
+        sides.addWidget(self.ablated_box)
+        self.message = QtWidgets.QLabel()
+        self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.message.setWordWrap(True)
+        self.message.hide()
+
+        self.importance_button = QtWidgets.QPushButton("Importance map")
+        self.importance_button.setToolTip("Ablate each head alone (one forward per head) and map the loss change")
+        self.importance_button.clicked.connect(self.start_importance)
+        self.importance_cancel = QtWidgets.QPushButton("Cancel")
+        self.importance_cancel.clicked.connect(self.importance_job.cancel)
+        self.importance_cancel.setEnabled(False)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setFormat("%v of %m forwards")
+        self.progress.hide()
+        self.importance_label = QtWidgets.QLabel()
+        self.importance_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.importance_label.setWordWrap(True)
+        map_row = QtWidgets.QHBoxLayout()
+        map_row.addWidget(self.importance_button)
+        map_row.addWidget(self.importance_cancel)
+        map_row.addWidget(self.progress, 1)
+        self.map = ImportanceView()
+        self.map.hide()  # until there is a map
+        self.map.head_clicked.connect(self._select)
+        self.map.head_activated.connect(self.head_activated)
+
+        left = QtWidgets.QWidget()
+        left_layout = QtWidgets.QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addLayout(row)
+        left_layout.addLayout(sides)
+        left_layout.addWidget(self.message)
+        left_layout.addStretch(1)
+        right = QtWidgets.QWidget()
+        right_layout = QtWidgets.QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addLayout(map_row)
+        right_layout.addWidget(self.importance_label)
+        right_layout.addWidget(self.map, 1)
+        right_layout.addStretch(0)
+        splitter = QtWidgets.QSplitter()
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setChildrenCollapsible(False)
+        splitter.setSizes([560, 480])
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 2)
+        layout.setSpacing(4)
+        layout.addWidget(self.note)
+        layout.addWidget(splitter, 1)
+
+    # ----------------------------------------------------------------- what the results belong to
+    def _current_key(self):
+        r = self.state.result
+        return None if r is None else (r.text, bool(r.bos), self._model_generation)
+
+    def _usable(self) -> str:
+        """"" when the tab can run on the result on screen, else why not (one sentence)."""
+        r = self.state.result
+        if r is None:
+            return "Run a text first: ablation measures the next-token loss on the text on screen."
+        if not getattr(r, "causal", True):
+            return (f"Ablation measures the next-token loss, so it needs a decoder; {r.model_label} is an encoder. "
+                    "Load a decoder (GPT-2, Llama, …).")
+        if r.n_tokens < 2:
+            return "The text needs at least 2 tokens to measure a next-token loss; type a longer one."
+        return ""
+
+    def _bundle_changed(self) -> None:
+        key = self._current_key()
+        if key != self._key:
+            self._forget()
+            self._key = key
+        why = self._usable()
+        self.note.setText(why or "Next-token loss: mean −log p(token t | tokens before it) over positions 1 … n−1, "
+                                 "in nats; top-5: the next tokens after the last position.")
+        for widget in (self.heads_edit, self.add_button, self.reset_button, self.mode_choice, self.ablate_button,
+                       self.importance_button):
+            widget.setEnabled(not why)
+        if why:
+            self.importance_cancel.setEnabled(False)
+
+    def _model_loaded(self, *_args) -> None:
+        self._model_generation += 1  # the results on screen are the previous model's
+        self._bundle_changed()
+
+    def _forget(self) -> None:
+        """Drop the answers in flight and clear what is shown: they belong to another text or model."""
+        self.ablate_job.drop()
+        self.importance_job.drop()
+        self.ablation = self.importance = None
+        self.baseline_box.clear()
+        self.ablated_box.clear()
+        self.ablated_box.setTitle("Ablated")
+        self.message.hide()
+        self.map.forget()
+        self.map.hide()
+        self.progress.hide()
+        self.importance_cancel.setEnabled(False)
+        self.importance_label.setText("")
+
+    # ----------------------------------------------------------------- the heads box
+    def _selection_changed(self, layer: int, head: int) -> None:
+        self.map.select(layer, head)
+        self.add_button.setText(f"Add {layer}.{head}")
+        now = self.heads_edit.text().strip()
+        if now in ("", self._followed):
+            self._followed = f"{layer}.{head}"
+            self.heads_edit.setText(self._followed)
+
+    def add_selected(self) -> None:
+        head = f"{self.state.layer}.{self.state.head}"
+        parts = [p.strip() for p in self.heads_edit.text().split(",") if p.strip()]
+        if head not in parts:
+            parts.append(head)
+        self.heads_edit.setText(", ".join(parts))
+        self._followed = ""  # pinned: the next selection is added with the button, not put in its place
+
+    def follow_selection(self) -> None:
+        """Back to ablating the selected head alone (the box follows the selection again)."""
+        self._followed = f"{self.state.layer}.{self.state.head}"
+        self.heads_edit.setText(self._followed)
+
+    def _select(self, layer: int, head: int) -> None:
+        if self.state.result is not None:
+            self.state.select(layer, head)
+
+    # ----------------------------------------------------------------- ablate
+    def ablate(self) -> int | None:
+        """Ablate the heads named, on the worker; returns the request id (None when nothing was sent)."""
+        from analysis.ablation import ablate, parse_heads
+
+        r = self.state.result
+        if self._usable():
+            return None
+        try:
+            heads = parse_heads(self.heads_edit.text(), r.n_layer, r.n_head)
+        except InputError as exc:
+            self._show_message(str(exc), error=True)
+            return None
+        text, bos, mode = r.text, bool(r.bos), self.mode_choice.currentData()
+        self.message.hide()
+        self.ablate_button.setEnabled(False)
+        self.ablated_box.setTitle("Ablated: running…")
+        return self.ablate_job.start(lambda loaded, _progress, _cancel: ablate(loaded, text, heads, mode, bos))
+
+    def _ablated(self, result) -> None:
+        self.ablate_button.setEnabled(not self._usable())
+        self.ablation = result
+        heads = ", ".join(f"{l}.{h}" for l, h in result.heads)
+        self.baseline_box.show_outcome(result.baseline)
+        self.ablated_box.setTitle(f"Ablated ({result.mode}): {heads}")
+        self.ablated_box.show_outcome(result.ablated, f"  ({signed(result.loss_change)} vs baseline)")
+        self.ablation_shown.emit(result)
+
+    def _failed(self, message: str) -> None:
+        self.ablate_button.setEnabled(not self._usable())
+        self.ablated_box.setTitle("Ablated")
+        self._show_message(message, error=True)
+
+    def _show_message(self, text: str, error: bool = False) -> None:
+        self.message.setStyleSheet("color: #8a1020;" if error else "")
+        self.message.setText(text)
+        self.message.show()
+
+    # ----------------------------------------------------------------- importance map
+    def start_importance(self) -> int | None:
+        """Ablate each head alone, on the worker, with progress; returns the request id (None: nothing sent)."""
+        from analysis.ablation import importance_map
+
+        r = self.state.result
+        if self._usable():
+            return None
+        text, bos, mode = r.text, bool(r.bos), self.mode_choice.currentData()
+        self.progress.setRange(0, r.n_layer * r.n_head + 1)
+        self.progress.setValue(0)
+        self.progress.show()
+        self.importance_button.setEnabled(False)
+        self.importance_cancel.setEnabled(True)
+        self.importance_label.setText(f"Ablating each of the {r.n_layer * r.n_head} heads alone ({mode})…")
+        return self.importance_job.start(
+            lambda loaded, progress, cancel: importance_map(loaded, text, mode, bos, progress, cancel))
+
+    def _importance_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+
+    def _importance_stopped(self, text: str, error: bool = False) -> None:
+        self.progress.hide()
+        self.importance_button.setEnabled(not self._usable())
+        self.importance_cancel.setEnabled(False)
+        self.importance_label.setStyleSheet("color: #8a1020;" if error else "")
+        self.importance_label.setText(text)
+
+    def _importance_ready(self, importance) -> None:
+        self.importance = importance
+        top = ", ".join(f"{l}.{h} {signed(v)}" for l, h, v in importance.top(5))
+        self._importance_stopped(f"Baseline loss {importance.baseline_loss:.3f} nats. Heads whose ablation alone "
+                                 f"({importance.mode}) raises the loss most: {top}.")
+        self.map.set_importance(importance)
+        self.map.select(self.state.layer, self.state.head)
+        self.map.show()
+        self.importance_shown.emit(importance)
+
+    def _importance_failed(self, message: str) -> None:
+        self._importance_stopped(message, error=True)
+
+    def _importance_cancelled(self) -> None:
+        self._importance_stopped("Importance map cancelled." + (" The map shown is the last finished one."
+                                                                if self.importance is not None else ""))
+
+    # ----------------------------------------------------------------- export
+    def offscreen_figure(self):
+        """A clean figure of the importance map, or None when there is none."""
+        if self.importance is None:
+            return None
+        from .figures import _lay_out_offscreen, settle_layout
+
+        fig = ImportanceView()
+        L, H = self.importance.loss_change.shape
+        _lay_out_offscreen(fig, int(min(2400, max(560, 220 + 48 * H))), int(min(3000, max(360, 120 + 40 * L))))
+        r = self.state.result
+        model = r.model_label if r is not None else ""
+        title = f"{model} — loss change, each head {self.importance.mode}-ablated alone"
+        fig.set_importance(self.importance)
+        fig.plot.setTitle(html.escape(title, quote=False), size="11pt")
+        settle_layout()  # the title's height moves the plot down once
+        return fig

@@ -1,0 +1,191 @@
+"""Scores over many texts…: choose the texts (the bundled sample, a file with one text per line, or a
+folder of .txt files), then run ``analysis.scan.scan_texts`` on the worker with progress and Cancel.
+
+The texts are read on the worker too (``analysis.scan.read_texts``: a large file never freezes the
+window), so a bad path comes back as the worker's one-sentence failure, shown in the dialog. The
+finished scan is handed on with ``scan_ready(scan, source)``; the Head scores tab shows it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from analysis.scan import DEFAULT_BATCH, SAMPLE_TEXTS
+
+from .jobs import Job
+
+DEFAULT_MAX_TEXTS = 1000
+
+
+def _sample_count() -> int:
+    try:
+        return sum(1 for line in SAMPLE_TEXTS.read_text(encoding="utf-8").splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
+class ScanDialog(QtWidgets.QDialog):
+    """Where the texts come from, how many, then a progress bar and Cancel. ``bos`` is the BOS choice
+    of the text on screen (None: the model's default), so the scan's scores compare with the table's."""
+
+    scan_ready = QtCore.Signal(object, str)  # ScanResult, where its texts came from (in words)
+
+    def __init__(self, worker, bos: bool | None = None, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Scores over many texts")
+        self.bos = bos
+        self.job = Job(worker, "scan", self)
+        self.job.progressed.connect(self._progressed)
+        self.job.finished.connect(self._finished)
+        self.job.failed.connect(lambda message: self._stopped(message, error=True))
+        self.job.cancelled.connect(lambda: self._stopped("Cancelled: the scan stopped; nothing changed."))
+        worker.model_loaded.connect(self._model_changed)
+        self._source_text = ""
+
+        count = _sample_count()
+        self.sample_radio = QtWidgets.QRadioButton(f"The bundled sample: {count} varied sentences")
+        self.sample_radio.setToolTip(str(SAMPLE_TEXTS))
+        self.file_radio = QtWidgets.QRadioButton("A text file (one text per line) or a folder of .txt files:")
+        self.sample_radio.setChecked(True)
+        self.path_edit = QtWidgets.QLineEdit()
+        self.path_edit.setPlaceholderText("a .txt file, or a folder")
+        self.path_edit.textEdited.connect(lambda _: self.file_radio.setChecked(True))
+        file_button = QtWidgets.QPushButton("File…")
+        file_button.clicked.connect(self._choose_file)
+        folder_button = QtWidgets.QPushButton("Folder…")
+        folder_button.clicked.connect(self._choose_folder)
+        path_row = QtWidgets.QHBoxLayout()
+        path_row.setContentsMargins(20, 0, 0, 0)
+        path_row.addWidget(self.path_edit, 1)
+        path_row.addWidget(file_button)
+        path_row.addWidget(folder_button)
+
+        self.max_spin = QtWidgets.QSpinBox()
+        self.max_spin.setRange(1, 1_000_000)
+        self.max_spin.setValue(DEFAULT_MAX_TEXTS)
+        self.max_spin.setToolTip("Scan at most this many texts (the first ones)")
+        self.batch_spin = QtWidgets.QSpinBox()
+        self.batch_spin.setRange(1, 256)
+        self.batch_spin.setValue(DEFAULT_BATCH)
+        self.batch_spin.setToolTip("Texts run together in one forward pass (padded, with an attention mask: "
+                                   "the scores equal one-at-a-time runs)")
+        form = QtWidgets.QFormLayout()
+        form.addRow("At most", self.max_spin)
+        form.addRow("Batch", self.batch_spin)
+        bos_text = {None: "the model's default", True: "prepended, as for the text on screen",
+                    False: "not prepended, as for the text on screen"}[bos]
+        self.bos_label = QtWidgets.QLabel(bos_text)
+        form.addRow("BOS", self.bos_label)
+
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat("%v of %m texts")
+        self.progress.hide()
+        self.message = QtWidgets.QLabel()
+        self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.message.setWordWrap(True)
+        self.message.hide()
+
+        self.buttons = QtWidgets.QDialogButtonBox()
+        self.run_button = self.buttons.addButton("Scan", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole)
+        self.run_button.setDefault(True)
+        self.cancel_button = self.buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        self.run_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.reject)
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(QtWidgets.QLabel("Every head score's mean ± std over many texts, for the model loaded."))
+        layout.addWidget(self.sample_radio)
+        layout.addWidget(self.file_radio)
+        layout.addLayout(path_row)
+        layout.addLayout(form)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.message)
+        layout.addWidget(self.buttons)
+        self.resize(520, self.sizeHint().height())
+
+    # ----------------------------------------------------------------- choosing
+    def _choose_file(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Texts, one per line", "",
+                                                        "Text files (*.txt);;All files (*)")
+        if path:
+            self.set_path(path)
+
+    def _choose_folder(self) -> None:
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "A folder of .txt files (one text each)")
+        if folder:
+            self.set_path(folder)
+
+    def set_path(self, path: str) -> None:
+        self.path_edit.setText(str(path))
+        self.file_radio.setChecked(True)
+
+    def texts_path(self) -> Path | None:
+        """The file or folder to scan: the sample, the path typed, or None when the path is empty."""
+        if self.sample_radio.isChecked():
+            return SAMPLE_TEXTS
+        text = self.path_edit.text().strip()
+        return Path(text).expanduser() if text else None
+
+    # ----------------------------------------------------------------- running
+    def start(self) -> int | None:
+        """Start the scan on the worker; returns its request id (None when there is nothing to scan)."""
+        from analysis.scan import read_texts, scan_texts
+
+        path = self.texts_path()
+        if path is None:
+            self._stopped("Choose a text file or a folder of .txt files first.", error=True)
+            return None
+        self._source_text = "the bundled sample" if path == SAMPLE_TEXTS else path.name
+        max_texts, batch, bos = self.max_spin.value(), self.batch_spin.value(), self.bos
+
+        def work(loaded, progress, cancel):
+            return scan_texts(loaded, read_texts(path), batch_size=batch, max_texts=max_texts, progress=progress,
+                              cancel=cancel, bos=bos)
+
+        self.message.hide()
+        self.progress.setRange(0, 0)  # busy until the first batch says how many texts there are
+        self.progress.show()
+        self._set_running(True)
+        return self.job.start(work)
+
+    def _set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        for widget in (self.sample_radio, self.file_radio, self.path_edit, self.max_spin, self.batch_spin):
+            widget.setEnabled(not running)
+        self.cancel_button.setText("Cancel" if running else "Close")
+
+    def _progressed(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+
+    def _finished(self, scan) -> None:
+        self._set_running(False)
+        self.scan_ready.emit(scan, self._source_text)
+        self.accept()
+
+    def _stopped(self, message: str, error: bool = False) -> None:
+        self._set_running(False)
+        self.progress.hide()
+        self.message.setStyleSheet("color: #8a1020;" if error else "")
+        self.message.setText(message)
+        self.message.show()
+
+    def _model_changed(self, *_args) -> None:
+        if self.job.running:
+            self.job.drop()
+            self._stopped("The model changed: scan again for the new one.", error=True)
+
+    def reject(self) -> None:  # noqa: D401 (Qt's name)
+        """Cancel or Esc: while a scan runs, stop it (the dialog stays to say so); else close."""
+        if self.job.running:
+            self.cancel_button.setText("Stopping…")
+            self.job.cancel()
+            return
+        super().reject()
+
+    def closeEvent(self, event):  # noqa: N802
+        self.job.drop()  # closing the window: nobody wants the answer
+        super().closeEvent(event)
