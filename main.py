@@ -109,12 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=out_folder, required=True,
                         help="output folder: new, empty, or an earlier AttnScope export (replaced as a whole)")
     export.add_argument("--format", default=IMAGE_FORMATS[0], choices=IMAGE_FORMATS, help="image format")
-    bos = export.add_mutually_exclusive_group()
-    bos.add_argument("--bos", dest="bos", action="store_true", default=None,
-                     help="add the model's special tokens: BOS in front for a decoder (GPT-2's <|endoftext|>), "
-                          "[CLS] … [SEP] for an encoder (default: as the model was trained; the bundled model and "
-                          "encoders add them, GPT-2 does not)")
-    bos.add_argument("--no-bos", dest="bos", action="store_false")
+    _add_bos(export)
     export.add_argument("--no-head-images", action="store_true", help="write grid image only, not one per head")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
     export.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
@@ -209,44 +204,16 @@ def cmd_calc(args) -> int:
 def read_text_file(path: Path, limit: int | None = None) -> tuple[str, list[str]]:
     """The UTF-8 text of ``path`` (at most ``limit`` bytes, :data:`TEXT_FILE_LIMIT` by default, cut at a
     character boundary) and warnings. Never blocks on a named pipe, never reads more than ``limit`` + 1 bytes."""
-    import codecs
-    import stat
-
-    from analysis.errors import InputError
+    from analysis.textfiles import decode_utf8, read_bounded
 
     limit = TEXT_FILE_LIMIT if limit is None else limit
-
+    data, cut = read_bounded(path, limit)
     warnings = []
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise InputError(f"Cannot read {path}: it is a folder, not a text file.")
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-            raise InputError(f"Cannot read {path}: it is a named pipe or socket; give a regular text file.")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        data = data[:limit]
+    if cut:
         size = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
         warnings.append(f"{path} is longer than {size}; only its first {size} were read.")
-        final = False  # the last character may have been cut: the incremental decoder leaves it out
-    else:
-        final = True
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                         "save it as UTF-8.") from None
-    return text, warnings
+    # when cut, the last character may be incomplete: the incremental decoder leaves it out
+    return decode_utf8(data, path, final=not cut), warnings
 
 
 class _Signals:
@@ -457,8 +424,6 @@ def cmd_ablate(args) -> int:
 
 
 def _ablate(args, signals: _Signals) -> int:
-    import json
-
     from analysis.errors import InputError
     from analysis.export import _json_safe, write_file_atomically
 

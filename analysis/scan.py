@@ -15,7 +15,6 @@ repeated for every text (its std is 0).
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import numpy as np
 
 from . import head_scores as hs
 from .errors import AnalysisCancelled, InputError  # AnalysisCancelled: also importable from here
+from .textfiles import decode_utf8, read_bounded
 
 DEFAULT_BATCH = 16
 MEMORY_BUDGET_BYTES = 512 * 2**20  # attention copied per batch: B · L · H · n² · 4 bytes
@@ -46,30 +46,11 @@ TEXTS_LIMIT = 64 * 2**20
 
 def _read_utf8(path: Path, limit: int) -> str:
     """A regular file's UTF-8 text; InputError (one sentence) for anything else. Never blocks on a pipe."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"Cannot read {path}: it is not a regular text file.")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise InputError(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
+    data, cut = read_bounded(path, limit, regular_only=True)
+    if cut:
         raise InputError(f"{path} holds more than {limit // 2**20} MiB of text; scan a part of it "
                          "(split the file, or pass fewer lines).")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                         "save it as UTF-8.") from None
+    text = decode_utf8(data, path)
     if "\x00" in text:
         raise InputError(f"{path} holds NUL bytes: it looks like a binary file, not text.")
     return text.removeprefix("\ufeff")

@@ -117,7 +117,7 @@ def test_read_texts(tmp_path):
     with pytest.raises(InputError, match="more than"):
         scan.read_texts(tmp_path / "big.txt", limit=200)
     os.mkfifo(tmp_path / "pipe")  # would block a plain open()
-    with pytest.raises(InputError, match="not a regular"):
+    with pytest.raises(InputError, match="named pipe"):
         scan.read_texts(tmp_path / "pipe")
     (tmp_path / "bom.txt").write_bytes("\ufefffirst\nsecond".encode("utf-8"))
     assert scan.read_texts(tmp_path / "bom.txt") == ["first", "second"]

@@ -390,8 +390,16 @@ class Family:
     def check(self, config: Any) -> None:
         """Raise ModelLoadError (one sentence) when the config asks for something the recompute cannot follow."""
 
+    #: the config's names for the number of layers, heads, the width and the context, which ``shape`` reads
+    CONFIG_NAMES: tuple[str, str, str, str] = ("num_hidden_layers", "num_attention_heads", "hidden_size",
+                                               "max_position_embeddings")
+
     def shape(self, config: Any) -> ModelShape:
-        raise NotImplementedError
+        """The model's sizes; every head has its own keys and values unless a family says otherwise (GQA)."""
+        n_layer, n_head, d_model, context = (int(config_get(config, name)) for name in self.CONFIG_NAMES)
+        return ModelShape(n_layer=n_layer, n_head=n_head, n_kv_head=n_head, d_model=d_model,
+                          d_head=d_model // n_head, context_length=context,
+                          vocab_size=int(config_get(config, "vocab_size")))
 
     # --- loading
     def model_class(self, config: Any, weight_names: frozenset[str] | None = None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import AttentionWeights, Family, ModelShape, config_get, linear_in_out
+from .base import AttentionWeights, Family, config_get, linear_in_out
 
 
 class BertFamily(Family):
@@ -20,13 +20,6 @@ class BertFamily(Family):
     token_style = "wordpiece"  # RoBERTa's byte-level tokenizer says so itself
     steps = ("project_q_k_v", "split_heads", "scores", "scale", "softmax", "mix_values", "merge_heads",
              "output_projection")
-
-    def shape(self, config: Any) -> ModelShape:
-        h = int(config_get(config, "num_attention_heads"))
-        d = int(config_get(config, "hidden_size"))
-        return ModelShape(n_layer=int(config_get(config, "num_hidden_layers")), n_head=h, n_kv_head=h, d_model=d,
-                          d_head=d // h, context_length=int(config_get(config, "max_position_embeddings")),
-                          vocab_size=int(config_get(config, "vocab_size")))
 
     def model_class(self, config: Any, weight_names=None):
         """The class whose tensors are exactly the file's, so nothing is left out or made up: BERT's
@@ -88,12 +81,7 @@ class DistilBertFamily(BertFamily):
     title = "DistilBERT encoder"
     model_types = ("distilbert",)
 
-    def shape(self, config: Any) -> ModelShape:
-        h = int(config_get(config, "n_heads"))
-        d = int(config_get(config, "dim"))
-        return ModelShape(n_layer=int(config_get(config, "n_layers")), n_head=h, n_kv_head=h, d_model=d,
-                          d_head=d // h, context_length=int(config_get(config, "max_position_embeddings")),
-                          vocab_size=int(config_get(config, "vocab_size")))
+    CONFIG_NAMES = ("n_layers", "n_heads", "dim", "max_position_embeddings")
 
     def blocks(self, model):
         return model.base_model.transformer.layer

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import AttentionWeights, Family, ModelShape, Norm, _frozen, config_get, to_numpy
+from .base import AttentionWeights, Family, Norm, _frozen, config_get, to_numpy
 
 
 def split_fused_thirds(weight: np.ndarray, bias: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -29,12 +29,7 @@ class GPT2Family(Family):
     steps = ("layer_norm", "project_qkv", "split_heads", "scores", "scale", "causal_mask", "softmax",
              "mix_values", "merge_heads", "output_projection")
 
-    def shape(self, config: Any) -> ModelShape:
-        n_head = int(config_get(config, "n_head"))
-        d = int(config_get(config, "n_embd"))
-        return ModelShape(n_layer=int(config_get(config, "n_layer")), n_head=n_head, n_kv_head=n_head, d_model=d,
-                          d_head=d // n_head, context_length=int(config_get(config, "n_positions")),
-                          vocab_size=int(config_get(config, "vocab_size")))
+    CONFIG_NAMES = ("n_layer", "n_head", "n_embd", "n_positions")
 
     def model_class(self, config: Any, weight_names=None):
         from transformers import GPT2LMHeadModel

@@ -9,6 +9,7 @@ Llama has biases only with ``attention_bias``. No position embeddings: rotary is
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ModelLoadError
@@ -34,13 +35,10 @@ class LlamaFamily(Family):
                                  "query heads to share the key/value heads evenly.")
 
     def shape(self, config: Any) -> ModelShape:
-        h = int(config_get(config, "num_attention_heads"))
-        d = int(config_get(config, "hidden_size"))
-        return ModelShape(n_layer=int(config_get(config, "num_hidden_layers")), n_head=h,
-                          n_kv_head=int(config_get(config, "num_key_value_heads", None) or h), d_model=d,
-                          d_head=int(config_get(config, "head_dim", None) or d // h),
-                          context_length=int(config_get(config, "max_position_embeddings")),
-                          vocab_size=int(config_get(config, "vocab_size")))
+        """Grouped-query attention: ``num_key_value_heads`` key/value heads; ``head_dim`` may differ from d/h."""
+        shape = super().shape(config)
+        return replace(shape, n_kv_head=int(config_get(config, "num_key_value_heads", None) or shape.n_head),
+                       d_head=int(config_get(config, "head_dim", None) or shape.d_head))
 
     def model_class(self, config: Any, weight_names=None):
         import transformers

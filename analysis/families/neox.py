@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import AttentionWeights, Family, ModelShape, Norm, _frozen, config_get, linear_in_out, to_numpy
+from .base import AttentionWeights, Family, Norm, _frozen, linear_in_out, to_numpy
 from .rope import check_rope, rotary_from_config
 
 
@@ -39,13 +39,6 @@ class NeoXFamily(Family):
 
     def check(self, config: Any) -> None:
         check_rope(config)
-
-    def shape(self, config: Any) -> ModelShape:
-        h = int(config_get(config, "num_attention_heads"))
-        d = int(config_get(config, "hidden_size"))
-        return ModelShape(n_layer=int(config_get(config, "num_hidden_layers")), n_head=h, n_kv_head=h, d_model=d,
-                          d_head=d // h, context_length=int(config_get(config, "max_position_embeddings")),
-                          vocab_size=int(config_get(config, "vocab_size")))
 
     def model_class(self, config: Any, weight_names=None):
         from transformers import GPTNeoXForCausalLM
