@@ -33,6 +33,19 @@ def without_first_key(weights: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def shown_weights(weights: np.ndarray, causal: bool = True, hide_first: bool = False) -> np.ndarray:
+    """What a head map draws: (n, n) float32, NaN on cells with nothing to show (drawn as background).
+
+    ``causal``: keys after their query (j > i) are NaN, the model's mask; an encoder (False) masks
+    nothing. ``hide_first``: :func:`without_first_key` first (key 0 NaN, rows renormalised)."""
+    matrix = without_first_key(weights) if hide_first else np.array(weights, dtype=np.float32)
+    if causal:
+        n_query, n_key = matrix.shape[-2:]
+        future = ~np.tri(n_query, n_key, n_key - n_query, dtype=bool)  # j > i + (n_key − n_query)
+        matrix = np.where(future, np.float32(np.nan), matrix)
+    return matrix.astype(np.float32, copy=False)
+
+
 def apply_scale(values: np.ndarray, scale: str) -> tuple[np.ndarray, tuple[float, float]]:
     """Map weights to drawable values and the (low, high) levels of the colour scale.
 

@@ -112,7 +112,14 @@ def run_app(args) -> int:
         QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out before the screenshots were taken"))
     window.show()
     window.load_model(source)
-    code = app.exec()
+    # In --screenshot mode the app ends itself with app.exit(); closing the window must not also post a
+    # Quit event, which would be left in the queue and end every later event loop of this process at once.
+    quit_on_close = app.quitOnLastWindowClosed()
+    app.setQuitOnLastWindowClosed(screenshot_dir is None and quit_on_close)
+    try:
+        code = app.exec()
+    finally:
+        app.setQuitOnLastWindowClosed(quit_on_close)
     return status["code"] or code
 
 

@@ -4,7 +4,7 @@ and against the notebook tools (bertviz, CircuitsVis), measured in the same run.
 For each model and each n (tokens): medians of several runs of
   a  forward_s        bare ``model(ids, output_attentions=True)``, eager: the floor
   b  run_s            AttnScope's ``run_text`` (text → frozen result), run_ratio = b / a
-  c  scores_s         every head score
+  c  scores_s         every head score; tl_scores_s: the TransformerLens-style scores (both measures)
   d  grid_paint_s     painting the whole grid offscreen (from the thumbnails the run pooled)
   e  detail_paint_s   one head's heatmap with its token labels
   f  recompute_s      the numpy recomputation + parity of every head, recompute_ratio = f / a
@@ -217,9 +217,10 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
     from analysis.inference import run_text
     from analysis.loading import load_model
     from analysis.parity import parity_report
+    from analysis.tl_scores import ERROR_MEASURES, detect_all
 
     loaded = load_model(str(folder), device="cpu")
-    params = [loaded.attention_parameters(layer) for layer in range(loaded.n_layer)]
+    params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]
     run_text(loaded, "warm up", bos=False)
     ns = [n for n in ns if n <= loaded.context_length]
     stalls = gui_stall_ms(folder, ns) if stall else {}
@@ -239,10 +240,12 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
         result = run_text(loaded, text, bos=False)
         run_s = median_time(lambda: run_text(loaded, text, bos=False), reps)
         scores_s = median_time(lambda: all_scores(result), reps)
+        tl_scores_s = median_time(lambda: [detect_all(result.attentions, result.token_ids, error_measure=m)
+                                           for m in ERROR_MEASURES], reps)
         grid_s, detail_s = paint_times(result, reps)
         recompute_s = median_time(lambda: parity_report(result, params), max(1, reps // 2))
         row = {"model": name, "n": int(ids.shape[1]), "forward_s": forward_s, "run_s": run_s,
-               "run_ratio": run_s / forward_s, "scores_s": scores_s, "grid_paint_s": grid_s,
+               "run_ratio": run_s / forward_s, "scores_s": scores_s, "tl_scores_s": tl_scores_s, "grid_paint_s": grid_s,
                "detail_paint_s": detail_s, "recompute_s": recompute_s, "recompute_ratio": recompute_s / forward_s,
                "peak_rss_above_model_mb": peak_rss_above_model(folder, n) if memory else None,
                "gui_stall_ms": stalls.get(n), "bertviz_s": None, "circuitsvis_s": None}
@@ -263,11 +266,11 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
 
 
 COLUMNS = [("model", "{:>8}"), ("n", "{:>5}"), ("forward_s", "{:>9.3f}"), ("run_s", "{:>7.3f}"),
-           ("run_ratio", "{:>6.2f}"), ("scores_s", "{:>8.3f}"), ("grid_paint_s", "{:>8.3f}"),
+           ("run_ratio", "{:>6.2f}"), ("scores_s", "{:>8.3f}"), ("tl_scores_s", "{:>8.3f}"), ("grid_paint_s", "{:>8.3f}"),
            ("detail_paint_s", "{:>8.3f}"), ("recompute_s", "{:>9.3f}"), ("recompute_ratio", "{:>6.2f}"),
            ("peak_rss_above_model_mb", "{:>8.0f}"), ("gui_stall_ms", "{:>7.1f}"), ("bertviz_s", "{:>8.2f}"),
            ("bertviz_speedup", "{:>6.0f}x"), ("circuitsvis_s", "{:>8.2f}"), ("circuitsvis_speedup", "{:>6.0f}x")]
-HEADERS = ["model", "n", "forward", "run", "b/a", "scores", "grid", "detail", "recomp", "f/a", "RSS MB",
+HEADERS = ["model", "n", "forward", "run", "b/a", "scores", "TL", "grid", "detail", "recomp", "f/a", "RSS MB",
            "stall", "bertviz", "×", "cvis", "×"]
 
 

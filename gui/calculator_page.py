@@ -1,4 +1,7 @@
-"""The attention calculator: editable Q, K, V and every number of softmax(QKᵀ/√d_k)·V, live."""
+"""The attention calculator: editable Q, K, V and every number of softmax(QKᵀ/√d_k)·V, live.
+
+The numbers are ``analysis.manual_attention.attend``'s, the command line's ``calc``; a matrix pasted
+as JSON is read by the same ``parse_matrix``. Invalid input clears the results and says why."""
 from __future__ import annotations
 
 import html
@@ -7,7 +10,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from analysis.errors import InputError
-from analysis.manual_attention import attend
+from analysis.manual_attention import attend, parse_matrix
 
 from .scratch_steps import matrix_table
 
@@ -25,6 +28,9 @@ PRESETS = {
 }
 
 
+INPUT_COLUMN_PX = 56  # an input column is never narrower: "abc" or "-0.125" stays readable while typed
+
+
 class CalculatorPage(QtWidgets.QWidget):
     """Editable Q, K, V; every number of softmax(QKᵀ/√d_k)·V updates as you type."""
 
@@ -35,21 +41,32 @@ class CalculatorPage(QtWidgets.QWidget):
         self.preset_choice.currentTextChanged.connect(self.load_preset)
         self.causal_box = QtWidgets.QCheckBox("causal")
         self.causal_box.toggled.connect(lambda _: self.recompute())
+        self.causal_box.setToolTip("Hide future keys: with n_q queries and n_k keys, query i sits at key position "
+                                   "n_k − n_q + i and sees the keys up to it")
         self.tables = {name: QtWidgets.QTableWidget() for name in ("Q", "K", "V")}
-        for table in self.tables.values():
-            table.itemChanged.connect(lambda _item: self.recompute())
+        self.pastes = {name: QtWidgets.QLineEdit() for name in ("Q", "K", "V")}
+        for name, table in self.tables.items():
+            table.itemChanged.connect(lambda _item, t=table: (t.resizeColumnsToContents(), self.recompute()))
             table.setMinimumHeight(120)
-        buttons = QtWidgets.QHBoxLayout()
-        for text, slot in (("+ query", lambda: self._add_row("Q")), ("− query", lambda: self._remove_row("Q")),
-                           ("+ key/value", lambda: self._add_row("K", "V")),
-                           ("− key/value", lambda: self._remove_row("K", "V")),
-                           ("+ dimension", self._add_dim), ("− dimension", self._remove_dim)):
+            table.horizontalHeader().setMinimumSectionSize(INPUT_COLUMN_PX)  # room for a number being typed
+            paste = self.pastes[name]
+            paste.setPlaceholderText("paste JSON, e.g. [[1, 0], [0, 1]], Enter")
+            paste.setToolTip(f"Replace {name} with a JSON number, vector or table (rows are tokens), as the command "
+                             "line's calc takes it")
+            paste.returnPressed.connect(lambda n=name: self.paste(n, self.pastes[n].text()))
+        buttons = QtWidgets.QGridLayout()
+        for index, (text, slot) in enumerate((
+                ("+ query", lambda: self._add_row("Q")), ("− query", lambda: self._remove_row("Q")),
+                ("+ key/value", lambda: self._add_row("K", "V")), ("− key/value", lambda: self._remove_row("K", "V")),
+                ("+ dimension", self._add_dim), ("− dimension", self._remove_dim))):
             button = QtWidgets.QPushButton(text)
             button.clicked.connect(slot)
-            buttons.addWidget(button)
-        buttons.addStretch(1)
+            buttons.addWidget(button, index % 2, index // 2)
+        buttons.setColumnStretch(3, 1)
         self.scores_table, self.scaled_table = QtWidgets.QTableWidget(), QtWidgets.QTableWidget()
         self.weights_table, self.output_table = QtWidgets.QTableWidget(), QtWidgets.QTableWidget()
+        for table in self.result_tables():
+            table.setMinimumWidth(80)
         self.message = QtWidgets.QLabel()
         self.message.setWordWrap(True)
         self.message.setTextFormat(QtCore.Qt.TextFormat.RichText)
@@ -61,11 +78,14 @@ class CalculatorPage(QtWidgets.QWidget):
         for col, name in enumerate(("Q", "K", "V")):
             inputs.addWidget(QtWidgets.QLabel(f"<b>{name}</b>"), 0, col)
             inputs.addWidget(self.tables[name], 1, col)
+            inputs.addWidget(self.pastes[name], 2, col)
         outputs = QtWidgets.QGridLayout()
         for col, (label, table) in enumerate((("scores QKᵀ", self.scores_table), ("scaled ÷ √d_k", self.scaled_table),
-                                             ("weights (softmax) | row sum", self.weights_table),
+                                             ("weights | row sum", self.weights_table),
                                              ("output = weights·V", self.output_table))):
-            outputs.addWidget(QtWidgets.QLabel(f"<b>{label}</b>"), 0, col)
+            title = QtWidgets.QLabel(f"<b>{label}</b>")
+            title.setWordWrap(True)
+            outputs.addWidget(title, 0, col)
             outputs.addWidget(table, 1, col)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addLayout(top)
@@ -75,6 +95,9 @@ class CalculatorPage(QtWidgets.QWidget):
         layout.addWidget(self.message)
         self.result = None
         self.load_preset(self.preset_choice.currentText())
+
+    def result_tables(self) -> tuple[QtWidgets.QTableWidget, ...]:
+        return self.scores_table, self.scaled_table, self.weights_table, self.output_table
 
     # ---- editing
     def load_preset(self, name: str) -> None:
@@ -112,7 +135,7 @@ class CalculatorPage(QtWidgets.QWidget):
                 try:
                     row.append(float(text))
                 except ValueError:
-                    raise InputError(f"{name}[{i}, {j}] is not a number: '{text}'") from None
+                    raise InputError(f"{name}[{i}, {j}] is not a number: '{text}'.") from None
             rows.append(row)
         return np.array(rows, dtype=float)
 
@@ -148,17 +171,44 @@ class CalculatorPage(QtWidgets.QWidget):
             self._fill(name, self._values(name)[:, :-1], self._labels(name))
         self.recompute()
 
+    def paste(self, name: str, text: str) -> bool:
+        """Replace ``name`` (Q, K or V) by a JSON matrix (``parse_matrix``, as the command line reads it);
+        K and V keep their row labels when the number of rows stays. False (and the reason shown) if invalid."""
+        try:
+            values = parse_matrix(text, name)
+        except InputError as exc:
+            self._show_error(str(exc))
+            return False
+        labels = self._labels(name)
+        if len(labels) != values.shape[0]:
+            labels = [f"t{i}" for i in range(values.shape[0])]
+        self._fill(name, values, labels)
+        self.pastes[name].clear()
+        self.recompute()
+        return True
+
     # ---- computing
+    def _show_error(self, message: str) -> None:
+        """Invalid input: no stale numbers stay on screen; the tables empty and the reason is shown."""
+        self.result = None
+        for table in self.result_tables():
+            table.clear()
+            table.setRowCount(0)
+            table.setColumnCount(0)
+            table.setEnabled(False)
+        self.message.setText(f"<span style='color:#b3261e'>{html.escape(message)}</span> "
+                             "<span style='color:gray'>(no results until the input is valid)</span>")
+
     def recompute(self) -> None:
+        causal = self.causal_box.isChecked()
         try:
             q, k, v = self._values("Q"), self._values("K"), self._values("V")
-            causal = self.causal_box.isChecked()
-            if causal and q.shape[0] != k.shape[0]:
-                raise InputError("A causal mask needs as many queries as keys (query i sees keys 0…i).")
-            r = attend(q, k, v, causal=causal)
+            r = attend(q, k, v, causal=causal)  # the command line's calc: one rule for the causal positions
         except InputError as exc:
-            self.message.setText(f"<span style='color:#b3261e'>{html.escape(str(exc))}</span>")
+            self._show_error(str(exc))
             return
+        for table in self.result_tables():
+            table.setEnabled(True)
         self.result = r
         qs, ks = self._labels("Q"), self._labels("K")
         matrix_table(r.scores, qs, ks, table=self.scores_table)
@@ -172,4 +222,12 @@ class CalculatorPage(QtWidgets.QWidget):
             f"({', '.join(f'{s:.4f}' for s in sums.ravel())}). "
             + ("Each output is a convex mixture of the value rows: it lies inside their range in every dimension. "
                if inside else "Some output lies outside the value rows' range?! ")
-            + ("Masked keys (−∞) get weight exactly 0." if causal else ""))
+            + (self._causal_note(q.shape[0], k.shape[0]) if causal else "")
+            + "".join(f"<br><i>{html.escape(note)}</i>" for note in r.notes))
+
+    @staticmethod
+    def _causal_note(n_q: int, n_k: int) -> str:
+        where = ("query i sits at key position i" if n_q == n_k else
+                 f"the {n_q} queries are the last of the {n_k} key positions: query i sits at position "
+                 f"{n_k - n_q} + i (n_k − n_q + i)")
+        return f"Causal: {where} and sees the keys up to it; masked keys (−∞) get weight exactly 0."

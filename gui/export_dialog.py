@@ -18,6 +18,7 @@ CHOICES = [
     ("everything", "Everything, like `main.py export`: data, grid and every head (a folder)"),
 ]
 FOLDER_KINDS = ("heads", "data", "everything")
+DEFAULT_PNG_WIDTH = 1600  # pixels; Copy figure copies at the width last chosen here
 FORMATS = {"head": IMAGE_FORMATS + DATA_FORMATS, "grid": IMAGE_FORMATS + DATA_FORMATS,
            "heads": IMAGE_FORMATS, "data": (), "everything": IMAGE_FORMATS}
 
@@ -46,7 +47,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.width_spin.setSingleStep(200)
         self.width_spin.setSuffix(" px")
         self.width_spin.setToolTip("Width of every PNG written (each head, the grid)")
-        self.width_spin.setValue(int(settings.value("export/png_width", 1600)))
+        self.width_spin.setValue(int(settings.value("export/png_width", DEFAULT_PNG_WIDTH)))
         folder = Path(str(settings.value("export/folder", str(Path.home()))))
         self.path_edit = QtWidgets.QLineEdit(str(folder / default_name("head", "png", layer, head)))
         self.path_edit.setMinimumWidth(380)

@@ -6,6 +6,12 @@ moving the drawn figures into place) runs on the worker with analysis/export.py'
 a file or folder appears at its destination only when all of it was written, an earlier export is
 replaced as a whole, and a failure (a full disk, a folder that cannot be written) leaves nothing
 behind and is shown as one sentence.
+
+What is visible exports: a figure follows the view on screen (the colormap, scale, hidden first key,
+badges, and the value-weighted view when it is on and its norms are there). A data export is the
+command line's byte for byte: attention.npz with ``value_norms`` (computed on the worker) and
+``rollout``, parity of every family through ``loaded.attention_weights``, and summary.json's sink
+rate at the Scores panel's ε (``ViewState.sink_epsilon``).
 """
 from __future__ import annotations
 
@@ -14,12 +20,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.errors import AttnScopeError, ExportError
 from analysis.export import DATA_FORMATS, IMAGE_FORMATS
 
-from .export_dialog import FOLDER_KINDS, ExportDialog
+from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, ExportDialog
+from .lens_data import VALUE_NORMS
 from .view_state import ViewState
 from .worker import Failure
 
@@ -27,20 +34,57 @@ EXPORT_TASK = "export"
 
 
 @dataclass(frozen=True)
+class ViewSnapshot:
+    """How the views draw, frozen when an export is asked for (the state may change while figures are
+    drawn one per event-loop turn). It answers what ``grid_panel.grid_figure`` and
+    ``head_panel.draw_head`` ask of a ViewState."""
+
+    bundle: object  # AnalysisBundle
+    attention_view: str
+    colormap: str
+    scale: str
+    hide_first: bool
+    badge_score: str | None
+    sink_epsilon: float
+    values: object = None  # lens_data.ValueView of the bundle, when the state has it
+
+    @classmethod
+    def of(cls, state: ViewState) -> "ViewSnapshot":
+        return cls(state.bundle, state.attention_view, state.colormap, state.scale, state.hide_first,
+                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS))
+
+    @property
+    def result(self):
+        return self.bundle.result
+
+    @property
+    def scores(self):
+        return self.bundle.scores
+
+    @property
+    def value_weighted(self) -> bool:
+        """The value-weighted view is on and drawn (its norms are there): figures draw it too."""
+        return self.attention_view == "value-weighted" and self.values is not None
+
+    def lens(self, kind: str):
+        return self.values if kind == VALUE_NORMS else None
+
+
+@dataclass(frozen=True)
 class ExportJob:
-    """One export: what, where, and the drawing options at the moment it was asked for."""
+    """One export: what, where, and the view at the moment it was asked for."""
 
     what: str  # head, grid, heads, data, everything
     path: Path
     fmt: str
     png_width: int | None
-    bundle: object  # AnalysisBundle
+    view: ViewSnapshot
     layer: int
     head: int
-    cmap: str
-    scale: str
-    hide_first: bool
-    badge_score: str | None
+
+    @property
+    def bundle(self):
+        return self.view.bundle
 
     def figures(self) -> list[tuple[str, int | None, int | None]]:
         """(file name relative to the export, layer, head) of every figure to draw; layer None = the grid."""
@@ -109,8 +153,7 @@ class Exporter(QtCore.QObject):
         fmt = fmt or "png"
         if path.exists() and not (path.is_dir() and not any(path.iterdir())) and not self.ask_overwrite(self.window, path):
             return False
-        job = ExportJob(what, path, fmt, png_width, s.bundle, s.layer, s.head, s.colormap, s.scale, s.hide_first,
-                        s.badge_score)
+        job = ExportJob(what, path, fmt, png_width, ViewSnapshot.of(s), s.layer, s.head)
         try:
             folder = Path(tempfile.mkdtemp(prefix="attnscope-figures-"))
         except OSError as exc:
@@ -120,9 +163,17 @@ class Exporter(QtCore.QObject):
         self._draw(job, folder, job.figures(), None)
         return True
 
+    def png_width(self) -> int:
+        """The width of an exported PNG: the Export dialog's last choice, else its default."""
+        try:
+            width = int(self.settings.value("export/png_width", DEFAULT_PNG_WIDTH))
+        except (TypeError, ValueError):
+            return DEFAULT_PNG_WIDTH
+        return width if 200 <= width <= 12000 else DEFAULT_PNG_WIDTH
+
     def copy_figure(self, view, fallback) -> None:
         """Put ``view.offscreen_figure()`` (else ``fallback``'s) on the clipboard: the figure Export writes,
-        at its own fixed size — not a grab of the screen."""
+        at the export's PNG width — not a grab of the screen."""
         from .figures import dispose_figure
 
         fig = view.offscreen_figure() if hasattr(view, "offscreen_figure") else None
@@ -131,49 +182,44 @@ class Exporter(QtCore.QObject):
             self.failed.emit("Nothing to copy yet: run a text first.")
             return
         try:
-            QtWidgets.QApplication.clipboard().setImage(fig.grab().toImage())
+            QtWidgets.QApplication.clipboard().setImage(figure_image(fig, self.png_width()))
         finally:
             dispose_figure(fig)
         self.copied.emit()
 
     # ----------------------------------------------------------------- drawing (GUI thread, one figure a turn)
     def _draw(self, job: ExportJob, folder: Path, todo: list, head_figure) -> None:
-        from .figures import dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure
+        from .figures import dispose_figure, save_figure
+        from .grid_panel import grid_figure
 
         if self.closed:
             if head_figure is not None:
-                dispose_figure(head_figure)
+                dispose_figure(head_figure[0])
             shutil.rmtree(folder, ignore_errors=True)
             return
         if not todo:
             if head_figure is not None:
-                dispose_figure(head_figure)
+                dispose_figure(head_figure[0])
             self._submit(job, folder)
             return
         (name, layer, head), rest = todo[0], todo[1:]
-        r = job.bundle.result
+        view = job.view
+        r = view.result
         target = folder / name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if layer is None:
-                badges = job.bundle.scores[job.badge_score] if job.badge_score else None
-                fig = offscreen_grid_figure(r, job.cmap, job.scale, badges=badges, hide_first=job.hide_first,
-                                            badge_label=(job.badge_score or "").replace("_", " "))
+                fig = grid_figure(view, (view.badge_score or "").replace("_", " "))
                 try:
                     save_figure(fig, target, job.png_width)
                 finally:
                     dispose_figure(fig)
             else:
-                title = f"{r.model_label} — layer {layer}, head {head}"
-                if head_figure is None:
-                    head_figure = offscreen_head_figure(r, layer, head, job.cmap, job.scale, job.hide_first)
-                else:
-                    head_figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=job.cmap, scale=job.scale,
-                                         hide_first=job.hide_first)
-                save_figure(head_figure, target, job.png_width)
+                head_figure = draw_head_figure(view, layer, head, head_figure)
+                save_figure(head_figure[0], target, job.png_width)
         except (AttnScopeError, OSError) as exc:
             if head_figure is not None:
-                dispose_figure(head_figure)
+                dispose_figure(head_figure[0])
             shutil.rmtree(folder, ignore_errors=True)
             QtWidgets.QApplication.restoreOverrideCursor()
             message = str(exc) if isinstance(exc, AttnScopeError) else f"Cannot draw the figures: {exc.strerror or exc}."
@@ -205,6 +251,54 @@ class Exporter(QtCore.QObject):
             self.failed.emit(failure.message)
 
 
+def figure_image(fig, width: int) -> QtGui.QImage:
+    """``fig`` drawn ``width`` pixels wide, as a PNG export draws it (pyqtgraph's ImageExporter for a plot
+    scene; any other widget rendered scaled)."""
+    import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
+    import pyqtgraph as pg
+
+    from .figures import settle_layout
+
+    settle_layout()
+    if hasattr(fig, "scene") and callable(fig.scene):
+        exporter = pg.exporters.ImageExporter(fig.scene())
+        exporter.parameters()["width"] = int(width)
+        exporter.parameters()["antialias"] = True
+        image = exporter.export(toBytes=True)
+        if isinstance(image, QtGui.QImage) and not image.isNull():
+            return image
+    scale = width / max(1, fig.width())
+    image = QtGui.QImage(int(width), max(1, round(fig.height() * scale)), QtGui.QImage.Format.Format_ARGB32)
+    image.fill(QtCore.Qt.GlobalColor.white)
+    painter = QtGui.QPainter(image)
+    painter.scale(scale, scale)
+    fig.render(painter)
+    painter.end()
+    return image
+
+
+def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
+    """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
+    this returned for the head before) when given: drawing into one figure is much faster than a new one."""
+    from .figures import offscreen_head_figure
+    from .head_panel import KeyNormStrip, draw_head, fit_title
+
+    r = view.result
+    title = f"{r.model_label} — layer {layer}, head {head}"
+    if previous is None:
+        fig = offscreen_head_figure(r, layer, head, view.colormap, view.scale, view.hide_first)
+        strip = KeyNormStrip(fig) if view.value_weighted else None
+        if strip is None:
+            return fig, None
+        draw_head(fig, strip, view, layer, head, title)
+        fit_title(fig)  # laid out without the strip and for a shorter title
+        fig.update_label_density()
+        return fig, strip
+    fig, strip = previous
+    draw_head(fig, strip, view, layer, head, title)
+    return previous
+
+
 def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     """Write ``job`` (on the worker): data from the job's result, figures copied from ``drawn``.
 
@@ -212,7 +306,7 @@ def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     ``write_file_atomically``: nothing appears at the destination unless all of it was written."""
     from analysis import export as writers
 
-    r, scores = job.bundle.result, job.bundle.scores
+    r, scores = job.view.result, job.view.scores
 
     def copy_drawn(staging: Path) -> None:
         for src in sorted(p for p in drawn.rglob("*") if p.is_file()):
@@ -221,13 +315,18 @@ def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
             shutil.copyfile(src, dest)
 
     if job.what in ("data", "everything"):
-        if loaded.source.label != r.model_label or loaded.n_layer != r.n_layer:
+        if (loaded.source.label != r.model_label or loaded.n_layer != r.n_layer or loaded.n_head != r.n_head
+                or loaded.d_model != r.layer_inputs.shape[-1]):
             raise ExportError("The model changed since this result was computed: run the text again, then export.")
+        from analysis.lenses import value_norms
         from analysis.parity import parity_report
 
-        parity = parity_report(r, [loaded.attention_parameters(l) for l in range(r.n_layer)], "float32")
+        # as `main.py export` does it, so both write the same bytes
+        parity = parity_report(r, [loaded.attention_weights(l) for l in range(loaded.n_layer)], "float32")
+        norms = value_norms(loaded, r).value_norms
         return writers.export_bundle(job.path, r, scores, parity,
-                                     image_writer=copy_drawn if job.what == "everything" else None)
+                                     image_writer=copy_drawn if job.what == "everything" else None,
+                                     value_norms=norms, sink_epsilon=job.view.sink_epsilon)
     if job.what == "heads":
         return writers.write_folder_atomically(job.path, copy_drawn)
     if job.fmt in IMAGE_FORMATS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,14 +18,19 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import SCALE_LABELS, apply_scale, elide, without_first_key  # noqa: F401 (SCALE_LABELS re-exported)
+from analysis.display import SCALE_LABELS, apply_scale, elide, shown_weights, without_first_key  # noqa: F401 (re-exported)
 from analysis.errors import ExportError
 
-from .grid_plot import BAR_LABELS, GridPlot
+from .grid_plot import BAR_LABELS, GridPlot, bar_label  # noqa: F401 (BAR_LABELS re-exported)
 from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
                          colormap, limit_to_data)
 
 ROW_HIGHLIGHT = "#ff2d55"
+#: What an SVG's text falls back to in viewers without Qt's font (Qt writes its own alias, "Sans Serif",
+#: which is no CSS family: a browser would draw serif text).
+SVG_FALLBACK_FAMILIES = ("DejaVu Sans", "Arial", "Helvetica")
+SVG_FONT_FALLBACK = ", ".join(f"'{name}'" for name in SVG_FALLBACK_FAMILIES) + ", sans-serif"
+QT_FONT_ALIASES = {"sans serif", "sans", "sansserif", "sans-serif"}
 
 
 def tick_font() -> QtGui.QFont:
@@ -37,8 +43,9 @@ class TokenAxis(pg.AxisItem):
     """An axis whose ticks are token labels (elided to 24 characters); on the bottom they are drawn
     rotated by 90°. :meth:`label_px` is the room one label needs along the axis, from the font."""
 
-    def __init__(self, orientation: str, rotate: bool = False, **kwargs):
+    def __init__(self, orientation: str, rotate: bool = False, on_click=None, **kwargs):
         super().__init__(orientation, **kwargs)
+        self.on_click = on_click  # on_click(index): a left click on a label (or beside it, along the axis)
         self.rotate = rotate and orientation in ("bottom", "top")
         self._labels: list[str] = []
         self._labels_by_index: dict[int, str] = {}
@@ -59,6 +66,26 @@ class TokenAxis(pg.AxisItem):
             longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
             self.setHeight(min(longest + 14, 220))
         self.set_stride(1)
+
+    def index_at(self, scene_pos) -> int | None:
+        """The token whose label lies at ``scene_pos`` along this axis, or None outside the tokens."""
+        view = self.linkedView()
+        if view is None or not self._labels:
+            return None
+        point = view.mapSceneToView(scene_pos)
+        value = point.x() if self.orientation in ("bottom", "top") else point.y()
+        index = int(math.floor(value))
+        return index if 0 <= index < len(self._labels) else None
+
+    def mouseClickEvent(self, ev):  # noqa: N802
+        if self.on_click is None or ev.button() != QtCore.Qt.MouseButton.LeftButton:
+            return super().mouseClickEvent(ev)
+        index = self.index_at(ev.scenePos())
+        if index is None:
+            ev.ignore()
+            return
+        ev.accept()
+        self.on_click(index)
 
     def label_px(self) -> float:
         return self._label_px + 2  # a little air between neighbours
@@ -98,15 +125,20 @@ class TokenAxis(pg.AxisItem):
 
 class HeadPlot(ZoomableFigure):
     """One head's attention map: rows are queries (row 0 on top), columns are keys; the map fills the
-    plot (cells follow the plot's shape), zoom is limited to the map and reset by Home/double-click/⤢."""
+    plot (cells follow the plot's shape), zoom is limited to the map and reset by Home/double-click/⤢.
+    A click on a cell or on a query's label emits ``query_clicked``. A causal model's future keys are
+    drawn as background; an encoder's map (``causal=False``) has no mask."""
 
     cell_hovered = QtCore.Signal(object)  # None or (query, key, value as drawn; NaN for a masked/hidden cell)
     query_clicked = QtCore.Signal(int)
     matrix: np.ndarray | None = None  # set before __init__ runs: GraphicsView calls resizeEvent early
     tokens: tuple[str, ...] = ()
+    causal = True  # the model hides future keys (decoders); set_head(causal=False) for an encoder
+    before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
 
     def __init__(self, parent=None):
-        left, bottom = TokenAxis("left"), TokenAxis("bottom", rotate=True)
+        left = TokenAxis("left", on_click=lambda row: self.query_clicked.emit(row))
+        bottom = TokenAxis("bottom", rotate=True)
         super().__init__(parent, axisItems={"left": left, "bottom": bottom})
         self.left_axis, self.bottom_axis = left, bottom
         self.plot.invertY(True)
@@ -119,24 +151,31 @@ class HeadPlot(ZoomableFigure):
         self.plot.addItem(self.row_highlight, ignoreBounds=True)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
         self._strides = None
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
         self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
-                 hide_first: bool = False) -> None:
-        """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row."""
-        matrix = without_first_key(weights) if hide_first else np.asarray(weights, dtype=np.float32)
+                 hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight") -> None:
+        """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row.
+
+        ``causal``: draw the future keys as background (the model's mask); None keeps the figure's
+        setting (True until told otherwise). ``quantity`` names what is drawn on the colour bar
+        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight")."""
+        if causal is not None:
+            self.causal = bool(causal)
+        matrix = shown_weights(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
+        self.before_hiding = np.asarray(weights) if hide_first else None  # what each cell was before renormalising
         n = matrix.shape[0]
-        matrix = np.where(np.tri(n, dtype=bool), matrix, np.float32(np.nan))  # future keys: drawn as background
         new_size = self.matrix is None or self.matrix.shape != matrix.shape
         self.matrix, self.tokens = matrix, tuple(tokens)
         drawn, levels = apply_scale(matrix, scale)
         self.image.setImage(drawn, levels=levels, autoLevels=False)
         self.colorbar.setColorMap(colormap(cmap))
         self.colorbar.setLevels(levels)
-        self.colorbar.axis.setLabel(BAR_LABELS[scale] + (" (first key hidden)" if hide_first else ""))
+        self.colorbar.axis.setLabel(bar_label(scale, hide_first, quantity))
         self.plot.setTitle(html.escape(title, quote=False), size="11pt")
         self.plot.setLabel("left", "query")
         self.plot.setLabel("bottom", "key")
@@ -182,7 +221,10 @@ class HeadPlot(ZoomableFigure):
             return ""
         q, k = cell
         value = self.matrix[q, k]
-        shown = "masked (future token)" if k > q else ("hidden (first key)" if math.isnan(value) else f"{value:.3f}")
+        masked = self.causal and k > q
+        shown = "masked (future token)" if masked else ("hidden (first key)" if math.isnan(value) else f"{value:.3f}")
+        if not masked and not math.isnan(value) and self.before_hiding is not None:
+            shown += f" renormalised without the first key (was {float(self.before_hiding[q, k]):.3f})"
         return f"query '{self.tokens[q]}' [{q}] → key '{self.tokens[k]}' [{k}]: {shown}"
 
     def _hovered(self, cell) -> None:
@@ -193,6 +235,17 @@ class HeadPlot(ZoomableFigure):
 
 
 # ----------------------------------------------------------------------------- saving
+def svg_with_font_fallback(text: str) -> str:
+    """SVG text whose every ``font-family`` ends in generic CSS fallbacks (:data:`SVG_FONT_FALLBACK`); Qt's own
+    alias ("Sans Serif") is dropped, a real family is kept in front."""
+    def fallback(match: re.Match) -> str:
+        names = [n.strip().strip("'\"") for n in match.group(1).split(",")]
+        kept = [n for n in names if n and n.lower() not in QT_FONT_ALIASES and n not in SVG_FALLBACK_FAMILIES]
+        return 'font-family="' + ", ".join([f"'{n}'" for n in kept] + [SVG_FONT_FALLBACK]) + '"'
+
+    return re.sub(r'font-family="([^"]*)"', fallback, text)
+
+
 def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
     """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension."""
     path = Path(path)
@@ -236,6 +289,8 @@ def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | Non
                          else QtCore.QRectF(painter.viewport()), source)
             painter.end()
             del painter, device  # finish the file now, not at interpreter exit
+            if fmt == "svg":
+                path.write_text(svg_with_font_fallback(path.read_text(encoding="utf-8")), encoding="utf-8")
         else:
             raise ExportError(f"Unknown image format '{fmt}'; use png, svg or pdf.")
     except OSError as exc:
@@ -273,7 +328,7 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
     fig = HeadPlot()
     _lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
     fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
-                 cmap=cmap, scale=scale, hide_first=hide_first)
+                 cmap=cmap, scale=scale, hide_first=hide_first, causal=bool(getattr(result, "causal", True)))
     settle_layout()  # the rotated labels' height changes the layout once
     fig.update_label_density()
     return fig

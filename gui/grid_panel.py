@@ -1,7 +1,9 @@
 """The "All heads" panel: every layer × head as thumbnails (GridPlot) and the Badges chooser.
 A view of the ViewState: a click selects a head, arrow keys move the selection. In the value-weighted
 view (state.attention_view, switched in the Head tab) every thumbnail is N = A·‖f_h(x_j)‖
-row-normalised, once the state has the value norms (gui/lens_data.py); until then the weights."""
+row-normalised, once the state has the value norms (gui/lens_data.py); until then the weights.
+While there is no result, the panel shows the state's placeholder line ("loading the model…")
+instead of empty axes."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
@@ -23,6 +25,27 @@ class QuantityGridPlot(GridPlot):
 
     def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
         super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity))
+
+
+def grid_figure(view, badge_label: str = ""):
+    """A fresh export figure of the grid as ``view`` shows it (a ViewState, or a snapshot with the same
+    attributes: result, bundle, scores, lens, attention_view, colormap, scale, hide_first, badge_score):
+    the weights, or the value-weighted view when that is on and its norms are there. The caller disposes it."""
+    from .figures import offscreen_grid_figure
+
+    r = view.result
+    badges = view.scores[view.badge_score] if view.badge_score else None
+    fig = offscreen_grid_figure(r, view.colormap, view.scale, badges=badges, hide_first=view.hide_first,
+                                badge_label=badge_label)
+    source, full, _key, quantity, what = grid_data(view)
+    if what:
+        fig.set_attentions(source, view.colormap, view.scale, key=None, full=full, hide_first=view.hide_first,
+                           sync=True, title=f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), "
+                                            f"{r.n_tokens} tokens")
+        fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", quantity)
+                                   + (" (first key hidden)" if view.hide_first else ""))
+        fit_title(fig)
+    return fig
 
 
 def grid_data(state: ViewState):
@@ -56,10 +79,21 @@ class GridPanel(QtWidgets.QWidget):
         bar.addStretch(1)
         bar.addWidget(QtWidgets.QLabel("Badges:"))
         bar.addWidget(self.badge_choice)
+        self.placeholder = QtWidgets.QLabel(self)
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.stack = QtWidgets.QStackedLayout()
+        self.stack.addWidget(self.plot)
+        self.stack.addWidget(self.placeholder)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
-        layout.addWidget(self.plot, 1)
+        layout.addLayout(self.stack, 1)
+        state.placeholder_changed.connect(lambda _: self._show_placeholder())
+        state.bundle_changed.connect(lambda _: self._show_placeholder())
+        self._show_placeholder()
         state.bundle_changed.connect(lambda _: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
                        state.attention_view_changed):
@@ -69,6 +103,13 @@ class GridPanel(QtWidgets.QWidget):
         state.badge_score_changed.connect(self._badge_changed)
         state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
         apply_theme(self.plot, state.dark)
+
+    def _show_placeholder(self) -> None:
+        """The placeholder line while there is no result (and one to show); the grid otherwise."""
+        s = self.state
+        text = s.placeholder if s.bundle is None else None
+        self.placeholder.setText(text or "")
+        self.stack.setCurrentWidget(self.placeholder if text else self.plot)
 
     def redraw(self) -> None:
         s = self.state
@@ -97,21 +138,7 @@ class GridPanel(QtWidgets.QWidget):
             self.plot.set_badges(s.scores[name], self.badge_choice.currentText())
 
     def offscreen_figure(self):
-        """A fresh export figure of the grid (the caller disposes it)."""
-        from .figures import offscreen_grid_figure
-
-        s = self.state
-        if s.result is None:
+        """A fresh export figure of the grid as shown (the caller disposes it); None without a result."""
+        if self.state.result is None:
             return None
-        badges = s.scores[s.badge_score] if s.badge_score else None
-        fig = offscreen_grid_figure(s.result, s.colormap, s.scale, badges=badges, hide_first=s.hide_first,
-                                    badge_label=self.badge_choice.currentText())
-        source, full, _key, quantity, what = grid_data(s)
-        if what:
-            fig.set_attentions(source, s.colormap, s.scale, key=None, full=full, hide_first=s.hide_first, sync=True,
-                               title=f"{s.result.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), "
-                                     f"{s.result.n_tokens} tokens")
-            fig.colorbar.axis.setLabel(BAR_LABELS[s.scale].replace("weight", quantity)
-                                       + (" (first key hidden)" if s.hide_first else ""))
-            fit_title(fig)
-        return fig
+        return grid_figure(self.state, self.badge_choice.currentText())

@@ -26,6 +26,12 @@ STEP_ELEMENTS = 3_200_000  # otherwise about this many per turn of the event loo
 BAR_LABELS = {"linear": "weight", "power": "√weight", "log": "log₁₀ weight"}
 
 
+def bar_label(scale: str, hide_first: bool = False, quantity: str = "weight") -> str:
+    """A colour bar's label: ``quantity`` on ``scale`` ("weight", "√weight", "log₁₀ rollout R"), and
+    "(first key hidden)" when the first key is hidden and rows renormalised."""
+    return BAR_LABELS[scale].replace("weight", quantity) + (" (first key hidden)" if hide_first else "")
+
+
 class GridPlot(LayerHeadMap):
     """Layers are rows, heads are columns; ``head_clicked`` / ``head_activated`` as in LayerHeadMap."""
 
@@ -38,6 +44,7 @@ class GridPlot(LayerHeadMap):
         self._key = None
         self._hide_first = False
         self._cmap, self._scale, self._title = "viridis", "linear", ""
+        self._quantity = "weight"
         self._mosaic: np.ndarray | None = None
         self.cell = 0  # the pooled size of one head in the mosaic now (pixels of the image)
         self._job = None
@@ -53,19 +60,22 @@ class GridPlot(LayerHeadMap):
 
     def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear", title: str = "",
                        key=None, *, full: np.ndarray | None = None, hide_first: bool = False,
-                       sync: bool = False) -> None:
+                       sync: bool = False, quantity: str = "weight") -> None:
         """Draw all heads. ``attentions``: (layer, head, q, k), the run's thumbnails (``grid_source``) or the
         attentions themselves; ``full``: the full attentions, pooled from when a cell has more pixels than
         the thumbnails or ``hide_first`` (drop key 0 and renormalise each row, as the head plot does).
         ``key`` identifies the data (pooling is redone only when it, the cell size or hide_first change);
-        ``sync`` pools at once (exports) instead of a layer per event-loop turn for large attentions."""
+        ``sync`` pools at once (exports) instead of a layer per event-loop turn for large attentions;
+        ``quantity`` names what the colour bar measures ("weight", "share of row N", …).
+        The thumbnails draw the maps as they are: a causal model's future keys are its zero weights, an
+        encoder's are real weights; nothing is masked here."""
         if key is None or key != self._key or hide_first != self._hide_first:
             self._key, self._hide_first = key, hide_first
             self._job = None  # a pooling of the previous data is of no use now
             self._job_timer.stop()
             self._thumbnails, self._full = attentions, full if full is not None else attentions
             self._mosaic, self.cell = None, 0
-        self._cmap, self._scale, self._title = cmap, scale, title
+        self._cmap, self._scale, self._title, self._quantity = cmap, scale, title, quantity
         if not self._repool(sync) and self._mosaic is not None:
             self._draw()
 
@@ -128,8 +138,8 @@ class GridPlot(LayerHeadMap):
     def _draw(self) -> None:
         drawn, levels = apply_scale(self._mosaic, self._scale)
         L, H = self._full.shape[:2]
-        label = BAR_LABELS[self._scale] + (" (first key hidden)" if self._hide_first else "")
-        self.set_image(drawn, (L, H), levels, self._cmap, self._title, label)
+        self.set_image(drawn, (L, H), levels, self._cmap, self._title,
+                       bar_label(self._scale, self._hide_first, self._quantity))
 
     def hover_text(self, layer: int, head: int) -> str:
         return super().hover_text(layer, head) + "\nclick: select · double-click: open"

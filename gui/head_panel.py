@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import SCALE_LABELS, SCALES
 
-from .figures import BAR_LABELS, COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, settle_layout
+from .figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, bar_label, settle_layout  # noqa: F401
 from .lens_data import VALUE_NORMS, LensData
 from .view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
 
@@ -57,34 +57,34 @@ def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
         shortcut.activated.connect(lambda s=step: state.move_selection(*s))
 
 
-def hover_text(tokens, cell) -> str:
-    """The hover line for ``cell`` = (query, key, value as drawn) from HeadPlot.cell_hovered; plain text."""
+def hover_text(tokens, cell, causal: bool = True, raw: float | None = None) -> str:
+    """The hover line for ``cell`` = (query, key, value as drawn) from HeadPlot.cell_hovered; plain text.
+
+    ``causal``: a key after its query is the model's mask (an encoder masks nothing). ``raw``: the
+    model's own weight of the cell when the map shows it renormalised (first key hidden)."""
     if cell is None:
         return " "
     q, k, value = cell
     where = f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
-    if k > q:
+    if causal and k > q:
         return f"{where}: masked (a future token)"
     if value is None or not math.isfinite(value):
         return f"{where}: hidden (first key)"
+    if raw is not None:
+        return f"{where}: {value:.3f} renormalised without the first key (raw weight {raw:.3f})"
     return f"{where}: {value:.3f}"
 
 
-def value_hover_text(tokens, cell, attention: float, key_norm: float) -> str:
+def value_hover_text(tokens, cell, attention: float, key_norm: float, causal: bool = True) -> str:
     """The hover line in the value-weighted view: the share as drawn, then A, ‖f_h(x_j)‖ and the raw N."""
     if cell is None:
         return " "
     q, k, value = cell
-    if k > q or value is None or not math.isfinite(value):
-        return hover_text(tokens, cell)
+    if (causal and k > q) or value is None or not math.isfinite(value):
+        return hover_text(tokens, cell, causal)  # the mask, or the hidden first key
     where = f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
     return (f"{where}: share {value:.3f} of the row · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} "
             f"= {attention * key_norm:.4g}")
-
-
-def bar_label(scale: str, hide_first: bool, quantity: str) -> str:
-    """The colour bar's label for ``quantity`` drawn on ``scale`` (as the head plot writes it for weights)."""
-    return BAR_LABELS[scale].replace("weight", quantity) + (" (first key hidden)" if hide_first else "")
 
 
 class KeyNormStrip:
@@ -140,15 +140,16 @@ def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, la
     """Draw head ``layer``.``head`` of the state's result as the state says (weights, or value-weighted when
     its value norms are there); returns what was drawn ("weights" or "value-weighted")."""
     r, values = state.result, state.lens(VALUE_NORMS)
+    causal = bool(getattr(r, "causal", True))
     if state.attention_view == "value-weighted" and values is not None:
         figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
-                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first)
-        figure.colorbar.axis.setLabel(bar_label(state.scale, state.hide_first, "share of row N"))
+                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=causal,
+                        quantity="share of row N")
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
         return "value-weighted"
     figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
-                    hide_first=state.hide_first)
+                    hide_first=state.hide_first, causal=causal)
     if strip is not None:
         strip.set_norms(None)
     return "weights"
@@ -261,9 +262,13 @@ class HeadPanel(QtWidgets.QWidget):
             q, k = cell[0], cell[1]
             attention = float(s.result.attentions[s.layer, s.head, q, k])
             key_norm = float(s.lens(VALUE_NORMS).key_norms[s.layer, s.head, k])
-            self.hover_label.setText(value_hover_text(s.result.tokens, cell, attention, key_norm))
+            self.hover_label.setText(value_hover_text(s.result.tokens, cell, attention, key_norm,
+                                                      bool(getattr(s.result, "causal", True))))
         else:
-            self.hover_label.setText(hover_text(s.result.tokens, cell))
+            raw = None
+            if s.hide_first and cell is not None and math.isfinite(cell[2]):
+                raw = float(s.result.attentions[s.layer, s.head, cell[0], cell[1]])
+            self.hover_label.setText(hover_text(s.result.tokens, cell, bool(getattr(s.result, "causal", True)), raw))
 
     def offscreen_figure(self):
         """A fresh export figure of the head shown (the caller disposes it)."""

@@ -54,6 +54,7 @@ class LayerHeadMap(ZoomableFigure):
         if colorbar:
             self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
             self.colorbar.setImageItem(self.image, insert_in=self.plot)
+            self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
         self.shape = (0, 0)  # (layers, heads)
         self.selected: tuple[int, int] | None = None
         self.badge_values: np.ndarray | None = None

@@ -2,24 +2,41 @@
 
 It emits ``load_requested(source)`` and ``open_folder_requested``; the window sends loads to the
 worker and tells the bar what happened (``loading``, ``progress``, ``loaded``, ``load_failed``). A
-folder appears in the Model list only once it has loaded. Hub models say whether they are
-downloaded and how big they are; picking one that is not asks before downloading.
+folder appears in the Model list only once it has loaded. The list is grouped by family (GPT-2,
+Llama-style, GPT-NeoX, BERT-style: a header row each, not selectable); hub models say how big they
+are (from ``loading.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
+picking one that is not asks before downloading. ``minilm`` (all-MiniLM-L6-v2 from an optional
+package) says when it is not installed, and how to install it.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.loading import BUNDLED, HUB_MODELS
+from analysis.loading import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
 
 OPEN_FOLDER = "Open folder…"
-#: parameters and download size of each hub model (safetensors weights)
-HUB_SIZES = {"gpt2": ("124 M", "550 MB"), "distilgpt2": ("82 M", "350 MB"), "gpt2-medium": ("355 M", "1.5 GB"),
-             "gpt2-large": ("774 M", "3.2 GB"), "gpt2-xl": ("1.5 B", "6.4 GB")}
+#: parameters and download size of each hub model (safetensors weights), from the loading table
+HUB_SIZES = {m.name: (m.parameters, m.download) for m in HUB_MODEL_TABLE}
+#: the family the packaged MiniLM is listed under
+MINILM_FAMILY = "BERT-style encoder"
 BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "
                        "4,096-token vocabulary and a 256-token context (not OpenAI's GPT-2; see Help → Model card)")
+
+
+def minilm_installed() -> bool:
+    from analysis.loading import minilm_folder
+
+    return minilm_folder() is not None
+
+
+def hub_label(name: str, cached: bool) -> str:
+    """A hub model's line in the list: the name, its parameters when known, and whether it is downloaded."""
+    params = HUB_SIZES.get(name, ("", ""))[0]
+    return " · ".join(part for part in (name, f"{params} params" if params else "",
+                                        "downloaded" if cached else "not downloaded") if part)
 
 
 def hub_cached(name: str) -> bool:
@@ -28,9 +45,12 @@ def hub_cached(name: str) -> bool:
     return is_cached(name)
 
 
-def ask(parent, title: str, text: str) -> bool:
-    """A yes/no question (tests replace ``ModelBar.ask``)."""
+def ask(parent, title: str, text: str, info: bool = False) -> bool:
+    """A yes/no question, or with ``info`` a message with OK (tests replace ``ModelBar.ask``)."""
     buttons = QtWidgets.QMessageBox.StandardButton
+    if info:
+        QtWidgets.QMessageBox.information(parent, title, text)
+        return True
     return QtWidgets.QMessageBox.question(parent, title, text, buttons.Yes | buttons.No, buttons.Yes) == buttons.Yes
 
 
@@ -49,8 +69,16 @@ class ModelBar(QtWidgets.QToolBar):
         self.model_choice = QtWidgets.QComboBox()
         self.model_choice.addItem("bundled (demo model)", BUNDLED)
         self.model_choice.setItemData(0, BUNDLED_DESCRIPTION, QtCore.Qt.ItemDataRole.ToolTipRole)
-        for name in HUB_MODELS:
-            self.model_choice.addItem(name, name)
+        families = list(dict.fromkeys(m.family for m in HUB_MODEL_TABLE))
+        for family in families:
+            self.model_choice.insertSeparator(self.model_choice.count())
+            self._add_header(family)
+            for model in HUB_MODEL_TABLE:
+                if model.family == family:
+                    self.model_choice.addItem(model.name, model.name)
+            if family == MINILM_FAMILY:
+                self.model_choice.addItem(MINILM, MINILM)
+        self.model_choice.insertSeparator(self.model_choice.count())
         self.model_choice.addItem(OPEN_FOLDER, OPEN_FOLDER)
         self.model_choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_choice.setMinimumContentsLength(18)
@@ -87,21 +115,44 @@ class ModelBar(QtWidgets.QToolBar):
         self.addWidget(self.progress_label)
 
     # ----------------------------------------------------------------- the model list
+    def _add_header(self, title: str) -> None:
+        """A family's title in the list: bold, neither selectable nor enabled."""
+        self.model_choice.addItem(title, None)
+        item = self.model_choice.model().item(self.model_choice.count() - 1)
+        item.setFlags(QtCore.Qt.ItemFlag.NoItemFlags)
+        font = QtGui.QFont(item.font())
+        font.setBold(True)
+        item.setFont(font)
+
     def refresh_cached(self) -> None:
-        """Label every hub model with its size and whether it is downloaded (looks at the cache only)."""
+        """Label every hub model with its size and whether it is downloaded (looks at the cache only), and
+        say whether the packaged MiniLM is installed."""
         for name in HUB_MODELS:
             index = self.model_choice.findData(name)
-            params, download = HUB_SIZES.get(name, ("?", "?"))
+            params, download = HUB_SIZES.get(name, ("", ""))
             cached = hub_cached(name)
-            self.model_choice.setItemText(index, f"{name} · {params} params · {'downloaded' if cached else 'not downloaded'}")
+            self.model_choice.setItemText(index, hub_label(name, cached))
+            size = f"{params} parameters; " if params else ""
             self.model_choice.setItemData(
-                index, f"{name}: {params} parameters; " + ("in the local cache" if cached else
-                                                           f"not downloaded yet ({download} to download)"),
+                index, f"{name}: {size}" + ("in the local cache" if cached else
+                                            f"not downloaded yet ({download} to download)" if download
+                                            else "not downloaded yet"),
                 QtCore.Qt.ItemDataRole.ToolTipRole)
+        index = self.model_choice.findData(MINILM)
+        installed = minilm_installed()
+        self.model_choice.setItemText(index, "minilm · all-MiniLM-L6-v2 · 22.7 M params · "
+                                      + ("installed" if installed else "not installed (make minilm)"))
+        self.model_choice.setItemData(index, "all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) from an optional package"
+                                      if installed else MINILM_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
 
     def current_source(self) -> str:
         data = self.model_choice.currentData()
         return self.loaded_source or BUNDLED if data in (None, OPEN_FOLDER) else str(data)
+
+    def sources(self) -> list[str]:
+        """Every model the list offers, in order (headers and Open folder… left out)."""
+        items = (self.model_choice.itemData(i) for i in range(self.model_choice.count()))
+        return [str(d) for d in items if d not in (None, OPEN_FOLDER)]
 
     def show_source(self, source: str) -> None:
         """Select ``source`` in the list, adding a folder that has loaded (never one that has not)."""
@@ -114,15 +165,22 @@ class ModelBar(QtWidgets.QToolBar):
 
     def _model_chosen(self, index: int) -> None:
         source = self.model_choice.itemData(index)
+        if source is None:  # a family's header
+            self._show_loaded()
+            return
         if source == OPEN_FOLDER:
             self._show_loaded()
             self.open_folder_requested.emit()
             return
         source = str(source)
+        if source == MINILM and not minilm_installed():
+            self._show_loaded()
+            self.ask(self, "all-MiniLM-L6-v2 is not installed", MINILM_MISSING, info=True)
+            return
         if source in HUB_MODELS and not hub_cached(source):
-            download = HUB_SIZES.get(source, ("?", "?"))[1]
-            if not self.ask(self, "Download a model",
-                            f"{source} is not downloaded yet. Download it now ({download})?"):
+            download = HUB_SIZES.get(source, ("", ""))[1]
+            if not self.ask(self, "Download a model", f"{source} is not downloaded yet. Download it now"
+                            + (f" ({download})?" if download else "?")):
                 self._show_loaded()
                 return
         self.load_requested.emit(source)

@@ -18,23 +18,29 @@ def is_dark() -> bool:
 class NoteBar(QtWidgets.QFrame):
     """A note across the window (info, warning or error) with optional action buttons.
 
-    The text is plain text (never HTML): messages quote file names and tokens as they are."""
+    The text is plain text (never HTML): messages quote file names and tokens as they are. With
+    ``one_line`` the note takes one line, elided ("…") to the width it has, and its tooltip holds the
+    whole text (the first-start note must not take the plots' room on a laptop); otherwise it wraps."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, one_line: bool = False):
         super().__init__(parent)
+        self.one_line = one_line
+        self._text = ""
         self.setFrameShape(QtWidgets.QFrame.Shape.StyledPanel)
-        self.label = QtWidgets.QLabel()
+        self.label = QtWidgets.QLabel(self)
         self.label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
-        self.label.setWordWrap(True)
+        self.label.setWordWrap(not one_line)
         self.label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        if one_line:
+            self.label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         self.buttons = QtWidgets.QHBoxLayout()
-        close = QtWidgets.QToolButton()
+        close = QtWidgets.QToolButton(self)
         close.setText("✕")
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
         close.clicked.connect(self.hide)
         layout = QtWidgets.QHBoxLayout(self)
-        layout.setContentsMargins(8, 4, 4, 4)
+        layout.setContentsMargins(8, 1, 2, 1)
         layout.addWidget(self.label, 1)
         layout.addLayout(self.buttons)
         layout.addWidget(close)
@@ -45,7 +51,9 @@ class NoteBar(QtWidgets.QFrame):
         bg, fg = NOTE_COLOURS[kind]
         self.setStyleSheet(f"NoteBar {{ background: {bg}; border: 1px solid {fg}33; border-radius: 4px; }}"
                            f"QLabel {{ color: {fg}; }}")
-        self.label.setText(text)
+        self._text = text
+        self.label.setToolTip(text if self.one_line else "")
+        self._fit_text()
         while self.buttons.count():
             item = self.buttons.takeAt(0)
             if item.widget():
@@ -55,6 +63,22 @@ class NoteBar(QtWidgets.QFrame):
             button.clicked.connect(lambda _=False, c=callback: c())
             self.buttons.addWidget(button)
         self.show()
+
+    def text(self) -> str:
+        """The whole text of the note (the label may show it elided)."""
+        return self._text
+
+    def _fit_text(self) -> None:
+        if not self.one_line:
+            self.label.setText(self._text)
+            return
+        line = " ".join(self._text.split())
+        self.label.setText(self.label.fontMetrics().elidedText(line, QtCore.Qt.TextElideMode.ElideRight,
+                                                               max(40, self.label.width())))
+
+    def resizeEvent(self, event):  # noqa: N802
+        super().resizeEvent(event)
+        QtCore.QTimer.singleShot(0, self, self._fit_text)  # after the layout has given the label its width
 
     def action_buttons(self) -> list[QtWidgets.QPushButton]:
         return [self.buttons.itemAt(i).widget() for i in range(self.buttons.count())

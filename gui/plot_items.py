@@ -58,7 +58,8 @@ class HoverImage(pg.ImageItem):
     an item's tooltip when Qt asks for one, so it stays while the pointer rests; a tooltip set on the
     widget is hidden by the scene at Qt's ~0.7 s tooltip wake-up) and is shown at once.
     ``on_hover(cell)`` is called after the tooltip is up to date; ``on_click(cell)`` on a left click,
-    ``on_double(cell)`` on a double-click. ``cell`` is (row, column) in image pixels, or None."""
+    ``on_double(cell)`` on a double-click. ``cell`` is (row, column) in image pixels, or None.
+    After a zoom or pan under a resting pointer, :meth:`refresh_hover` reports the cell now under it."""
 
     def __init__(self, text_for=None, on_hover=None, on_click=None, on_double=None, **kwargs):
         super().__init__(axisOrder="row-major", **kwargs)
@@ -68,6 +69,7 @@ class HoverImage(pg.ImageItem):
         self.on_double = on_double
         self.setAcceptHoverEvents(True)
         self.cell_now: tuple[int, int] | None = None
+        self.pointer: QtCore.QPointF | None = None  # where the pointer rests, in scene coordinates (None: outside)
 
     def _cell(self, pos) -> tuple[int, int] | None:
         if self.image is None:
@@ -77,7 +79,19 @@ class HoverImage(pg.ImageItem):
         return (row, col) if 0 <= row < h and 0 <= col < w else None
 
     def hoverEvent(self, ev):  # noqa: N802
+        self.pointer = None if ev.isExit() else QtCore.QPointF(ev.scenePos())
         self.hover_cell(None if ev.isExit() else self._cell(ev.pos()))
+
+    def refresh_hover(self) -> None:
+        """The view moved under a resting pointer (wheel zoom, pan): report the cell that is under it now."""
+        if self.pointer is None or self.image is None:
+            return
+        view = self.getViewBox()
+        if view is not None:
+            view.updateMatrix()  # the view's transform follows a new range lazily
+        cell = self._cell(self.mapFromScene(self.pointer))
+        if cell != self.cell_now:
+            self.hover_cell(cell)
 
     def hover_cell(self, cell: tuple[int, int] | None) -> None:
         """Update the tooltip for ``cell`` (also after new data under a resting pointer), then report it."""
@@ -168,6 +182,13 @@ class ZoomableFigure(pg.GraphicsLayoutWidget):
         self.reset_button.clicked.connect(self.reset_view)
         self.reset_button.setVisible(False)
         self.plot.getViewBox().sigRangeChangedManually.connect(lambda *_: self.reset_button.setVisible(True))
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.refresh_hover())
+
+    def refresh_hover(self) -> None:
+        """After a zoom or pan, every hover image reports the cell now under the resting pointer."""
+        for item in self.plot.items:
+            if isinstance(item, HoverImage):
+                item.refresh_hover()
 
     def reset_view(self) -> None:
         self.plot.getViewBox().reset_view()

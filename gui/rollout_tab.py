@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from .figures import HeadPlot, apply_theme
-from .head_panel import bar_label, hover_text, show_focus_ring
+from .head_panel import hover_text, show_focus_ring
 from .lens_data import ROLLOUT, LensData
 from .view_state import ViewState
 
@@ -109,8 +109,8 @@ class RolloutTab(QtWidgets.QWidget):
 
     def _draw(self, figure: HeadPlot, r, title: str) -> None:
         s = self.state
-        figure.set_head(r[s.layer], s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first)
-        figure.colorbar.axis.setLabel(bar_label(s.scale, s.hide_first, "rollout R"))
+        figure.set_head(r[s.layer], s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
+                        causal=bool(getattr(s.result, "causal", True)), quantity="rollout R")
         figure.plot.setLabel("bottom", "input token")
 
     def _hovered(self, cell) -> None:
@@ -118,8 +118,10 @@ class RolloutTab(QtWidgets.QWidget):
         if s.result is None or cell is None:
             self.hover_label.setText(" ")
             return
-        text = hover_text(s.result.tokens, cell)
-        self.hover_label.setText(text.replace("→ key", "draws on input", 1) if cell[1] <= cell[0] else text)
+        causal = bool(getattr(s.result, "causal", True))
+        text = hover_text(s.result.tokens, cell, causal)
+        self.hover_label.setText(text.replace("→ key", "draws on input", 1) if not (causal and cell[1] > cell[0])
+                                 else text)
 
     def offscreen_figure(self):
         """A fresh export figure of the rollout shown (the caller disposes it); None before it is computed."""

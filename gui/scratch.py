@@ -16,6 +16,7 @@ from .scratch_lab import CostPage, ScalingPage
 from .scratch_parity import ErrorMap, ParityPage, pass_badge  # noqa: F401
 from .scratch_steps import MASKED_TEXT, MatrixView, StepsPage, fmt, matrix_table  # noqa: F401
 
+STATUS_MAX_PX = 300  # the status beside the tabs never widens the panel past this
 REQUEST_DELAY_MS = 150  # a burst of selection changes (arrow keys held) sends one request
 
 
@@ -32,7 +33,9 @@ class ScratchPanel(QtWidgets.QTabWidget):
         self.dtype_choice = QtWidgets.QComboBox()
         self.dtype_choice.addItems(["float32", "float64"])
         self.dtype_choice.setToolTip("Precision of the numpy recomputation")
-        self.status = QtWidgets.QLabel("Run a text to see the arithmetic of the selected head.")
+        self.status = QtWidgets.QLabel("no text run yet")
+        self.status.setToolTip("Run a text to see the arithmetic of the selected head.")
+        self.status.setMaximumWidth(STATUS_MAX_PX)  # a long error is cut here (whole in the tooltip)
         corner = QtWidgets.QWidget()
         corner_layout = QtWidgets.QHBoxLayout(corner)
         corner_layout.setContentsMargins(0, 0, 4, 0)
@@ -122,18 +125,24 @@ class ScratchPanel(QtWidgets.QTabWidget):
             return
         message = getattr(failure, "message", args[-1] if len(args) > 1 else str(failure))
         self._key = None  # ask again on the next change
-        self.status.setText(f"could not compute: {message}")
+        text = f"could not compute: {message}"
+        self.status.setText(self.status.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight,
+                                                                 STATUS_MAX_PX))
+        self.status.setToolTip(text)
 
     def show_data(self, data) -> None:
         """``data``: a :class:`~gui.scratch_data.ScratchData` from the worker."""
         cmap = self.state.colormap
         for view in self.steps.views.values():
             view.cmap = cmap
-        self.steps.set_data(data.result, data.recomputation, data.head)
+        self.steps.set_data(data.result, data.recomputation, data.head, data.weights)
         self.parity.set_data(data.result, data.recomputation, data.report, data.head, cmap)
-        r = data.result
-        self.cost.set_data(r.n_tokens, data.recomputation.x.shape[1], r.n_head, r.n_layer, data.params_counted)
-        self.status.setText(f"layer {data.recomputation.layer}, head {data.head}")
+        r, rec = data.result, data.recomputation
+        n_kv = int(rec.kv_head_of.max()) + 1 if getattr(rec, "kv_head_of", None) is not None else r.n_head
+        self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,
+                           n_kv_head=n_kv, d_head=rec.q.shape[-1], causal=bool(getattr(r, "causal", True)))
+        self.status.setText(f"layer {rec.layer}, head {data.head}")
+        self.status.setToolTip(self.status.text())
         if self.state.query_row is not None and self.state.query_row < r.n_tokens:
             self.steps.focus_query(self.state.query_row)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from analysis.lab import attention_cost, scaling_experiment
+from analysis.lab import attention_cost, format_bytes, scaling_experiment
 
 
 # ============================================================================= √d_k lab
@@ -37,9 +37,11 @@ class ScalingPage(QtWidgets.QWidget):
         top.addWidget(self.seed_spin)
         top.addStretch(1)
         layout = QtWidgets.QVBoxLayout(self)
-        layout.addWidget(QtWidgets.QLabel(
+        lesson = QtWidgets.QLabel(
             "q and k are sampled from a standard normal; q·k then has variance d_k. Dividing by √d_k brings it back "
-            "to 1 and keeps the softmax out of its saturated, nearly one-hot regime."))
+            "to 1 and keeps the softmax out of its saturated, nearly one-hot regime.")
+        lesson.setWordWrap(True)  # a long line would set the whole panel's minimum width
+        layout.addWidget(lesson)
         layout.addLayout(top)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.numbers)
@@ -83,9 +85,13 @@ class CostPage(QtWidgets.QWidget):
         layout.addWidget(self.table, 1)
         layout.addWidget(self.note)
 
-    def set_data(self, n_tokens: int, d_model: int, n_head: int, n_layer: int, params_counted: int) -> None:
-        now = attention_cost(n_tokens, d_model, n_head, n_layer, params_counted)
-        doubled = attention_cost(2 * n_tokens, d_model, n_head, n_layer, params_counted)
+    def set_data(self, n_tokens: int, d_model: int, n_head: int, n_layer: int, params_counted: int,
+                 n_kv_head: int | None = None, d_head: int | None = None, causal: bool = True) -> None:
+        """The table for n and 2n tokens; ``n_kv_head`` < ``n_head`` with grouped-query attention."""
+        kw = dict(n_kv_head=n_kv_head, d_head=d_head)
+        now = attention_cost(n_tokens, d_model, n_head, n_layer, params_counted, **kw)
+        doubled = attention_cost(2 * n_tokens, d_model, n_head, n_layer, params_counted, **kw)
+        self.cost = now
         rows_now, rows_doubled = now.as_rows(), doubled.as_rows()
         self.table.setRowCount(len(rows_now))
         self.table.setColumnCount(3)
@@ -96,9 +102,27 @@ class CostPage(QtWidgets.QWidget):
                 item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEditable)
                 self.table.setItem(i, j, item)
         self.table.resizeColumnsToContents()
-        diff = params_counted - now.params_per_layer_formula
-        self.note.setText(
-            f"The weights hold {params_counted:,} parameters per attention layer: 4·d² = "
-            f"{now.params_per_layer_formula:,} plus {diff:,} biases (4·d = {4 * d_model:,}) — the heads share the d-wide "
-            f"budget, so it does not grow with the number of heads. Doubling n multiplies the score memory and the "
-            f"QKᵀ and weights·V FLOPs by 4; the projections only by 2.")
+        h, g, dk = now.n_head, now.n_kv_head, now.d_head
+        biases = params_counted - now.params_per_layer_formula
+        parts = [f"The weights hold {params_counted:,} parameters per attention layer: "
+                 f"{now.params_per_layer_formula:,} in the four projections"
+                 + (f" plus {biases:,} in biases." if biases > 0 else " (no biases).")]
+        if now.grouped:
+            parts.append(
+                f"Grouped-query attention: {h} query heads share {g} key/value heads ({h // g} each), so W_K and W_V "
+                f"are d × g·dk = {d_model} × {g * dk} instead of {d_model} × {h * dk}: "
+                f"{now.params_per_layer_formula:,} instead of {now.params_per_layer_formula_without_gqa:,} "
+                f"parameters, and the KV cache holds {g} keys and values per token and layer instead of {h} "
+                f"({format_bytes(now.kv_cache_bytes_total)} instead of "
+                f"{format_bytes(now.kv_cache_bytes_total_without_gqa)} at n = {n_tokens}).")
+        else:
+            parts.append("The heads share the d-wide budget, so the parameters do not grow with the number of heads.")
+        if causal:
+            parts.append("A KV cache is what a decoder keeps while it generates: each new token's keys and values, "
+                         "so earlier tokens are not projected again; it grows linearly with n.")
+        else:
+            parts.append("An encoder reads the whole text at once and keeps no KV cache; the row shows what one "
+                         "would hold.")
+        parts.append("Doubling n multiplies the score memory and the QKᵀ and weights·V FLOPs by 4; the projections "
+                     "and the KV cache only by 2.")
+        self.note.setText(" ".join(parts))

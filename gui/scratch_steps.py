@@ -1,5 +1,6 @@
-"""From scratch → Steps: the selected head's attention recomputed in numpy, one small heatmap per
-step (ln_1, Q, K, V, QKᵀ, ÷√d_k, mask, softmax, weights·V), each cell explained on hover, and the
+"""From scratch → Steps: the selected head's attention recomputed in numpy by its family's own steps,
+one small heatmap per step (the norm, Q, K, V, the rotation by position for rotary families, QKᵀ,
+the scale, the mask unless an encoder, softmax, weights·V), each cell explained on hover, and the
 walkthrough of one query row. The page scrolls with the wheel; Ctrl+wheel zooms a plot.
 """
 from __future__ import annotations
@@ -96,8 +97,33 @@ def matrix_table(values: np.ndarray, row_labels, col_labels, digits: int = 4,
 
 
 
+#: The family's recompute steps (FamilyRecomputation.steps) as the info line names them.
+STEP_NAMES = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm", "project_qkv": "fused c_attn → Q, K, V",
+              "project_q_k_v": "W_Q, W_K, W_V", "project_qkv_per_head": "fused QKV (per head) → Q, K, V",
+              "split_heads": "split heads", "rotate": "rotate q, k by position",
+              "rotate_partial": "rotate the first dims of q, k by position",
+              "repeat_kv": "repeat K, V for the query heads", "scores": "QKᵀ", "scale": "scale",
+              "causal_mask": "mask", "softmax": "softmax", "mix_values": "weights·V", "merge_heads": "merge heads",
+              "output_projection": "W_O"}
+VIEW_MIN_WIDTH = 170
+COLUMN_PX = 230  # a column of small heatmaps per this many pixels of page width (2 to 5 columns)
+
+
+def norm_title(rec, weights=None) -> str:
+    """What enters attention, named the family's way."""
+    if "rms_norm" in rec.steps:
+        return "input after RMSNorm"
+    if "layer_norm" in rec.steps:
+        return "input after ln_1 (LayerNorm)" if rec.family == "gpt2" else "input after LayerNorm"
+    return "block input (post-LN: no norm)"
+
+
 class StepsPage(QtWidgets.QWidget):
-    """The selected head's attention, step by step, from the layer's input."""
+    """The selected head's attention, step by step, from the layer's input, in the steps of its model's family:
+    the norm (LayerNorm, RMSNorm, none for post-LN encoders), Q/K/V, the rotation of q and k by position
+    (rotary families), which key/value head the query head reads (grouped-query attention), scores, scale,
+    the mask (causal, sliding window; none for encoders), softmax, weights·V. Every cell's hover names its
+    query and key (or token and dimension) and how it was made."""
 
     query_chosen = QtCore.Signal(int)  # the user picked a query row to follow
 
@@ -105,59 +131,169 @@ class StepsPage(QtWidgets.QWidget):
         super().__init__(parent)
         self.rec = None
         self.result = None
+        self.weights = None  # AttentionWeights of the layer (rotary base, norm), when given
         self.head = 0
         self.query_choice = QtWidgets.QComboBox()
+        self.query_choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.query_choice.setMinimumContentsLength(12)
         self.query_choice.currentIndexChanged.connect(self._query_changed)
         self.query_choice.activated.connect(self.query_chosen)  # only a user's choice, not focus_query's
         self.info = QtWidgets.QLabel()
         self.info.setWordWrap(True)
+        self.info.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.info.setMinimumWidth(200)
         self.views = {
-            "x_ln": MatrixView("1. input after ln_1", self._explain_plain("x_ln")),
-            "q": MatrixView("2. Q (this head)", self._explain_plain("q")),
-            "k": MatrixView("2. K (this head)", self._explain_plain("k")),
-            "v": MatrixView("2. V (this head)", self._explain_plain("v")),
-            "scores": MatrixView("3. scores QKᵀ", self._explain_score),
-            "scaled": MatrixView("4. scaled QKᵀ/√d_k", self._explain_scaled),
-            "masked": MatrixView("5. causal mask", self._explain_masked),
-            "weights": MatrixView("6. softmax weights", self._explain_weight),
-            "out": MatrixView("7. output = weights·V", self._explain_output),
+            "x_ln": MatrixView("input after ln_1", self._explain_input),
+            "q": MatrixView("Q (this head)", self._explain_plain("q")),
+            "k": MatrixView("K (this head)", self._explain_plain("k")),
+            "v": MatrixView("V (this head)", self._explain_plain("v")),
+            "angles": MatrixView("rotation angle θ", self._explain_angle),
+            "q_rot": MatrixView("Q rotated by position", self._explain_rotated("q")),
+            "k_rot": MatrixView("K rotated by position", self._explain_rotated("k")),
+            "scores": MatrixView("scores QKᵀ", self._explain_score),
+            "scaled": MatrixView("scaled QKᵀ/√d_k", self._explain_scaled),
+            "masked": MatrixView("causal mask", self._explain_masked),
+            "weights": MatrixView("softmax weights", self._explain_weight),
+            "out": MatrixView("output = weights·V", self._explain_output),
         }
-        grid = QtWidgets.QGridLayout()
-        for index, view in enumerate(self.views.values()):
-            grid.addWidget(view, index // 5, index % 5)
+        for view in self.views.values():
+            view.setMinimumWidth(VIEW_MIN_WIDTH)
+        self.shown_views: list[str] = list(self.views)  # in order, numbered
+        self.grid = QtWidgets.QGridLayout()
+        self._columns = 0
+        self._lay_out_views(self._columns_for(self.width()))
         self.focus_table = QtWidgets.QTableWidget()  # as tall as its rows: the page scrolls, not the table
         self.focus_table.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.focus_table.setSizeAdjustPolicy(QtWidgets.QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self.focus_table.setMinimumWidth(200)
         self.focus_label = QtWidgets.QLabel()
         self.focus_label.setWordWrap(True)
-        top = QtWidgets.QHBoxLayout()
-        top.addWidget(self.info, 1)
-        top.addWidget(QtWidgets.QLabel("Follow query token:"))
-        top.addWidget(self.query_choice)
+        self.focus_label.setMinimumWidth(200)
+        follow = QtWidgets.QHBoxLayout()
+        follow.addWidget(QtWidgets.QLabel("Follow query token:"))
+        follow.addWidget(self.query_choice)
+        follow.addStretch(1)
         layout = QtWidgets.QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addLayout(grid)
+        layout.addWidget(self.info)
+        layout.addLayout(follow)
+        layout.addLayout(self.grid)
         layout.addWidget(self.focus_label)
         layout.addWidget(self.focus_table)
         layout.addStretch(1)
 
-    def set_data(self, result, rec, head: int) -> None:
-        self.result, self.rec, self.head = result, rec, head
-        h = head
-        n = result.n_tokens
+    # ---- layout: as many columns of small heatmaps as the width holds
+    @staticmethod
+    def _columns_for(width: int) -> int:
+        return max(2, min(5, width // COLUMN_PX))
+
+    def _lay_out_views(self, columns: int) -> None:
+        self._columns = columns
+        for view in self.views.values():
+            self.grid.removeWidget(view)
+            view.setVisible(False)
+        for index, name in enumerate(self.shown_views):
+            self.grid.addWidget(self.views[name], index // columns, index % columns)
+            self.views[name].setVisible(True)
+
+    def resizeEvent(self, ev):  # noqa: N802
+        super().resizeEvent(ev)
+        columns = self._columns_for(ev.size().width())
+        if columns != self._columns:
+            self._lay_out_views(columns)
+
+    # ---- data
+    @property
+    def kv_head(self) -> int:
+        return int(self.rec.kv_head_of[self.head]) if self.rec is not None else 0
+
+    def set_data(self, result, rec, head: int, weights=None) -> None:
+        """Show head ``head`` of ``rec`` (a FamilyRecomputation, or GPT-2's LayerRecomputation);
+        ``weights``: the layer's AttentionWeights, for the rotary base and the norm in the hovers."""
+        self.result, self.rec, self.head, self.weights = result, rec, head, weights
+        h, n = head, result.n_tokens
+        steps = tuple(getattr(rec, "steps", ()) or ("layer_norm", "causal_mask"))
+        family = getattr(rec, "family", "gpt2")
+        rotary = getattr(rec, "rotary_dim", 0) > 0 and getattr(rec, "angles", None) is not None
+        causal = bool(getattr(rec, "causal", True))
+        window = getattr(rec, "sliding_window", None)
+        masked = causal or window is not None
+        kv_of = getattr(rec, "kv_head_of", None)
+        n_kv = int(kv_of.max()) + 1 if kv_of is not None else rec.q.shape[0]
+        g = self.kv_head
+        grouped = n_kv < rec.q.shape[0]
         d_k = rec.q.shape[-1]
-        self.info.setText(
-            f"Layer {rec.layer}, head {head}: n = {n} tokens, d_model = {rec.x.shape[1]}, d_k = {d_k}, "
-            f"√d_k = {math.sqrt(d_k):.4f} (scale {rec.scale:.6g}). Hover a cell to see how it was made.")
-        self.views["x_ln"].set_matrix(rec.x_ln, " (n × d_model)")
-        self.views["q"].set_matrix(rec.q[h], " (n × d_k)")
-        self.views["k"].set_matrix(rec.k[h], " (n × d_k)")
-        self.views["v"].set_matrix(rec.v[h], " (n × d_k)")
-        self.views["scores"].set_matrix(rec.scores[h], " (n × n)")
-        self.views["scaled"].set_matrix(rec.scaled[h], f" (÷ √d_k = {math.sqrt(d_k):.3f})")
-        self.views["masked"].set_matrix(rec.masked[h], f" (future keys → {MASKED_TEXT})")
-        self.views["weights"].set_matrix(rec.weights[h], " (rows sum to 1)")
-        self.views["out"].set_matrix(rec.head_outputs[h], " (n × d_k)")
+        q0 = getattr(rec, "q_before_rotation", rec.q)
+        k0 = getattr(rec, "k_before_rotation", None)
+        k_head = k0[g] if k0 is not None else rec.k[h]
+        v_head = rec.v_per_kv_head[g] if hasattr(rec, "v_per_kv_head") else rec.v[h]
+
+        names = ["x_ln", "q", "k", "v"] + (["angles", "q_rot", "k_rot"] if rotary else []) + ["scores", "scaled"]
+        names += (["masked"] if masked else []) + ["weights", "out"]
+        shared = f"; for Q heads {self._sharing(g)}" if grouped else ""
+        kv = f"K/V head {g}" if grouped else f"head {h}"
+        titles = {
+            "x_ln": norm_title(rec, weights),
+            "q": f"Q{' before rotation' if rotary else ''} (head {h})",
+            "k": f"K{' before rotation' if rotary else ''} ({kv})",
+            "v": f"V ({kv})",
+            "angles": "rotation angle θ",
+            "q_rot": "Q rotated by position",
+            "k_rot": f"K rotated ({kv})",
+            "scores": "scores QKᵀ",
+            "scaled": "scaled QKᵀ/√d_k" if math.isclose(rec.scale, 1 / math.sqrt(d_k), rel_tol=1e-6)
+                      else "scaled QKᵀ·scale",
+            "masked": ("causal mask" if causal else "mask")
+                      + (f" + sliding window of {window}" if window is not None else ""),
+            "weights": "softmax weights",
+            "out": "output = weights·V",
+        }
+        if names != self.shown_views:
+            self.shown_views = names
+            self._lay_out_views(self._columns_for(self.width()))
+        for index, name in enumerate(names):
+            self.views[name].title = f"{index + 1}. {titles[name]}"
+        mask_note = ("future keys" if causal else "") + (" and keys outside the window" if window is not None else "")
+        data = {
+            "x_ln": (rec.x_ln, " (n × d_model)"),
+            "q": (q0[h], " (n × d_k)"),
+            "k": (k_head, f" (n × d_k{shared})"),
+            "v": (v_head, f" (n × d_k{shared})"),
+            "scores": (rec.scores[h], " (n × n)"),
+            "scaled": (rec.scaled[h], f" (× {rec.scale:.4g} = ÷ √d_k = {math.sqrt(d_k):.3f})"
+                       if "√" in titles["scaled"] else f" (× {rec.scale:.4g})"),
+            "masked": (rec.masked[h], f" ({mask_note} → {MASKED_TEXT})"),
+            "weights": (rec.weights[h], " (rows sum to 1)"),
+            "out": (rec.head_outputs[h], " (n × d_k)"),
+        }
+        if rotary:
+            data["angles"] = (rec.angles, f" (position × pair, r = {rec.rotary_dim}; radians)")
+            data["q_rot"] = (rec.q[h], f" (first {rec.rotary_dim} of {d_k} dims turned)")
+            data["k_rot"] = (rec.k_per_kv_head[g], f" (first {rec.rotary_dim} of {d_k} dims turned)")
+        for name in names:
+            self.views[name].set_matrix(*data[name])
+
+        flow = " → ".join(STEP_NAMES.get(step, step) for step in steps)
+        lines = [f"Layer {rec.layer}, query head {h} ({family}): n = {n} tokens, d_model = {rec.x.shape[1]}, "
+                 f"d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f} (scale {rec.scale:.6g}).", f"Steps: {flow}."]
+        if grouped:
+            lines.append(f"Grouped-query attention: {rec.q.shape[0]} query heads share {n_kv} key/value heads; "
+                         f"query head {h} uses key/value head {g} (query head i reads key/value head "
+                         f"i // {rec.q.shape[0] // n_kv}).")
+        if rotary:
+            base = f"base {self.weights.rotary.theta:g}" if self.weights is not None and self.weights.rotary else ""
+            lines.append(f"Rotary: the first {rec.rotary_dim} of each head's {d_k} dims turn in pairs (i, i + "
+                         f"{rec.rotary_dim // 2}) by θ_i = position · {base or 'base'}^(−2i/{rec.rotary_dim})"
+                         + self._scaling_note() + "; hover the rotated Q and K.")
+        if not any(step in steps for step in ("layer_norm", "rms_norm")):
+            lines.append("Post-LN: the block's input enters attention as it is (this model normalises after "
+                         "attention, not before).")
+        if not masked:
+            lines.append("An encoder: every query sees every key, so there is no mask step.")
+        elif window is not None:
+            lines.append(f"Sliding window: each query sees itself and the {window - 1} keys before it.")
+        lines.append("Hover a cell to see how it was made.")
+        self.info.setText("\n".join(lines))
+
         current = self.query_choice.currentIndex()
         self.query_choice.blockSignals(True)
         self.query_choice.clear()
@@ -166,6 +302,16 @@ class StepsPage(QtWidgets.QWidget):
         self.query_choice.blockSignals(False)
         self._query_changed(self.query_choice.currentIndex())
 
+    def _sharing(self, g: int) -> str:
+        heads = [int(i) for i in np.flatnonzero(self.rec.kv_head_of == g)]
+        return ", ".join(str(i) for i in heads)
+
+    def _scaling_note(self) -> str:
+        rotary = self.weights.rotary if self.weights is not None else None
+        if rotary is None or rotary.rope_type == "default":
+            return ""
+        return f", frequencies rescaled by the model's '{rotary.rope_type}' rope scaling (θ = position · inv_freq_i)"
+
     def focus_query(self, i: int) -> None:
         self.query_choice.setCurrentIndex(i)
 
@@ -173,15 +319,15 @@ class StepsPage(QtWidgets.QWidget):
         if self.rec is None or i < 0:
             return
         rec, h, tokens = self.rec, self.head, self.result.tokens
+        masked = bool(np.isneginf(rec.masked[h]).any()) or getattr(rec, "causal", True)
         n = len(tokens)
         rows = []
         for j in range(n):
             e = explain_weight(rec, h, i, j)
-            rows.append([e["score"], e["scaled"], -math.inf if e["masked"] else e["scaled"],
-                         0.0 if e["masked"] else e["exp"], e["weight"]])
-        values = np.array(rows)
-        matrix_table(values, [f"{j}: {t}" for j, t in enumerate(tokens)],
-                     ["q·k", "÷ √d_k", "masked", "exp(s − max)", "weight"], table=self.focus_table)
+            row = [e["score"], e["scaled"]] + ([-math.inf if e["masked"] else e["scaled"]] if masked else [])
+            rows.append(row + [0.0 if e["masked"] else e["exp"], e["weight"]])
+        columns = ["q·k", "× scale"] + (["masked"] if masked else []) + ["exp(s − max)", "weight"]
+        matrix_table(np.array(rows), [f"{j}: {t}" for j, t in enumerate(tokens)], columns, table=self.focus_table)
         table = self.focus_table
         table.setFixedHeight(table.horizontalHeader().height() + table.verticalHeader().length()
                              + 2 * table.frameWidth() + table.horizontalScrollBar().sizeHint().height())
@@ -194,44 +340,123 @@ class StepsPage(QtWidgets.QWidget):
             f"weights sum to {rec.weights[h, i].sum():.6f}; the largest share ({rec.weights[h, i, top]:.3f}) goes to "
             f"key {top} '{html.escape(tokens[top])}'. Output = Σ_j w_j·v_j = [{shown}]")
 
-    # ---- hover explanations
+    # ---- hover explanations: every one names its query and key (or token and dimension)
+    def _token(self, i: int) -> str:
+        return f"'{self.result.tokens[i]}' [{i}]"
+
+    def _pair(self, i: int, j: int) -> str:
+        return f"query {self._token(i)} → key {self._token(j)}"
+
+    def _explain_input(self, i, j):
+        if self.rec is None:
+            return ""
+        rec, value = self.rec, float(self.rec.x_ln[i, j])
+        head = f"token {self._token(i)}, dim {j}: {value:.4f}"
+        norm = self.weights.norm if self.weights is not None else None
+        x = np.asarray(rec.x[i], dtype=np.float64)
+        if norm is None and "layer_norm" not in rec.steps and "rms_norm" not in rec.steps:
+            return head + "\nthe block's input itself: a post-LN encoder normalises after attention, not before"
+        if norm is None:
+            return head
+        gamma = float(norm.weight[j])
+        if norm.kind == "rmsnorm":
+            rms = math.sqrt(float((x * x).mean()) + norm.eps)
+            return head + f"\nRMSNorm: x / rms(x) · γ = {x[j]:.4f} / {rms:.4f} × {gamma:.4f} (no centring, no shift)"
+        mean, std = float(x.mean()), math.sqrt(float(x.var()) + norm.eps)
+        return head + (f"\nLayerNorm: (x − mean) / √(var + ε) · γ + β = ({x[j]:.4f} − {mean:.4f}) / {std:.4f} "
+                       f"× {gamma:.4f} + {float(norm.bias[j]):.4f}")
+
     def _explain_plain(self, name):
         def explain(i, j):
             if self.rec is None:
                 return ""
-            array = getattr(self.rec, name)
-            value = array[i, j] if array.ndim == 2 else array[self.head, i, j]
-            token = self.result.tokens[i]
-            return f"{name}[{i} '{token}', {j}] = {value:.4f}"
+            value = float(self.views[name].values[i, j])
+            which = {"q": f"query head {self.head}", "k": f"key/value head {self.kv_head}",
+                     "v": f"key/value head {self.kv_head}"}[name]
+            role = "query" if name == "q" else "key"
+            return (f"{name.upper()}[{role} {self._token(i)}, dim {j}] = {value:.4f}\n"
+                    f"= x_ln[{i}] · W_{name.upper()} + b, the columns of {which}")
+        return explain
+
+    def _rotary_parts(self, i: int, m: int):
+        """(θ, inv_freq) of position i and pair m, and how θ was made."""
+        theta = float(self.rec.angles[i, m])
+        rotary = self.weights.rotary if self.weights is not None else None
+        r = self.rec.rotary_dim
+        if rotary is not None and rotary.rope_type == "default":
+            made = (f"θ_{m} = p·base^(−2i/d_rot) = {i} × {rotary.theta:g}^(−2·{m}/{r}) = {i} × "
+                    f"{float(rotary.inv_freq[m]):.4g} = {theta:.4f} rad")
+        elif rotary is not None:
+            made = (f"θ_{m} = p·inv_freq_{m} = {i} × {float(rotary.inv_freq[m]):.4g} = {theta:.4f} rad "
+                    f"(base {rotary.theta:g}^(−2·{m}/{r}), rescaled by '{rotary.rope_type}' rope scaling)")
+        else:
+            made = f"θ_{m} = p·base^(−2i/d_rot) = {theta:.4f} rad"
+        return theta, made
+
+    def _explain_angle(self, i, m):
+        if self.rec is None:
+            return ""
+        r = self.rec.rotary_dim
+        _theta, made = self._rotary_parts(i, m)
+        return (f"token {self._token(i)} at position p = {i}, pair i = {m} (dims {m} and {m + r // 2}):\n{made}"
+                f"\n= {math.degrees(float(self.rec.angles[i, m])) % 360:.1f}° of a turn")
+
+    def _explain_rotated(self, name):
+        def explain(i, j):
+            if self.rec is None:
+                return ""
+            rec = self.rec
+            before = (rec.q_before_rotation[self.head] if name == "q" else rec.k_before_rotation[self.kv_head])
+            after = self.views[f"{name}_rot"].values
+            r, half = rec.rotary_dim, rec.rotary_dim // 2
+            role = "query" if name == "q" else "key"
+            head = f"{name.upper()} of {role} {self._token(i)}, dim {j}: {float(before[i, j]):.4f} → {float(after[i, j]):.4f}"
+            if j >= r:
+                return head + f"\ndim {j} passes through unchanged: only the first {r} of {before.shape[-1]} dims turn"
+            m = j % half
+            theta, made = self._rotary_parts(i, m)
+            x1, x2 = float(before[i, m]), float(before[i, m + half])
+            c, s = math.cos(theta), math.sin(theta)
+            return (head + f"\nposition p = {i}, pair i = {m} (dims {m} and {m + half}); {made}"
+                    f"\n({x1:.4f}, {x2:.4f}) → ({x1:.4f}·cos θ − {x2:.4f}·sin θ, {x2:.4f}·cos θ + {x1:.4f}·sin θ)"
+                    f" = ({x1 * c - x2 * s:.4f}, {x2 * c + x1 * s:.4f})")
         return explain
 
     def _explain_score(self, i, j):
         rec, h = self.rec, self.head
         q, k = rec.q[h, i], rec.k[h, j]
         terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q[:3], k[:3]))
-        return (f"q[{i}]·k[{j}] = {terms}{' + …' if q.size > 3 else ''} = {rec.scores[h, i, j]:.4f}"
-                f"\nquery '{self.result.tokens[i]}' · key '{self.result.tokens[j]}'")
+        return (f"{self._pair(i, j)}\nq[{i}]·k[{j}] = {terms}{' + …' if q.size > 3 else ''} = "
+                f"{rec.scores[h, i, j]:.4f}")
 
     def _explain_scaled(self, i, j):
         rec, h = self.rec, self.head
-        return f"{rec.scores[h, i, j]:.4f} × {rec.scale:.6g} (= ÷ √d_k) = {rec.scaled[h, i, j]:.4f}"
+        return f"{self._pair(i, j)}\n{rec.scores[h, i, j]:.4f} × {rec.scale:.6g} = {rec.scaled[h, i, j]:.4f}"
 
     def _explain_masked(self, i, j):
         rec, h = self.rec, self.head
-        if j > i:
-            return f"key {j} comes after query {i}: set to {MASKED_TEXT} before the softmax, so its weight is exactly 0"
-        return f"key {j} ≤ query {i}: kept, {rec.masked[h, i, j]:.4f}"
+        causal = getattr(rec, "causal", True)
+        window = getattr(rec, "sliding_window", None)
+        where = self._pair(i, j)
+        if causal and j > i:
+            return (f"{where}\nkey {j} comes after query {i}: set to {MASKED_TEXT} before the softmax, "
+                    "so its weight is exactly 0")
+        if window is not None and j <= i - window:
+            return (f"{where}\nkey {j} is {i - j} positions back, outside the sliding window of {window}: "
+                    f"{MASKED_TEXT}, weight 0")
+        return f"{where}\nkept: {rec.masked[h, i, j]:.4f}"
 
     def _explain_weight(self, i, j):
         e = explain_weight(self.rec, self.head, i, j)
         if e["masked"]:
-            return f"masked ({MASKED_TEXT}): exp(−∞) = 0, weight 0"
-        return (f"weight = exp(s − row max) / Σ = exp({e['scaled']:.4f} − {e['row_max']:.4f}) / {e['row_sum']:.4f}"
-                f" = {e['exp']:.4f} / {e['row_sum']:.4f} = {e['weight']:.4f}")
+            return f"{self._pair(i, j)}\nmasked ({MASKED_TEXT}): exp(−∞) = 0, weight 0"
+        return (f"{self._pair(i, j)}\nweight = exp(s − row max) / Σ = exp({e['scaled']:.4f} − {e['row_max']:.4f}) / "
+                f"{e['row_sum']:.4f} = {e['exp']:.4f} / {e['row_sum']:.4f} = {e['weight']:.4f}")
 
     def _explain_output(self, i, c):
         rec, h = self.rec, self.head
         w, v = rec.weights[h, i], rec.v[h, :, c]
         top = np.argsort(-w)[:3]
         terms = " + ".join(f"{w[j]:.3f}×{v[j]:.3f}" for j in sorted(top))
-        return f"out[{i}, {c}] = Σ_j w[{i}, j]·v[j, {c}] ≈ {terms} + … = {rec.head_outputs[h, i, c]:.4f}"
+        return (f"query {self._token(i)}, dim {c}\nout[{i}, {c}] = Σ_j w[{i}, j]·v[j, {c}] ≈ {terms} + … = "
+                f"{rec.head_outputs[h, i, c]:.4f}")

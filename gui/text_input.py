@@ -3,11 +3,18 @@ stale lines, the next-token predictions and the token strip.
 
 It asks for runs through ``run_requested(text, bos, explicit)`` (explicit: Run, Ctrl+Enter, an
 example or a recent text; not an auto-run or a BOS toggle) and shows what the view state holds:
-the result's tokens and predictions, and whether the text still matches the result shown.
+the result's tokens and predictions, and whether the text still matches the result shown. An
+example that names a head asks for it with ``head_requested(layer, head)`` once its result is shown.
+
+It is laid out to leave the plots room on a laptop: the text box is two lines (it grows when the
+window's splitter gives the input area more), the buttons sit in two rows beside it, the
+predictions take one line and the token strip two.
 """
 from __future__ import annotations
 
 import html
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
@@ -19,23 +26,62 @@ AUTO_RUN_MS = 600
 MAX_RECENT_TEXTS = 10
 MAX_RECENT_CHARS = 2000  # a recent text longer than this is saved cut (a 5 MB paste never reaches the settings file)
 MENU_CHARS = 70  # menu entries are elided to this many characters
+PREDICTIONS_WIDTH = 250  # pixels: the next-token line, in two lines beside the token strip
 
 
-def example_texts() -> list[tuple[str, str]]:
-    """(label, text) pairs from resources/texts/examples.txt: one example a line, ``label | text``
-    (a line without `` | `` is its own label); ``\\n`` in a text is a line break."""
+def fit_lines(pieces: list[str], metrics, width: int, max_lines: int = 2) -> str:
+    """``pieces`` as rich text in at most ``max_lines`` lines of at most ``width`` pixels, breaking only between
+    pieces (a piece wider than a line is elided; pieces that do not fit are left out); escaped, spaces kept."""
+    lines, line = [], ""
+    for piece in pieces:
+        piece = metrics.elidedText(piece, QtCore.Qt.TextElideMode.ElideRight, width)
+        candidate = f"{line} {piece}" if line else piece
+        if line and metrics.horizontalAdvance(candidate) > width:
+            lines.append(line)
+            if len(lines) == max_lines:
+                line = ""
+                break
+            candidate = piece
+        line = candidate
+    if line:
+        lines.append(line)
+    return "<br>".join(html.escape(text).replace(" ", "&nbsp;") for text in lines)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example text: what to look for (``label``), the text, and the head it names (or None)."""
+
+    label: str
+    text: str
+    head: tuple[int, int] | None = None
+
+
+HEAD_FIELD = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def parse_example(line: str) -> Example | None:
+    """An example from one line of examples.txt: ``label | text`` or ``label | L.H | text`` (the head the
+    label names, e.g. ``0.2`` for layer 0, head 2); a line without `` | `` is its own text. ``\\n`` in a
+    text is a line break. Comments (``#``) and blank lines give None."""
+    if not line.strip() or line.startswith("#"):
+        return None
+    label, sep, rest = line.partition(" | ")
+    if not sep:
+        return Example("", line.replace("\\n", "\n"))
+    field, sep, text = rest.partition(" | ")
+    match = HEAD_FIELD.match(field.strip()) if sep else None
+    head = (int(match[1]), int(match[2])) if match else None
+    return Example(label.strip(), (text if match else rest).replace("\\n", "\n"), head)
+
+
+def example_texts() -> list[Example]:
+    """The examples of resources/texts/examples.txt, in file order (see :func:`parse_example`)."""
     try:
         lines = EXAMPLES_FILE.read_text(encoding="utf-8").splitlines()
     except OSError:
         lines = ["The cat sat on the mat because it was tired."]
-    examples = []
-    for line in lines:
-        if not line.strip() or line.startswith("#"):
-            continue
-        label, sep, text = line.partition(" | ")
-        text = (text if sep else label).replace("\\n", "\n")
-        examples.append(((label if sep else "").strip(), text))
-    return examples
+    return [e for e in map(parse_example, lines) if e is not None]
 
 
 def menu_label(text: str, limit: int = MENU_CHARS) -> str:
@@ -47,17 +93,31 @@ def menu_label(text: str, limit: int = MENU_CHARS) -> str:
 
 
 class TextBox(QtWidgets.QPlainTextEdit):
-    """The text box: Tab moves the focus (a tab character is never typed into it)."""
+    """The text box: Tab moves the focus (a tab character is never typed into it). Two lines high at
+    least; it takes any height the input area is given."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setTabChangesFocus(True)
         self.setPlaceholderText("Type a sentence and press Ctrl+Enter (it also runs when you stop typing)")
-        self.setToolTip("The text to analyse. Ctrl+Enter runs it; Ctrl+L comes back here from anywhere.")
+        self.setToolTip("The text to analyse. Ctrl+Enter runs it; Ctrl+L comes back here from anywhere. "
+                        "Drag the bar below the token strip to make this box taller.")
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
+        self.setMinimumHeight(self.lines_height(2))
+
+    def lines_height(self, lines: int) -> int:
+        """The height that shows ``lines`` lines of text: the lines, the document margin and the frame."""
+        margin = self.document().documentMargin()
+        return int(lines * self.fontMetrics().lineSpacing() + 2 * margin + 2 * self.frameWidth())
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802
+        return QtCore.QSize(super().sizeHint().width(), self.minimumHeight())
 
 
 class TokenStrip(QtWidgets.QListWidget):
-    """Every token with its index; hover shows the id; a click highlights that query row (in the state)."""
+    """Every token with its index; hover shows the id; a click highlights that query row (in the state).
+
+    Tab passes through it (one stop): its items are chosen with the arrow keys or the mouse."""
 
     def __init__(self, state: ViewState, parent=None):
         super().__init__(parent)
@@ -66,8 +126,11 @@ class TokenStrip(QtWidgets.QListWidget):
         self.setWrapping(False)
         self.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSpacing(2)
-        self.setFixedHeight(62)
+        self.setTabKeyNavigation(False)
+        self.setSpacing(1)
+        # two lines of text (the index and the token), the items' padding, the frame and a thin scroll bar
+        self.horizontalScrollBar().setStyleSheet("QScrollBar:horizontal { height: 8px; }")
+        self.setFixedHeight(2 * self.fontMetrics().lineSpacing() + 8 + 2 * self.frameWidth() + 8)
         self.setUniformItemSizes(False)
         self.setToolTip("The tokens the model saw; click one to highlight its row in the head map")
         self.itemClicked.connect(lambda item: state.toggle_query_row(self.row(item)))
@@ -92,81 +155,110 @@ class TokenStrip(QtWidgets.QListWidget):
             self.setCurrentRow(row)
 
 
+RECENT_TIP = ("Recent texts: the texts you ran with Run or Ctrl+Enter (and examples you picked), newest first; "
+              "texts that only ran automatically while you typed are not kept")
+
+
 class TextInput(QtWidgets.QWidget):
     run_requested = QtCore.Signal(str, bool, bool)  # text, bos, explicit
+    head_requested = QtCore.Signal(int, int)  # an example named this head and its result is on screen
 
     def __init__(self, state: ViewState, settings: QtCore.QSettings, parent=None):
         super().__init__(parent)
         self.state = state
         self.settings = settings
-        self.text_edit = TextBox()
-        self.text_edit.setFixedHeight(64)
+        self._pending_head: tuple[str, tuple[int, int]] | None = None  # (example text, head) until it is shown
+        # Children are made with their parent: a widget reparented by a layout after a child window
+        # (a menu) was made lands in a focus chain of its own, and Tab then circles inside this widget.
+        self.text_edit = TextBox(self)
         self.text_edit.textChanged.connect(self._text_changed)
-        self.run_button = QtWidgets.QPushButton("Run")
+        self.run_button = QtWidgets.QPushButton("Run", self)
         self.run_button.setToolTip("Run the text (Ctrl+Enter)")
         self.run_button.clicked.connect(lambda: self.run(explicit=True))
-        self.bos_box = QtWidgets.QCheckBox("BOS")
+        self.examples_button = QtWidgets.QToolButton(self)
+        self.examples_button.setText("Examples")
+        self.examples_button.setToolTip("Texts that show typical heads (picking one opens the head it names), "
+                                        "and Recent texts: the texts you ran with Run or Ctrl+Enter")
+        self.examples_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.examples_button.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred,
+                                           QtWidgets.QSizePolicy.Policy.Fixed)
+        self.bos_box = QtWidgets.QCheckBox("BOS", self)
         self.bos_box.setToolTip("Prepend <|endoftext|> as the first token")
         self.bos_box.toggled.connect(lambda _: self.run(explicit=False))
-        self.auto_box = QtWidgets.QCheckBox("Auto")
+        self.auto_box = QtWidgets.QCheckBox("Auto", self)
         self.auto_box.setChecked(str(settings.value("texts/auto", "true")).lower() != "false")
         self.auto_box.setToolTip("Run again shortly after typing stops")
         self.auto_box.toggled.connect(lambda on: (settings.setValue("texts/auto", "true" if on else "false"),
                                                   self._update_stale()))
-        self.examples_button = QtWidgets.QToolButton()
-        self.examples_button.setText("Examples")
-        self.examples_button.setToolTip("Texts that show typical heads, and your recent texts")
-        self.examples_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.examples_menu = QtWidgets.QMenu(self)
-        self.examples_menu.setToolTipsVisible(True)
-        for label, text in example_texts():
-            action = self.examples_menu.addAction(
-                f"{label} — {menu_label(text, max(24, MENU_CHARS + 17 - len(label)))}" if label else menu_label(text))
-            action.setToolTip(html.escape(text))
-            action.triggered.connect(lambda _=False, t=text: self.set_text(t, run=True))
-        self.examples_menu.addSeparator()
-        self.recent_menu = self.examples_menu.addMenu("Recent texts")
-        self.recent_menu.setToolTipsVisible(True)
-        self.examples_button.setMenu(self.examples_menu)
         self.auto_timer = QtCore.QTimer(self)
         self.auto_timer.setSingleShot(True)
         self.auto_timer.setInterval(AUTO_RUN_MS)
         self.auto_timer.timeout.connect(lambda: self.run(explicit=False))
 
-        self.warning = QtWidgets.QLabel()
+        self.warning = QtWidgets.QLabel(self)
         self.warning.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.warning.setStyleSheet("color: #b35c00;")
         self.warning.setWordWrap(True)
         self.warning.hide()
-        self.stale = QtWidgets.QLabel("The text has changed since this result: press Run (Ctrl+Enter) to update it.")
+        self.stale = QtWidgets.QLabel("The text has changed since this result: press Run (Ctrl+Enter) to update it.",
+                                      self)
         self.stale.setStyleSheet("color: #b35c00; font-style: italic;")
         self.stale.hide()
-        self.predictions = QtWidgets.QLabel()
+        self.predictions = QtWidgets.QLabel(self)
         self.predictions.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.predictions.setToolTip("The model's most likely next tokens after the text")
-        self.token_strip = TokenStrip(state)
+        self.predictions.setWordWrap(False)  # fit_lines breaks it, between predictions only
+        self.predictions.setAlignment(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter)
+        self.predictions.setFixedWidth(PREDICTIONS_WIDTH)
+        self.predictions.hide()  # until there are predictions to show (an encoder has none)
+        self.token_strip = TokenStrip(state, self)
 
-        buttons = QtWidgets.QVBoxLayout()
-        buttons.addWidget(self.run_button)
-        row = QtWidgets.QHBoxLayout()
-        row.addWidget(self.bos_box)
-        row.addWidget(self.auto_box)
-        buttons.addLayout(row)
-        buttons.addWidget(self.examples_button)
+        buttons = QtWidgets.QGridLayout()
+        buttons.setSpacing(2)
+        buttons.addWidget(self.run_button, 0, 0)
+        buttons.addWidget(self.examples_button, 0, 1)
+        buttons.addWidget(self.bos_box, 1, 0)
+        buttons.addWidget(self.auto_box, 1, 1)
+        buttons.setRowStretch(2, 1)
         text_row = QtWidgets.QHBoxLayout()
         text_row.addWidget(self.text_edit, 1)
         text_row.addLayout(buttons)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(4)
-        layout.addLayout(text_row)
+        layout.setSpacing(3)
+        strip_row = QtWidgets.QHBoxLayout()  # the predictions beside the strip: one row less above the plots
+        strip_row.addWidget(self.token_strip, 1)
+        strip_row.addWidget(self.predictions)
+        layout.addLayout(text_row, 1)
         layout.addWidget(self.warning)
         layout.addWidget(self.stale)
-        layout.addWidget(self.predictions)
-        layout.addWidget(self.token_strip)
+        layout.addLayout(strip_row)
+
+        # the menus are made last: see the note on the focus chain above
+        self.examples_menu = QtWidgets.QMenu(self)
+        self.examples_menu.setToolTipsVisible(True)
+        for example in example_texts():
+            label, text = example.label, example.text
+            action = self.examples_menu.addAction(
+                f"{label} — {menu_label(text, max(24, MENU_CHARS + 17 - len(label)))}" if label else menu_label(text))
+            action.setToolTip(html.escape(text) + (f"<br><i>opens layer {example.head[0]}, head {example.head[1]}</i>"
+                                                   if example.head else ""))
+            action.triggered.connect(lambda _=False, e=example: self.run_example(e))
+        self.examples_menu.addSeparator()
+        # made here, not by addMenu(title): a menu Qt makes has a wrapper PySide cannot track, and a later
+        # object at the same address could find it marked deleted
+        self.recent_menu = QtWidgets.QMenu("Recent texts (runs with Run or Ctrl+Enter)", self.examples_menu)
+        self.examples_menu.addMenu(self.recent_menu)
+        self.recent_menu.setToolTipsVisible(True)
+        self.recent_menu.menuAction().setToolTip(RECENT_TIP)
+        self.examples_button.setMenu(self.examples_menu)
         self.setFocusProxy(self.text_edit)
         state.bundle_changed.connect(self._bundle_changed)
         self._refresh_recent_menu()
+
+    def focus_order(self) -> list[QtWidgets.QWidget]:
+        """The widgets Tab visits here, in order: the text, the run row, the token strip."""
+        return [self.text_edit, self.run_button, self.examples_button, self.bos_box, self.auto_box, self.token_strip]
 
     # ----------------------------------------------------------------- text and runs
     def text(self) -> str:
@@ -187,10 +279,18 @@ class TextInput(QtWidgets.QWidget):
         self.bos_box.setChecked(bool(bos))
         self.bos_box.blockSignals(False)
 
+    def run_example(self, example: Example) -> None:
+        """Run an example (an explicit run); the head it names is asked for once its result is shown."""
+        self.set_text(example.text)
+        self._pending_head = (example.text, example.head) if example.head else None
+        self.run(explicit=True)
+
     def run(self, explicit: bool = True) -> bool:
         """Ask for a run of the current text; an empty text shows a hint instead. Returns whether a run was asked."""
         self.auto_timer.stop()
         text = self.text()
+        if self._pending_head is not None and self._pending_head[0] != text:
+            self._pending_head = None  # another text: the example's head is no longer wanted
         if not text.strip():
             self.warning.setText("Type a sentence to see its attention.")
             self.warning.show()
@@ -208,14 +308,23 @@ class TextInput(QtWidgets.QWidget):
     def _bundle_changed(self, bundle) -> None:
         if bundle is None:
             self.predictions.setText("")
+            self.predictions.hide()
             self._update_stale()
             return
         r = bundle.result
         self.warning.setText(" ".join(r.warnings))
         self.warning.setVisible(bool(r.warnings))
-        preds = " ".join(f"<code>{html.escape(p.token)}</code>&nbsp;{p.probability:.1%}" for p in r.predictions)
-        self.predictions.setText(f"Next token: {preds}")
+        pieces = [f"{p.token} {p.probability:.1%}" for p in r.predictions]
+        self.predictions.setText(fit_lines(["Next token:", *pieces], self.predictions.fontMetrics(),
+                                           PREDICTIONS_WIDTH) if pieces else "")
+        self.predictions.setToolTip("The model's most likely next tokens after the text: "
+                                    + html.escape(", ".join(pieces)))
+        self.predictions.setVisible(bool(pieces))
         self._update_stale()
+        if self._pending_head is not None and self._pending_head[0] == r.text:
+            (layer, head), self._pending_head = self._pending_head[1], None
+            if layer < r.n_layer and head < r.n_head:  # an example names heads of the bundled model
+                self.head_requested.emit(layer, head)
 
     def is_stale(self) -> bool:
         """The result shown is of another text than the one in the box (and no auto-run will follow)."""

@@ -2,9 +2,10 @@
 
 The state holds what is on screen and how it is drawn: the analysis bundle being shown, the
 selected layer/head and query row, the drawing options (colormap, scale, hide-first-token,
-badge score, dark mode, which attention to draw: the weights or the value-weighted view), and the
-lenses of the bundle on screen as they arrive from the worker (value norms, rollout; see
-gui/lens_data.py). Views take it in their constructor, connect to the signals they care about and
+badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
+threshold ε), the lenses of the bundle on screen as they arrive from the worker (value norms,
+rollout; see gui/lens_data.py), and what the views say while there is nothing to draw (the
+placeholder: "loading the model…"). Views take it in their constructor, connect to the signals they care about and
 write user edits back through the setters; no view reads another widget.
 
 Setters validate their argument (``ValueError`` for a name that does not exist) and emit only
@@ -20,6 +21,7 @@ from PySide6 import QtCore
 
 from analysis.display import SCALES
 from analysis.head_scores import SCORE_NAMES
+from analysis.lenses import SINK_EPSILON
 
 from .figures import COLORMAPS
 
@@ -44,6 +46,8 @@ class ViewState(QtCore.QObject):
     dark_changed = QtCore.Signal(bool)
     attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
     lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
+    sink_epsilon_changed = QtCore.Signal(float)
+    placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
 
     def __init__(self, settings: QtCore.QSettings | None = None, parent: QtCore.QObject | None = None):
         super().__init__(parent)
@@ -60,6 +64,8 @@ class ViewState(QtCore.QObject):
         self._attention_view = ATTENTION_VIEWS[0]
         self._lenses: dict[str, object] = {}
         self._lens_errors: dict[str, str] = {}
+        self._sink_epsilon = SINK_EPSILON
+        self._placeholder: str | None = None
         if settings is not None:
             self.load_settings()
 
@@ -112,6 +118,17 @@ class ViewState(QtCore.QObject):
     @property
     def attention_view(self) -> str:
         return self._attention_view
+
+    @property
+    def sink_epsilon(self) -> float:
+        """ε of the sink rate: a head is a sink head when its first-token score exceeds it (lenses.sink_rate);
+        the Scores panel sets it, exports write the summary's sink rate at it."""
+        return self._sink_epsilon
+
+    @property
+    def placeholder(self) -> str | None:
+        """One line that views without a result show instead of empty axes ("loading the model…"), or None."""
+        return self._placeholder
 
     def lens(self, kind: str):
         """The lens ``kind`` of the bundle on screen, or None while it is not (yet) computed."""
@@ -210,6 +227,20 @@ class ViewState(QtCore.QObject):
             self._attention_view = name
             self.attention_view_changed.emit(name)
 
+    def set_sink_epsilon(self, epsilon: float) -> None:
+        epsilon = float(epsilon)
+        if not 0.0 <= epsilon < 1.0:
+            raise ValueError(f"the sink threshold ε must be in [0, 1) (got {epsilon})")
+        if epsilon != self._sink_epsilon:
+            self._sink_epsilon = epsilon
+            self.sink_epsilon_changed.emit(epsilon)
+
+    def set_placeholder(self, text: str | None) -> None:
+        text = str(text) if text else None
+        if text != self._placeholder:
+            self._placeholder = text
+            self.placeholder_changed.emit(text)
+
     def set_lens(self, request_id: int, kind: str, value) -> bool:
         """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that
         result is no longer on screen."""
@@ -251,6 +282,10 @@ class ViewState(QtCore.QObject):
                 except ValueError:
                     pass
         self.set_hide_first(str(s.value("view/hide_first", "false")).lower() == "true")
+        try:
+            self.set_sink_epsilon(float(s.value("view/sink_epsilon", SINK_EPSILON)))
+        except (TypeError, ValueError):
+            pass
 
     def save_settings(self) -> None:
         s = self._settings
@@ -261,3 +296,4 @@ class ViewState(QtCore.QObject):
         s.setValue("view/badge_score", self._badge_score or "")
         s.setValue("view/hide_first", "true" if self._hide_first else "false")
         s.setValue("view/attention_view", self._attention_view)
+        s.setValue("view/sink_epsilon", self._sink_epsilon)

@@ -43,6 +43,7 @@ class AnalyseRequest:
     request_id: int
     text: str
     bos: bool | None
+    max_tokens: int | None = None  # the token cap (None: inference.DEFAULT_MAX_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Worker(QtCore.QObject):
     load_progress = QtCore.Signal(str, object, object)  # message, done bytes, total bytes (ints may exceed 2^31)
     model_loaded = QtCore.Signal(int, object)  # request id, ModelInfo
     analysis_started = QtCore.Signal(int)
+    # request id, tokens to run, bytes their attention will take (inference.attention_memory_bytes): sent
+    # after tokenising, before the forward pass, so a long run says what it costs while it runs
+    analysis_sized = QtCore.Signal(int, int, object)
     analysis_ready = QtCore.Signal(object)  # AnalysisBundle
     task_done = QtCore.Signal(int, str, object)  # request id, name, value
     failed = QtCore.Signal(object)  # Failure
@@ -118,8 +122,8 @@ class Worker(QtCore.QObject):
     def cancel_load(self) -> None:
         self._cancel_load.set()
 
-    def analyse(self, text: str, bos: bool | None = None) -> int:
-        request = AnalyseRequest(self.next_id(), text, bos)
+    def analyse(self, text: str, bos: bool | None = None, max_tokens: int | None = None) -> int:
+        request = AnalyseRequest(self.next_id(), text, bos, max_tokens)
         self._queue.put(request)
         return request.request_id
 
@@ -221,12 +225,19 @@ class Worker(QtCore.QObject):
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
         from analysis.head_scores import all_scores
-        from analysis.inference import run_text
+        from analysis.inference import attention_memory_bytes, run_text, tokenize
 
-        if self._loaded is None:
+        loaded = self._loaded
+        if loaded is None:
             raise AttnScopeError("No model is loaded yet.")
         self.analysis_started.emit(request.request_id)
         started = time.perf_counter()
-        result = run_text(self._loaded, request.text, bos=request.bos, request_id=request.request_id)
+        use_bos = loaded.prepend_bos_default if request.bos is None else bool(request.bos)
+        use_bos = use_bos and bool(loaded.special_ids([], special=True))  # as run_text decides it
+        n_tokens = len(tokenize(loaded, request.text, use_bos, request.max_tokens)[0])
+        self.analysis_sized.emit(request.request_id, n_tokens,
+                                 attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
+        result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,
+                          max_tokens=request.max_tokens)
         scores = all_scores(result)
         self.analysis_ready.emit(AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from analysis.display import (LOG_FLOOR, SCALE_LABELS, SCALES, apply_scale, elide, grid_mosaic, pooled,
-                              pooled_heads, without_first_key)
+                              pooled_heads, shown_weights, without_first_key)
 
 
 def test_scales():
@@ -84,3 +84,21 @@ def test_elide():
     assert elide("short") == "short"
     long = "x" * 30
     assert elide(long) == "x" * 23 + "…" and len(elide(long)) == 24
+
+
+def test_shown_weights_masks_future_keys_only_for_a_causal_model():
+    rng = np.random.default_rng(0)
+    full = rng.random((5, 5)).astype(np.float32)
+    full /= full.sum(-1, keepdims=True)  # an encoder's rows: every key has weight
+    encoder = shown_weights(full, causal=False)
+    assert not np.isnan(encoder).any() and np.array_equal(encoder, full)  # nothing drawn as masked
+    decoder = shown_weights(full, causal=True)
+    i, j = np.indices((5, 5))
+    assert np.array_equal(np.isnan(decoder), j > i)  # exactly the future keys, written out by hand
+    assert np.array_equal(decoder[j <= i], full[j <= i])
+    hidden = shown_weights(full, causal=False, hide_first=True)
+    assert np.isnan(hidden[:, 0]).all() and not np.isnan(hidden[:, 1:]).any()
+    np.testing.assert_allclose(hidden[2, 1:], full[2, 1:] / full[2, 1:].sum(), rtol=1e-6)  # renormalised by hand
+    assert np.array_equal(full, shown_weights(full, False))  # not aliased: the input is unchanged below
+    shown_weights(full, True)[0, 0] = 7
+    assert full[0, 0] != 7

@@ -297,3 +297,99 @@ def test_colormap_names_and_dark_theme(qtbot, head):
     assert QtGui.QColor(head.plot.titleLabel.opts["color"]).lightness() > 180
     apply_theme(head, False)
     assert head.backgroundBrush().color().lightness() > 240
+
+
+def test_clicking_a_query_label_on_the_axis_picks_its_row(qtbot, head):
+    n = 8
+    head.set_head(causal(n), [f"t{i}" for i in range(n)], "x")
+    settle(qtbot, 100)
+    clicked = []
+    head.query_clicked.connect(clicked.append)
+    axis = head.left_axis
+    label_x = axis.mapToScene(axis.boundingRect().center()).x()  # on the labels, left of the map
+    row_y = head.plot.vb.mapViewToScene(QtCore.QPointF(0.5, 5.5)).y()
+    qtbot.mouseClick(head.viewport(), QtCore.Qt.MouseButton.LeftButton,
+                     pos=head.mapFromScene(QtCore.QPointF(label_x, row_y)))
+    assert clicked == [5]
+    assert axis.index_at(QtCore.QPointF(label_x, head.plot.vb.mapViewToScene(QtCore.QPointF(0.5, 2.2)).y())) == 2
+
+
+def test_the_hover_follows_a_zoom_under_a_resting_pointer(qtbot, head):
+    n = 20
+    head.set_head(causal(n), [f"t{i}" for i in range(n)], "x")
+    settle(qtbot, 100)
+    seen = []
+    head.cell_hovered.connect(seen.append)
+    qtbot.mouseMove(head.viewport(), view_point(head, 15.5, 17.5))
+    qtbot.wait(100)
+    assert seen and seen[-1][:2] == (17, 15)
+    scene_point = head.plot.vb.mapViewToScene(QtCore.QPointF(15.5, 17.5))
+    head.plot.vb.scaleBy((0.5, 0.5), center=QtCore.QPointF(5, 5))  # as a wheel zoom does, the pointer resting
+    settle(qtbot)
+    now = head.plot.vb.mapSceneToView(scene_point)
+    expected = (int(now.y()), int(now.x()))
+    assert expected != (17, 15) and seen[-1][:2] == expected  # re-reported without a mouse move
+    assert f"[{expected[0]}] → key 't{expected[1]}'" in plain(head.image.toolTip())
+
+
+def test_colour_bar_names_the_quantity_and_hide_first_tooltip_gives_the_weight_before(qtbot, head):
+    w = causal(6)
+    head.set_head(w, list("abcdef"), "x", scale="power", quantity="rollout R")
+    assert head.colorbar.axis.labelText == "√rollout R"
+    head.set_head(w, list("abcdef"), "x", hide_first=True)
+    assert head.colorbar.axis.labelText == "weight (first key hidden)"
+    tip = head._text_for((4, 2))
+    assert f"{without_first_key(w)[4, 2]:.3f} renormalised" in tip and f"was {w[4, 2]:.3f}" in tip
+
+
+def test_grid_colour_bar_quantity(qtbot, grid):
+    grid.set_attentions(grid_result(n=20), scale="log", key=3, quantity="share of row N", sync=True)
+    assert grid.colorbar.axis.labelText == "log₁₀ share of row N"
+
+
+def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
+    from gui.head_panel import hover_text
+
+    tokens = ("<s>", "a", "b")
+    assert hover_text(tokens, (2, 1, 0.678), raw=0.225) == \
+        "query 'b' [2] → key 'a' [1]: 0.678 renormalised without the first key (raw weight 0.225)"
+    assert hover_text(tokens, (2, 1, 0.678)) == "query 'b' [2] → key 'a' [1]: 0.678"
+    assert hover_text(tokens, (1, 2, float("nan"))).endswith("masked (a future token)")
+    assert hover_text(tokens, (1, 2, 0.3), causal=False).endswith(": 0.300")  # an encoder has no future mask
+
+
+def test_svg_text_falls_back_to_a_css_generic_family(qtbot, tmp_path):
+    from gui.figures import SVG_FONT_FALLBACK, offscreen_head_figure, save_figure, svg_with_font_fallback
+
+    assert svg_with_font_fallback('<text font-family="Sans Serif" x="1">') == \
+        f'<text font-family="{SVG_FONT_FALLBACK}" x="1">'
+    assert svg_with_font_fallback('<g font-family="Noto Sans">') == \
+        f'<g font-family="\'Noto Sans\', {SVG_FONT_FALLBACK}">'
+    assert SVG_FONT_FALLBACK.endswith("sans-serif")
+
+    class Result:
+        n_layer, n_head = 1, 1
+        attentions = causal(5)[None, None]
+        thumbnails, tokens, n_tokens, model_label = None, tuple("abcde"), 5, "m"
+
+    fig = offscreen_head_figure(Result, 0, 0)
+    try:
+        text = save_figure(fig, tmp_path / "f.svg").read_text(encoding="utf-8")
+    finally:
+        dispose_figure(fig)
+    import re
+
+    families = set(re.findall(r'font-family="([^"]*)"', text))
+    assert families and all(f.endswith(", sans-serif") for f in families), families
+    assert 'font-family="Sans Serif"' not in text
+
+
+def test_colour_bars_show_weights_without_an_si_prefix(qtbot, head, grid):
+    w = np.full((4, 4), 0.25, dtype=np.float32)
+    w[:, 0] = 0.9997 - 0.75  # an encoder's map whose largest weight is just under 1
+    w[0, 0] = 0.9997
+    head.set_head(w, list("abcd"), "x", causal=False)
+    grid.set_attentions(w[None, None], key=5, sync=True)
+    settle(qtbot)
+    for axis in (head.colorbar.axis, grid.colorbar.axis):
+        assert "x0.001" not in axis.labelString() and axis.autoSIPrefixScale == 1.0

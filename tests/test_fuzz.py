@@ -58,6 +58,7 @@ def check_export(out: Path, result) -> None:
     assert sorted(marker["files"]) == ["attention.npz", "parity.json", "scores.csv", "summary.json"]
 
 
+@pytest.mark.slow  # ~15 s: in `make test` and CI, not in the quick loop
 @settings(FUZZ, max_examples=150)
 @given(text=TEXTS, bos=st.booleans())
 def test_any_text_through_tokenize_run_scores_export(tiny_model, parameters, text, bos):

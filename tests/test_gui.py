@@ -109,7 +109,7 @@ def test_typing_runs_automatically_and_fills_every_view(qtbot, window):
     assert f"{r.n_tokens} tokens" in window.status_tokens.text()
     assert "tiny" in window.status_model.text() and "cpu" in window.status_model.text()
     assert "last run" in window.status_run.text()
-    assert "Next token" in window.text_input.predictions.text()
+    assert window.text_input.predictions.text().startswith("Next&nbsp;token:")
     assert window.grid_panel.plot.shape == (3, 4)
     # an auto-run is not an explicit run: it is not saved as a recent text
     assert window.text_input.recent_texts() == []
@@ -343,24 +343,33 @@ def test_export_dialog_names_say_what_they_hold_and_the_folder_stays(qtbot, wind
     assert {"L2H1.svg", "grid.pdf", "attnscope-heads", "attnscope-data", "attnscope-export"} <= set(names)
 
 
-def test_copy_figure_copies_the_clean_figure_of_the_view_in_front(qtbot, window):
+def test_copy_figure_copies_the_clean_figure_of_the_view_in_front_at_the_export_width(qtbot, window, tmp_path):
+    from gui.export_dialog import DEFAULT_PNG_WIDTH
     from gui.figures import dispose_figure
 
+    window.settings.remove("export/png_width")
     run(qtbot, window, "The cat sat")
     clipboard = QtWidgets.QApplication.clipboard()
     window.tabs.setCurrentWidget(window.head_panel)
     window.text_input.setFocus()
     window.copy_figure()
+    copied = clipboard.image()
     reference = window.head_panel.offscreen_figure()
-    assert clipboard.image().size() == reference.size()  # the export figure, not a grab of the screen
-    assert clipboard.image().size() != window.head_panel.plot.size()
+    # the export figure, at the export's default PNG width (not a grab of the screen at the figure's own size)
+    assert copied.width() == DEFAULT_PNG_WIDTH == 1600
+    assert abs(copied.height() / copied.width() - reference.height() / reference.width()) < 0.01
     dispose_figure(reference)
+    (png,) = export(qtbot, window, "head", tmp_path / "head.png", png_width=DEFAULT_PNG_WIDTH)
+    assert QtGui.QImage(str(png)).size() == copied.size()  # the same size as the PNG export
     window.grid_panel.plot.setFocus()
     qtbot.waitUntil(window.grid_panel.plot.hasFocus)
+    window.settings.setValue("export/png_width", 700)  # what the Export dialog last used
     window.copy_figure()
     reference = window.grid_panel.offscreen_figure()
-    assert clipboard.image().size() == reference.size()
+    assert clipboard.image().width() == 700
+    assert abs(clipboard.image().height() / 700 - reference.height() / reference.width()) < 0.01
     dispose_figure(reference)
+    window.settings.remove("export/png_width")
 
 
 def test_empty_and_overlong_text(qtbot, window):
@@ -451,8 +460,8 @@ def test_offline_gpt2_download_says_what_to_do_and_offers_retry(qtbot, window):
     info = window.model_info
     assert window.download_action.isVisible()
     offer_gpt2_download(window)
-    assert window.note.isVisible() and "not downloaded yet" in window.note.label.text()
-    assert "4-layer × 4-head" in window.note.label.text()
+    assert window.note.isVisible() and "not downloaded yet" in window.note.text()
+    assert "4-layer × 4-head" in window.note.text()
     button = [b for b in window.note.action_buttons() if b.text() == "Download GPT-2"][0]
     with qtbot.waitSignal(window.error_shown, timeout=30_000) as blocker:
         button.click()
@@ -524,8 +533,8 @@ def test_examples_say_what_to_look_for(qtbot, window):
     from gui.text_input import example_texts
 
     examples = example_texts()
-    assert len(examples) >= 5 and all(label for label, _ in examples)
-    assert any("induction" in label for label, _ in examples)
+    assert len(examples) >= 5 and all(e.label for e in examples)
+    assert any("induction" in e.label for e in examples)
     menu_texts = [a.text() for a in window.text_input.examples_menu.actions() if a.text()]
     assert all(len(t) <= 90 for t in menu_texts)
 
@@ -623,6 +632,9 @@ def test_screenshot_mode_in_process(qtbot, tiny_model_dir, tmp_path, monkeypatch
         image = QtGui.QImage(str(tmp_path / "shots" / f"{name}.png"))
         assert not image.isNull() and image.width() > 200
     assert len(used) == 1 and "attnscope-screenshot-settings" in used[0].fileName()
+    started = time.monotonic()
+    qtbot.wait(300)  # the app ended itself cleanly: later event loops of this process still run
+    assert time.monotonic() - started >= 0.25
 
 
 def screenshot_run(*args, config_home=None):
@@ -676,3 +688,236 @@ def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120,
                          env={**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
     assert out.stdout.strip() == "('bundled', True)", out.stderr
+
+
+# ------------------------------------------------------------------ the newcomer's walk (n1): the window side
+def focus_walk(window, forward=True, limit=80):
+    """The widgets Tab (or Shift+Tab) visits from the text box, until the focus is back in it."""
+    app = QtWidgets.QApplication.instance()
+    box = window.text_input.text_edit
+    box.setFocus()
+    app.processEvents()
+    seen = []
+    for _ in range(limit):
+        (window.focusNextChild if forward else window.focusPreviousChild)()
+        app.processEvents()
+        widget = QtWidgets.QApplication.focusWidget()
+        if widget is box:
+            return seen
+        seen.append(widget)
+    raise AssertionError(f"Tab never came back to the text box: {[type(w).__name__ for w in seen[-12:]]}")
+
+
+def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
+    """n1 #1: Tab used to circle Run → BOS → Auto → Examples → token strip inside the input area."""
+    run(qtbot, window, "The cat sat on the mat")
+    window.tabs.setCurrentWidget(window.head_panel)
+    window.activateWindow()
+    forward = focus_walk(window)
+    bar, text_input, grid_panel = window.model_bar, window.text_input, window.grid_panel
+    order = [text_input.run_button, text_input.token_strip, grid_panel.plot, window.tabs.tabBar(),
+             window.head_panel.plot, bar.model_choice, bar.load_button]
+    assert all(w in forward for w in order), [type(w).__name__ for w in forward]
+    positions = [forward.index(w) for w in order]
+    assert positions == sorted(positions)  # text → run row → strip → grid → tab bar → the tab → model bar → back
+    assert forward.count(text_input.token_strip) == 1  # one stop, not a trap
+    backward = focus_walk(window, forward=False)
+    assert backward == list(reversed(forward))  # Shift+Tab walks the same stops the other way
+
+
+def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
+    """n1 #3: at 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
+    head map gets the height, and a splitter between them is remembered."""
+    from gui.downloads import offer_gpt2_download
+
+    window.resize(1366, 740)
+    offer_gpt2_download(window)
+    run(qtbot, window, "The cat sat on the mat because it was tired. " * 3)
+    qtbot.wait(100)
+    note = window.note
+    assert note.label.height() < 2 * note.label.fontMetrics().lineSpacing()  # the note is one line
+    assert "not downloaded yet" in note.label.toolTip()  # the whole of it is in the tooltip
+    assert window.input_area.height() <= 130  # was ~215: note, 2 lines of text, strip and predictions
+    assert window.head_panel.plot.height() >= 420  # was ~346
+    window.resize(1000, 680)  # the minimum size
+    qtbot.wait(100)
+    assert window.head_panel.plot.height() >= 360
+    window.resize(1366, 740)
+    qtbot.wait(50)
+    compact = window.input_area.height()
+    window.show_error("Something went wrong.")
+    qtbot.wait(50)
+    window.error.hide()
+    qtbot.wait(50)
+    assert window.input_area.height() == compact  # a banner that came and went gives the plots their room back
+    window.vsplitter.moveSplitter(compact + 80, 1)  # the user gives the text box more room
+    qtbot.wait(50)
+    assert window.input_area.height() == compact + 80 and window.input_extra == 80
+    assert window.text_input.text_edit.height() > window.text_input.text_edit.lines_height(4)
+    window.save_settings()
+    assert int(window.settings.value("window/input_extra")) == 80
+    window.vsplitter.moveSplitter(0, 1)  # back as small as it goes
+    qtbot.wait(50)
+    assert window.input_extra == 0 and window.input_area.height() == compact
+    note.hide()
+    window.resize(1400, 900)
+
+
+def test_an_example_that_names_a_head_opens_it(qtbot, window):
+    """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3."""
+    from gui.text_input import example_texts, parse_example
+
+    assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
+        type(example_texts()[0])("previous token: layer 0, head 2", "The cat", (0, 2))
+    assert parse_example("pipes | a | b | c").text == "a | b | c" and parse_example("pipes | a | b | c").head is None
+    assert parse_example("# a comment") is None and parse_example("   ") is None
+    examples = [e for e in example_texts() if e.head is not None]
+    assert len(examples) >= 3 and all(f"layer {e.head[0]}" in e.label for e in examples)
+    example = next(e for e in examples if e.head == (1, 3))
+    window.tabs.setCurrentIndex(1)
+    action = next(a for a in window.text_input.examples_menu.actions() if a.text().startswith(example.label))
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        action.trigger()
+    qtbot.waitUntil(lambda: (window.state.layer, window.state.head) == (1, 3))
+    assert window.tabs.currentWidget() is window.head_panel
+    window.state.select(0, 0)
+    run(qtbot, window, example.text + " more")  # another text: the example's head is not forced again
+    assert (window.state.layer, window.state.head) == (0, 0)
+
+
+def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, window, monkeypatch):
+    """n1 #12: headers per family, no "? params", a minilm entry that says how to install it."""
+    from analysis.loading import HUB_MODEL_TABLE, MINILM_MISSING
+    from gui import model_bar
+
+    bar = window.model_bar
+    choice = bar.model_choice
+    texts = [choice.itemText(i) for i in range(choice.count())]
+    assert not any("?" in t for t in texts)
+    headers = [choice.itemText(i) for i in range(choice.count())
+               if choice.itemData(i) is None and choice.itemText(i)]
+    assert headers == ["GPT-2", "Llama-style decoder", "GPT-NeoX", "BERT-style encoder"]
+    for i in range(choice.count()):
+        if choice.itemData(i) is None and choice.itemText(i):
+            assert not choice.model().item(i).isEnabled()  # a header cannot be chosen
+    for model in HUB_MODEL_TABLE:
+        index = choice.findData(model.name)
+        header = max(i for i in range(index) if choice.itemText(i) in headers)
+        assert choice.itemText(header) == model.family and f"{model.parameters} params" in choice.itemText(index)
+    assert "BERT" in choice.itemText(max(i for i in range(choice.findData("minilm")) if choice.itemText(i) in headers))
+    monkeypatch.setattr(model_bar, "minilm_installed", lambda: False)
+    bar.refresh_cached()
+    index = choice.findData("minilm")
+    assert "make minilm" in choice.itemText(index)
+    assert choice.itemData(index, QtCore.Qt.ItemDataRole.ToolTipRole) == MINILM_MISSING
+    told, load_id = [], window.latest_load_id
+    bar.ask = lambda _parent, title, text, info=False: told.append((text, info)) or True
+    bar._model_chosen(index)
+    assert told == [(MINILM_MISSING, True)] and window.latest_load_id == load_id  # explained, nothing loads
+    assert choice.currentData() == bar.loaded_source
+    monkeypatch.undo()
+    bar.refresh_cached()
+
+
+def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings, tiny_model_dir):
+    """n1 #13 and #12: "loading …" in the status bar and over the grid instead of empty axes; the token line
+    says what the attention takes (layers × heads × tokens² × 4 bytes); the token cap is a setting."""
+    from gui.qt import ensure_qapp
+    from gui.window import LOADING_NOTE, MainWindow, format_bytes
+
+    ensure_qapp()
+    w = MainWindow(settings)
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
+        w.load_model(str(tiny_model_dir))
+        assert w.status_model.text() == f"loading {tiny_model_dir.name}…"
+        assert w.grid_panel.stack.currentWidget() is w.grid_panel.placeholder
+        assert w.grid_panel.placeholder.text() == LOADING_NOTE == w.state.placeholder
+    sized = []
+    w.worker.analysis_sized.connect(lambda rid, n, size: sized.append((n, size)))
+    w.set_text("The cat sat on the mat")
+    with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
+        w.run_text()
+    r = w.bundle.result
+    assert w.grid_panel.stack.currentWidget() is w.grid_panel.plot and w.state.placeholder is None
+    need = 3 * 4 * r.n_tokens ** 2 * 4  # float32 (layer, head, query, key) of the tiny model
+    assert sized == [(r.n_tokens, need)] and r.attentions.nbytes == need
+    assert w.status_tokens.text() == f"{r.n_tokens} tokens · attention {format_bytes(need)}"
+    assert format_bytes(604_000_000) == "604 MB" and format_bytes(1_234_000_000) == "1.23 GB"
+    assert "(2,048)" in w.max_tokens_action.text()
+    w.set_max_tokens(4)
+    assert "(4)" in w.max_tokens_action.text()
+    with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
+        w.run_text()
+    assert w.bundle.result.n_tokens == 4 and w.bundle.result.truncated
+    assert "truncated" in w.status_tokens.text() and "Token limit" in w.status_tokens.toolTip()
+    w.close()
+
+
+def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, window, tmp_path, tiny_model_dir):
+    """What is visible exports: the head PNG in the value-weighted view is the Head tab's own figure; the data
+    export's summary has the sink rate at the Scores panel's ε, like `main.py export --sink-epsilon`."""
+    import main
+    from gui.figures import dispose_figure, save_figure
+    from gui.lens_data import VALUE_NORMS
+    from gui.scores_view import ScoresPanel
+
+    text = "The cat sat on the mat because it was tired."
+    run(qtbot, window, text)
+    (weights_png,) = export(qtbot, window, "head", tmp_path / "weights.png", png_width=600)
+    window.state.set_attention_view("value-weighted")
+    qtbot.waitUntil(lambda: window.state.lens(VALUE_NORMS) is not None, timeout=WAIT_MS)
+    (values_png,) = export(qtbot, window, "head", tmp_path / "values.png", png_width=600)
+    shown = window.head_panel.offscreen_figure()
+    save_figure(shown, tmp_path / "shown.png", 600)
+    dispose_figure(shown)
+    values, weights = QtGui.QImage(str(values_png)), QtGui.QImage(str(weights_png))
+    assert values != weights
+    assert values == QtGui.QImage(str(tmp_path / "shown.png"))
+    (grid_png,) = export(qtbot, window, "grid", tmp_path / "grid.png", png_width=600)
+    grid = window.grid_panel.offscreen_figure()
+    save_figure(grid, tmp_path / "grid-shown.png", 600)
+    dispose_figure(grid)
+    assert QtGui.QImage(str(grid_png)) == QtGui.QImage(str(tmp_path / "grid-shown.png"))
+    window.state.set_attention_view("weights")
+    scores = window.tab(ScoresPanel)
+    scores.epsilon_spin.setValue(0.05)  # the user sets ε in the Scores tab
+    assert window.state.sink_epsilon == 0.05
+    written = export(qtbot, window, "data", tmp_path / "gui")
+    window.state.set_sink_epsilon(0.3)
+    assert scores.epsilon_spin.value() == 0.3
+    assert main.main(["export", "--model", str(tiny_model_dir), "--text", text, "--no-bos", "--device", "cpu",
+                      "--no-head-images", "--sink-epsilon", "0.05", "--out", str(tmp_path / "cli")]) == 0
+    gui_summary, cli_summary = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("gui", "cli"))
+    assert gui_summary["sink_epsilon"] == cli_summary["sink_epsilon"] == 0.05
+    assert gui_summary["sink_rate"] == cli_summary["sink_rate"]
+    with np.load(tmp_path / "gui" / "attention.npz") as data:
+        assert {"attentions", "value_norms", "rollout"} <= set(data.files)
+    assert any(p.name == "summary.json" for p in written)
+
+
+def test_recent_texts_say_what_they_keep(window):
+    """n1 #10: Recent texts holds explicit runs only; the menu says so."""
+    menu_action = window.text_input.recent_menu.menuAction()
+    assert "Run or Ctrl+Enter" in menu_action.text() and "Run or Ctrl+Enter" in menu_action.toolTip()
+    assert "Recent texts" in window.text_input.examples_button.toolTip()
+
+
+def test_predictions_fit_two_lines_beside_the_token_strip(qtbot, window):
+    from gui.text_input import PREDICTIONS_WIDTH, fit_lines
+
+    metrics = window.text_input.predictions.fontMetrics()
+    pieces = ["Next token:", "<|endoftext|> 45.2%", "␣the 19.5%", "a&b 3.0%", "x" * 400 + " 1.0%", "last 0.1%"]
+    text = fit_lines(pieces, metrics, PREDICTIONS_WIDTH)
+    lines = text.split("<br>")
+    assert len(lines) <= 2 and "&lt;|endoftext|&gt;" in text and "<|" not in text  # escaped, never broken
+    for line in lines:
+        plain = QtGui.QTextDocumentFragment.fromHtml(line).toPlainText().replace("\xa0", " ")
+        assert metrics.horizontalAdvance(plain) <= PREDICTIONS_WIDTH
+    assert fit_lines(["a 1%", "b 2%"], metrics, PREDICTIONS_WIDTH) == "a&nbsp;1%&nbsp;b&nbsp;2%"
+    run(qtbot, window, "The cat sat on the mat")
+    label = window.text_input.predictions
+    assert label.text().startswith("Next&nbsp;token:") and label.isVisible()
+    assert all(p.token in label.toolTip() or "&" in p.token or "<" in p.token
+               for p in window.bundle.result.predictions)

@@ -43,3 +43,47 @@ def test_explain_weight_reassembles_the_softmax(tiny_model, tiny_result):
     assert e["exp"] / e["row_sum"] == pytest.approx(e["weight"])
     assert e["scaled"] == pytest.approx(e["score"] * e["scale"])
     assert explain_weight(rec, 1, 3, 6)["masked"] and explain_weight(rec, 1, 3, 6)["weight"] == 0
+
+
+def test_cost_with_grouped_query_attention_by_hand():
+    # a SmolLM2-135M-shaped layer: d 576, 9 query heads, 3 key/value heads, dk 64, 30 layers, at 1000 tokens
+    c = attention_cost(1000, 576, 9, 30, n_kv_head=3, d_head=64)
+    assert c.grouped and (c.n_kv_head, c.d_head) == (3, 64)
+    assert c.params_per_layer_formula == 576 * 576 + 2 * 576 * 192 + 576 * 576 == 884_736
+    assert c.params_per_layer_formula_without_gqa == 4 * 576 * 576 == 1_327_104
+    assert c.params_per_layer_formula_with_bias == 884_736 + 576 + 2 * 192 + 576
+    assert c.kv_cache_bytes_per_layer == 2 * 1000 * 3 * 64 * 4 == 1_536_000  # K and V, 3 heads of 64, float32
+    assert c.kv_cache_bytes_total == 30 * 1_536_000
+    assert c.kv_cache_bytes_total_without_gqa == 3 * c.kv_cache_bytes_total  # 9 heads instead of 3
+    assert c.score_entries_per_layer == 9 * 1000 * 1000
+    assert c.flops_qk_per_layer == 2 * 1000 * 1000 * 576
+    assert c.flops_projections_per_layer == 2 * 1000 * 576 * (2 * 576 + 2 * 192)
+    labels = [label for label, _ in c.as_rows()]
+    assert "KV cache, all layers, without grouped-query attention (g = h = 9)" in labels
+    # without GQA the formulas are GPT-2's
+    g = attention_cost(1000, 576, 9, 30)
+    assert g.params_per_layer_formula == 4 * 576 * 576 and g.kv_cache_bytes_total == g.kv_cache_bytes_total_without_gqa
+    assert g.flops_projections_per_layer == 8 * 1000 * 576 * 576
+    with pytest.raises(ValueError):
+        attention_cost(10, 64, 4, 2, n_kv_head=0)
+
+
+def test_format_bytes():
+    from analysis.lab import format_bytes
+
+    assert format_bytes(16384) == "16.0 KiB" and format_bytes(3 * 2**20) == "3.00 MiB"
+
+
+def test_projection_parameters_count_only_the_biases_a_model_has(tiny_model):
+    from analysis.lab import counted_parameters, projection_parameter_count
+
+    block = tiny_model.family.blocks(tiny_model.model)[0]
+    modules = [tiny_model.family.attention_module(block), tiny_model.family.output_module(block)]
+    d = 64
+    assert projection_parameter_count(modules) == 4 * d * d + 4 * d  # c_attn and c_proj, counted once each
+    assert projection_parameter_count(modules) == counted_parameters(tiny_model.attention_parameters(0))
+    import torch
+
+    no_bias = torch.nn.Linear(8, 4, bias=False)
+    norm = torch.nn.LayerNorm(8)
+    assert projection_parameter_count([no_bias, norm, no_bias]) == 32  # no bias, no norm, no double count

@@ -89,13 +89,14 @@ def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_fi
         dialog.start()
     expected = scan_texts(tiny_model, read_texts(texts_file), batch_size=3, bos=False)
     assert panel.source() == "scan" and panel.scan.n_texts == len(TEXTS) == expected.n_texts
-    assert panel.model.names[2:] == expected.score_names
-    for k, name in enumerate(expected.score_names):
+    shown = tuple(name for name in expected.score_names if name in expected.applicable)
+    assert panel.model.names[2:] == shown and "next_token" not in shown  # a decoder's: no column of n/a
+    assert "next token —" in panel.hidden_note.text()
+    for name in shown:
+        k = expected.score_names.index(name)
         column = next(c for c in panel.model.columns if c.name == name)
         np.testing.assert_allclose(column.values, expected.mean[k], rtol=0, atol=1e-9)
         np.testing.assert_allclose(column.std, expected.std[k], rtol=0, atol=1e-9)
-        if name not in expected.applicable:
-            continue
         col = panel.model.names.index(name)
         for row in range(panel.model.rowCount()):
             layer, head = panel.model.head_at(row)

@@ -80,11 +80,11 @@ def test_one_name_per_score(panel):
     from gui.scores_view import SCORE_LABELS
 
     assert set(SCORE_LABELS) == set(SCORE_NAMES)
-    assert panel.model.names[2:] == SCORE_NAMES
+    assert panel.model.names[2:] == tuple(name for name in SCORE_NAMES if panel.scores.applies(name))
     for column, name in enumerate(panel.model.names[2:], start=2):
         tooltip = panel.model.headerData(column, QtCore.Qt.Orientation.Horizontal, QtCore.Qt.ItemDataRole.ToolTipRole)
         assert tooltip.startswith(SCORE_LABELS[name])
-    panel.score_choice.setCurrentIndex(SCORE_NAMES.index("induction"))
+    panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction"))
     assert panel.map.plot.titleLabel.text.startswith(SCORE_LABELS["induction"])
     assert SCORE_LABELS["induction"] in panel.map.hover_text(1, 1) and "rank" in panel.map.hover_text(1, 1)
 
@@ -170,7 +170,8 @@ def test_back_to_attnscope_scores_and_tl_is_off_for_an_encoder(qtbot, panel, tin
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
     assert panel.tl_controls.isVisibleTo(panel)
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("attnscope"))
-    assert panel.model.names[2:] == SCORE_NAMES and not panel.tl_controls.isVisibleTo(panel)
+    assert panel.model.names[2:] == tuple(n for n in SCORE_NAMES if n != "next_token")
+    assert not panel.tl_controls.isVisibleTo(panel)
 
     class EncoderResult:  # the result on screen, as an encoder's
         causal = False
@@ -182,3 +183,86 @@ def test_back_to_attnscope_scores_and_tl_is_off_for_an_encoder(qtbot, panel, tin
     panel.state.set_bundle(Bundle(EncoderResult(), all_scores(tiny_result), request_id=2))
     assert panel.source() == "attnscope"  # switched back: TL's detectors are for decoders
     assert not panel.source_choice.model().item(1).isEnabled()
+
+
+# ----------------------------------------------------------------------------- scores that do not apply
+@pytest.fixture(scope="module")
+def encoder_result(tmp_path_factory):
+    from analysis.inference import run_text
+    from analysis.loading import load_model
+    from analysis.synthetic import save_random_family
+
+    folder = save_random_family(tmp_path_factory.mktemp("bert"), "bert", seed=2)
+    return run_text(load_model(str(folder), device="cpu"), "the cat sat on the mat and the cat slept")
+
+
+def every_cell(panel):
+    return [panel.model.index(row, column).data() for row in range(panel.model.rowCount())
+            for column in range(2, panel.model.columnCount())]
+
+
+def choices(panel):
+    return [panel.score_choice.itemData(i) for i in range(panel.score_choice.count())]
+
+
+def test_a_decoder_hides_next_token_and_says_why(panel):
+    from analysis.head_scores import NOT_APPLICABLE, NOT_APPLICABLE_WHY, SCORE_LABELS, SCORE_NAMES
+
+    assert not panel.scores.applies("next_token")  # GPT-2: causal
+    expected = [name for name in SCORE_NAMES if name != "next_token"]
+    assert list(panel.model.names[2:]) == expected and choices(panel) == expected  # the map's chooser too
+    assert NOT_APPLICABLE not in every_cell(panel)
+    note = panel.hidden_note.text()
+    assert panel.hidden_note.isVisibleTo(panel) and "\n" not in note
+    assert SCORE_LABELS["next_token"] in note and NOT_APPLICABLE_WHY["next_token"] in note
+    assert SCORE_LABELS["induction"] not in note
+
+
+def test_an_encoder_hides_the_causal_scores_and_says_why(qtbot, panel, encoder_result):
+    from analysis.head_scores import NOT_APPLICABLE, NOT_APPLICABLE_WHY, SCORE_LABELS, SCORE_NAMES, all_scores
+
+    scores = all_scores(encoder_result)
+    panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction"))  # on the map: about to leave
+    panel.state.set_bundle(Bundle(encoder_result, scores, request_id=5))
+    not_for_encoders = ("duplicate_token", "induction", "induction_probe")
+    expected = [name for name in SCORE_NAMES if name not in not_for_encoders]
+    assert list(panel.model.names[2:]) == expected and choices(panel) == expected
+    assert panel.current_score() == "previous_token" and panel.map.label == SCORE_LABELS["previous_token"]
+    np.testing.assert_array_equal(panel.map.values, scores["previous_token"])
+    assert NOT_APPLICABLE not in every_cell(panel)
+    column = panel.model.names.index("next_token")  # an encoder's next-token score is a number, as computed
+    for row in range(panel.model.rowCount()):
+        layer, head = panel.model.head_at(row)
+        assert panel.model.index(row, column).data().lstrip("● ") == f"{scores['next_token'][layer, head]:.3f}"
+    note = panel.hidden_note.text()
+    assert all(SCORE_LABELS[name] in note for name in not_for_encoders)
+    assert f"{SCORE_LABELS['next_token']} —" not in note
+    assert NOT_APPLICABLE_WHY["duplicate_token"] in note
+    assert note.count(NOT_APPLICABLE_WHY["induction"]) == 1  # one reason said once for both induction scores
+    panel.score_choice.setCurrentIndex(panel.score_choice.findData("entropy"))  # a score both kinds have stays
+    panel.state.set_bundle(Bundle(encoder_result, scores, request_id=6))
+    assert panel.current_score() == "entropy"
+
+
+def test_the_hidden_note_follows_the_model(qtbot, panel, tiny_result, encoder_result):
+    from analysis.head_scores import all_scores
+
+    panel.state.set_bundle(Bundle(encoder_result, all_scores(encoder_result), request_id=6))
+    assert "induction" not in panel.model.names and "next_token" in panel.model.names
+    panel.state.set_bundle(Bundle(tiny_result, all_scores(tiny_result), request_id=7))
+    assert "induction" in panel.model.names and "next_token" not in panel.model.names
+    assert "next token —" in panel.hidden_note.text() and "Induction" not in panel.hidden_note.text()
+
+
+# ----------------------------------------------------------------------------- ε lives in the view state
+def test_the_epsilon_box_writes_and_follows_the_state(qtbot, panel, tiny_result):
+    from analysis.lenses import sink_rate
+
+    panel.epsilon_spin.setValue(0.2)
+    assert panel.state.sink_epsilon == pytest.approx(0.2)
+    panel.state.set_sink_epsilon(0.05)  # e.g. restored, or set by another view
+    assert panel.epsilon_spin.value() == pytest.approx(0.05)
+    expected = sink_rate(tiny_result.attentions, 0.05)
+    assert np.array_equal(panel.sinks().mask, expected.mask)
+    assert f"sink rate {expected.rate:.1%}" in panel.sink_label.text()
+    assert panel.model.mark_note.endswith("ε = 0.05") and panel.map.mark_note == panel.model.mark_note

@@ -12,6 +12,13 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 WAIT_MS = 120_000
 
 
+def shown(label) -> str:
+    """A rich-text label's text as the user reads it."""
+    doc = QtGui.QTextDocument()
+    doc.setHtml(label.text())
+    return doc.toPlainText()
+
+
 def table_texts(table):
     return [[table.item(i, j).text() for j in range(table.columnCount())] for i in range(table.rowCount())]
 
@@ -46,12 +53,18 @@ def test_editing_a_number_updates_everything(calculator):
 
 
 def test_causal_preset_and_resizing(calculator):
+    from analysis.manual_attention import attend
+
     calculator.load_preset("3 tokens, causal")
     rows = table_texts(calculator.weights_table)
     assert rows[0][:3] == ["1.0000", "0.0000", "0.0000"] and all(r[3] == "1.0000" for r in rows)
     assert table_texts(calculator.scaled_table)[0][1] == "−∞"
-    calculator._add_row("K", "V")
-    assert "as many queries as keys" in calculator.message.text()
+    calculator._add_row("K", "V")  # 3 queries, 4 keys: the queries are the last 3 positions (attend's rule)
+    q, k, v = (calculator._values(n) for n in "QKV")
+    expected = attend(q, k, v, causal=True)
+    np.testing.assert_array_equal(calculator.result.weights, expected.weights)
+    assert calculator.result.weights[0, 2] == 0 and calculator.result.weights[0, 1] > 0  # query 0 at position 1
+    assert "n_k − n_q + i" in shown(calculator.message) and "position 1 + i" in shown(calculator.message)
     calculator._add_row("Q")
     assert calculator.weights_table.rowCount() == 4 and calculator.weights_table.columnCount() == 5
     calculator._add_dim()
@@ -60,6 +73,42 @@ def test_causal_preset_and_resizing(calculator):
     calculator._remove_row("Q")
     calculator._remove_row("K", "V")
     assert calculator.result.weights.shape == (3, 3)
+    calculator._remove_row("K", "V")  # 3 queries, 2 keys: no position for the first query
+    assert "need at least 3 keys" in shown(calculator.message) and calculator.result is None
+
+
+def test_invalid_input_clears_the_results_and_valid_input_brings_them_back(calculator):
+    calculator.load_preset("Worked example: server / request / it")
+    calculator.tables["Q"].item(0, 0).setText("abc")
+    assert "Q[0, 0] is not a number: 'abc'" in shown(calculator.message)
+    for table in calculator.result_tables():  # no stale numbers beside the error
+        assert table.rowCount() == 0 and not table.isEnabled()
+    assert calculator.result is None
+    # the input column is wide enough to show what was typed
+    table = calculator.tables["Q"]
+    assert table.columnWidth(0) >= QtGui.QFontMetrics(table.font()).horizontalAdvance("abc") + 8
+    calculator.tables["Q"].item(0, 0).setText("nan")  # a number for float(), not for attention
+    assert "finite" in shown(calculator.message) and calculator.result is None
+    calculator.tables["Q"].item(0, 0).setText("1")
+    assert table_texts(calculator.weights_table) == [["0.5871", "0.1859", "0.2270", "1.0000"]]
+    assert all(t.isEnabled() for t in calculator.result_tables())
+
+
+def test_pasted_json_is_read_like_the_command_line_and_notes_are_shown(calculator):
+    from analysis.manual_attention import attend
+
+    calculator.load_preset("Worked example: server / request / it")
+    assert not calculator.paste("K", "[[1, 2], [3")  # not JSON: one sentence, results cleared
+    assert "K is not JSON" in shown(calculator.message) and calculator.weights_table.rowCount() == 0
+    assert not calculator.paste("V", '[[1, 2], [3]]')
+    assert "ragged" in shown(calculator.message)
+    assert calculator.paste("Q", "[1e200, 0, 0, 1e200]")  # QKᵀ overflows float64: attend's notes are shown
+    calculator.paste("K", "[[1e200, 0, 0, 1e200], [0, 1, 0, 0], [1, 1, 1, 1]]")
+    expected = attend(calculator._values("Q"), calculator._values("K"), calculator._values("V"))
+    assert expected.notes and all(html_note in shown(calculator.message) for html_note in
+                                  ["beyond 64-bit floats", "exact all the same"])
+    np.testing.assert_array_equal(calculator.result.weights, expected.weights)
+    assert calculator.tables["K"].verticalHeaderItem(0).text() == "server"  # labels kept: same rows
 
 
 def test_scaling_lab(qtbot):
@@ -192,8 +241,8 @@ def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
     show(qtbot, panel)
     panel.state.set_colormap("inferno")
     expected = pg.colormap.get("inferno").getLookupTable(nPts=16)
-    heatmaps = [fig for fig in panel.figures() if hasattr(fig, "image")]
-    assert len(heatmaps) == 9 + 4
+    heatmaps = [fig for fig in panel.figures() if hasattr(fig, "image") and fig.image.image is not None]
+    assert len(heatmaps) == 9 + 4  # GPT-2's nine steps (no rotation) and Model vs manual's four
     for fig in heatmaps:
         bar = getattr(fig, "colorbar", None)
         lut = (bar.colorMap() if bar is not None else fig.image.getColorMap()).getLookupTable(nPts=16)

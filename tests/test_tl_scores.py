@@ -120,3 +120,79 @@ def test_detect_many_passes_every_option_on():
     np.testing.assert_allclose(it, many)
     with pytest.raises(ValueError):
         tl.detect_many([], "induction_head")
+
+
+# ----------------------------------------------------------------------------- every head at once
+def random_attention(rng, shape, causal=True, dtype=np.float64, sharp=4):
+    """Softmax-like rows (L, H, n, n): lower triangular when causal, some mass piled on key 0."""
+    a = rng.random(shape) ** sharp
+    a[..., 0] += rng.random(shape[:-1])
+    if causal:
+        a = np.tril(a)
+    return (a / a.sum(axis=-1, keepdims=True)).astype(dtype)
+
+
+OPTIONS = [dict(error_measure=m, exclude_bos=b, exclude_current_token=c)
+           for m in tl.ERROR_MEASURES for b in (False, True) for c in (False, True)]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_head_at_once_equals_the_per_head_loop(options, dtype):
+    rng = np.random.default_rng(11)
+    a = random_attention(rng, (3, 4, 40, 40), dtype=dtype)
+    ids = rng.integers(0, 6, 40)  # many repeats: dense duplicate and induction patterns
+    # "abs" is rounded to 3 decimals: equal to the reference exactly (a value near a rounding boundary is
+    # decided by the reference itself); "mul" to rounding (its sums run in another order)
+    atol = 0 if options["error_measure"] == "abs" else (1e-13 if dtype == np.float64 else 1e-6)
+    every = tl.detect_all(a, ids, **options)
+    for name in tl.HEAD_NAMES:
+        expected = tl._detect_per_head(a, ids, name, **options)
+        np.testing.assert_allclose(every[name], expected, rtol=0, atol=atol)
+        np.testing.assert_array_equal(tl.detect(a, ids, name, **options), every[name])  # one path
+        chosen = [(0, 1), (2, 3), (2, 0)]
+        np.testing.assert_allclose(tl.detect(a, ids, name, heads=chosen, **options),
+                                   tl._detect_per_head(a, ids, name, heads=chosen, **options), rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("exclude_bos", [False, True])
+def test_abs_near_a_rounding_boundary_equals_the_reference(dtype, exclude_bos):
+    # head k: A = [[1, 0], [a, 1 − a]] against the previous-token pattern: Σ|A − P| / 2 = 0.5 + (1 − a),
+    # with 1 − a = k · 0.0005 ± a little: ties and near-ties of the 3-decimal rounding, where a sum in
+    # another order could round the other way
+    offsets = np.array([k * 5e-4 + d for k in range(1, 12) for d in (0.0, 1e-9, -1e-9, 1e-13, -1e-13)])
+    a = np.zeros((1, offsets.size, 2, 2))
+    a[0, :, 0, 0] = 1.0
+    a[0, :, 1, 0] = 1.0 - offsets
+    a[0, :, 1, 1] = offsets
+    a = a.astype(dtype)
+    ids = np.array([1, 2])
+    got = tl.detect(a, ids, "previous_token_head", error_measure="abs", exclude_bos=exclude_bos)
+    expected = tl._detect_per_head(a, ids, "previous_token_head", error_measure="abs", exclude_bos=exclude_bos)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_signed_weights_and_an_all_excluded_head_equal_the_reference():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(2, 3, 6, 6))  # not attention, but TL's formulas are defined for it
+    a[0, 0] = 0.0
+    a[0, 0, :, 0] = 1.0  # everything in column 0: with exclude_bos, "mul" has nothing left (NaN)
+    ids = np.array([1, 2, 1, 2, 1, 2])
+    for options in OPTIONS:
+        for name in tl.HEAD_NAMES:
+            got = tl.detect(a, ids, name, **options)
+            expected = tl._detect_per_head(a, ids, name, **options)
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+            assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert np.isnan(tl.detect(a, ids, "previous_token_head", exclude_bos=True)[0, 0])
+
+
+def test_detect_all_never_modifies_its_input():
+    rng = np.random.default_rng(5)
+    a = random_attention(rng, (2, 2, 12, 12), dtype=np.float32)
+    before = a.copy()
+    a.setflags(write=False)
+    for options in OPTIONS:
+        tl.detect_all(a, rng.integers(0, 3, 12), **options)
+    np.testing.assert_array_equal(a, before)

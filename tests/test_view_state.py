@@ -63,3 +63,36 @@ def test_a_lens_is_kept_only_for_the_bundle_on_screen(state, tiny_result):
         state.lens("attention_flow")
     with pytest.raises(ValueError):
         state.set_lens(6, "attention_flow", 1)
+
+
+def test_sink_epsilon_is_validated_saved_and_emits_only_on_a_change(state, tmp_path):
+    from analysis.lenses import SINK_EPSILON
+    from gui.view_state import ViewState
+
+    seen = []
+    state.sink_epsilon_changed.connect(seen.append)
+    assert state.sink_epsilon == SINK_EPSILON == 0.3
+    state.set_sink_epsilon(0.5)
+    state.set_sink_epsilon(0.5)
+    assert seen == [0.5]
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError):
+            state.set_sink_epsilon(bad)
+    assert state.sink_epsilon == 0.5
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    first = ViewState(settings)
+    first.set_sink_epsilon(0.45)
+    first.save_settings()
+    assert ViewState(settings).sink_epsilon == 0.45
+    settings.setValue("view/sink_epsilon", "lots")
+    assert ViewState(settings).sink_epsilon == SINK_EPSILON  # a bad stored value is ignored
+
+
+def test_the_placeholder_is_one_line_or_none(state):
+    seen = []
+    state.placeholder_changed.connect(seen.append)
+    assert state.placeholder is None
+    state.set_placeholder("loading the model…")
+    state.set_placeholder("loading the model…")
+    state.set_placeholder("")
+    assert seen == ["loading the model…", None] and state.placeholder is None

@@ -101,3 +101,19 @@ def test_stop_does_not_wait_for_work_in_flight(worker):
     worker.stop()
     assert time.perf_counter() - t0 < 0.5
     assert worker._thread.daemon  # the process can exit while the forward pass finishes
+
+
+def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(qtbot, worker, tiny_model_dir):
+    """analysis_sized carries the tokens to run and layers × heads × tokens² × 4 bytes, before the result."""
+    from analysis.loading import load_model
+
+    worker._loaded = load_model(str(tiny_model_dir), device="cpu")  # 3 layers × 4 heads
+    seen = []
+    worker.analysis_sized.connect(lambda rid, n, size: seen.append(("sized", rid, n, size)))
+    worker.analysis_ready.connect(lambda bundle: seen.append(("ready", bundle.request_id, bundle.result)))
+    with qtbot.waitSignal(worker.analysis_ready, timeout=60_000):
+        request_id = worker.analyse("one two three four five six seven eight", bos=False, max_tokens=5)
+    (kind, rid, n, size), (kind2, rid2, result) = seen
+    assert (kind, kind2, rid, rid2) == ("sized", "ready", request_id, request_id)
+    assert n == result.n_tokens == 5 and result.truncated
+    assert size == 3 * 4 * 5 * 5 * 4 == result.attentions.size * 4
