@@ -47,6 +47,7 @@ def reference_loss(loaded, text, heads, mode, bos=True):
     return loss, probs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_ablation_matches_a_pre_hook_on_the_output_projection(tiny_model, mode):
     heads = [(0, 1), (2, 3), (2, 0)]
@@ -136,6 +137,7 @@ def test_encoders_are_refused():
         ablation._Gpt2Heads(NoLmHead())
 
 
+@pytest.mark.slow
 def test_bundled_importance_map_has_heads_that_matter():
     from analysis.loading import load_model
 

@@ -154,6 +154,7 @@ def test_cancel_stops_the_importance_map_between_forwards(qtbot, panel, monkeypa
     assert panel.importance_button.isEnabled() and not panel.importance_cancel.isEnabled()
 
 
+@pytest.mark.slow
 def test_answers_for_a_text_no_longer_on_screen_are_dropped(qtbot, panel, worker):
     other = analyse(qtbot, worker, "A different text entirely, with other words.")
     shown = []

@@ -43,6 +43,7 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     """Every file of an export checked (a fresh process runs it in the interruption test below)."""
     code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
@@ -129,6 +130,7 @@ def test_a_failed_export_removes_the_folders_it_created(tmp_path, capsys):
     assert code == 2 and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_export_replaces_an_earlier_export_and_reports_pickle_with_the_flag(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "o"
     assert run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", out)[0] == 0

@@ -268,6 +268,7 @@ def family_folders(tmp_path_factory):
     return {t: save_random_family(root / t, t, seed=5) for t in ("llama", "gpt_neox", "bert")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["llama", "gpt_neox", "bert"])
 def test_export_and_scan_work_for_every_family(model_type, family_folders, tmp_path, capsys):
     """Grouped-query attention (llama), fused per-head QKV with a parallel residual (NeoX), an encoder (BERT)."""

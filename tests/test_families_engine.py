@@ -59,6 +59,7 @@ def weights_of(loaded):
 
 
 # ----------------------------------------------------------------------------- the whole path
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
 def test_load_run_score_and_parity_pass(engine, model_type):
     loaded, result = engine(model_type)
@@ -158,6 +159,7 @@ def test_bert_with_both_pretraining_heads_loads_exactly(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the command line
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
 def test_export_writes_every_file_for_every_family(folders, tmp_path, capsys, model_type):
     out = tmp_path / "x"

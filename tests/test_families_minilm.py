@@ -102,6 +102,7 @@ def test_minilm_scores_as_an_encoder(minilm):
     assert ((scores["entropy"] >= 0) & (scores["entropy"] <= 1)).all()
 
 
+@pytest.mark.slow
 def test_minilm_through_the_engine_as_model_minilm(tmp_path, capsys):
     """``--model minilm`` end to end: load_model, run_text, all_scores, parity_report and the export.
     Measured on TEXT: the best previous-token head is L0H2 with 0.9997; parity max |Δw| ≈ 4e-7."""

@@ -54,6 +54,7 @@ def settle(qtbot, ms=50):
     QtWidgets.QApplication.processEvents()
 
 
+@pytest.mark.slow
 def test_the_value_tooltip_stays_while_the_pointer_rests(qtbot, head):
     head.set_head(causal(8), [f"t{i}" for i in range(8)], "x")
     settle(qtbot)
@@ -95,6 +96,7 @@ def test_hover_text_never_renders_tokens_as_html(qtbot, head):
     assert "&lt;i&gt;" in head.plot.titleLabel.text
 
 
+@pytest.mark.slow
 def test_zoom_stays_on_the_data_and_resets(qtbot, head):
     n = 20
     head.set_head(causal(n), [f"t{i}" for i in range(n)], "x")
@@ -176,6 +178,7 @@ def bright_rows(fig, layer, head):
     return rows, len(y_range)
 
 
+@pytest.mark.slow
 def test_grid_thumbnails_are_pooled_to_the_pixels_each_cell_has(qtbot, grid):
     a = grid_result()
     thumbs = pooled_heads(a, 96)

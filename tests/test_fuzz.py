@@ -102,6 +102,7 @@ def matrices(draw):
     return q, k, v
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=200)
 @given(qkv=matrices(), causal=st.booleans(), as_json=st.booleans())
 def test_any_finite_matrices_through_the_calculator(qkv, causal, as_json):

@@ -96,6 +96,7 @@ def export(qtbot, window, what, path, fmt=None, png_width=None):
     return blocker.args[0]
 
 
+@pytest.mark.slow
 def test_typing_runs_automatically_and_fills_every_view(qtbot, window):
     window.set_text("")
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
@@ -259,6 +260,7 @@ def test_export_files(qtbot, window, tmp_path, what, name):
         assert np.array(data["attentions"]).shape == r.attentions.shape
 
 
+@pytest.mark.slow
 def test_every_head_export_honours_the_png_width_in_one_folder(qtbot, window, tmp_path):
     run(qtbot, window, "The cat sat on the mat")
     written = export(qtbot, window, "heads", tmp_path / "heads", "png", png_width=500)
@@ -343,6 +345,7 @@ def test_export_dialog_names_say_what_they_hold_and_the_folder_stays(qtbot, wind
     assert {"L2H1.svg", "grid.pdf", "attnscope-heads", "attnscope-data", "attnscope-export"} <= set(names)
 
 
+@pytest.mark.slow
 def test_copy_figure_copies_the_clean_figure_of_the_view_in_front_at_the_export_width(qtbot, window, tmp_path):
     from gui.export_dialog import DEFAULT_PNG_WIDTH
     from gui.figures import dispose_figure
@@ -495,6 +498,7 @@ def test_with_auto_off_a_changed_text_marks_the_result_stale(qtbot, window):
     assert not text_input.stale.isVisible()
 
 
+@pytest.mark.slow
 def test_focus_starts_in_the_text_box_and_tab_leaves_it(qtbot, settings, tiny_model_dir):
     w = make_window(qtbot, settings, tiny_model_dir)
     w.activateWindow()
@@ -512,6 +516,7 @@ def test_focus_starts_in_the_text_box_and_tab_leaves_it(qtbot, settings, tiny_mo
     w.close()
 
 
+@pytest.mark.slow
 def test_recent_texts_keep_explicit_runs_only_deduplicated_capped_and_elided(qtbot, window):
     text_input = window.text_input
     text_input.set_text("")
@@ -554,12 +559,14 @@ def test_help_lists_every_shortcut_and_shows_the_model_card(qtbot, window):
     assert "4-layer × 4-head" in text and "Measured heads" in text and "256-token context" in text
 
 
+@pytest.mark.slow
 def test_bundled_model_is_explained_in_the_status_bar(qtbot, settings):
     w = make_window(qtbot, settings, "bundled")
     assert "4,096-token vocabulary" in w.status_model.toolTip() and "256-token context" in w.status_model.toolTip()
     w.close()
 
 
+@pytest.mark.slow
 def test_the_window_fits_a_small_screen(qtbot, window, tmp_path):
     assert window.minimumSize().width() <= 1024 and window.minimumSize().height() <= 700
     window.resize(1024, 700)
@@ -574,6 +581,7 @@ def test_the_window_fits_a_small_screen(qtbot, window, tmp_path):
     fresh.close()
 
 
+@pytest.mark.slow
 def test_settings_persist(qtbot, settings, tiny_model_dir):
     from gui.window import MainWindow
 
@@ -591,6 +599,7 @@ def test_settings_persist(qtbot, settings, tiny_model_dir):
     w2.close()
 
 
+@pytest.mark.slow
 def test_closing_mid_load_or_mid_run_returns_at_once(qtbot, settings, tiny_model_dir):
     from gui.window import MainWindow
 
@@ -616,6 +625,7 @@ def test_select_out_of_range_is_an_error_not_clamped(qtbot, window):
     assert (window.state.layer, window.state.head) == (0, 0)
 
 
+@pytest.mark.slow
 def test_screenshot_mode_in_process(qtbot, tiny_model_dir, tmp_path, monkeypatch):
     """run_app --screenshot: every view saved, --select applied, the user's settings untouched."""
     import argparse
@@ -683,6 +693,7 @@ def test_screenshot_fails_loudly_on_a_bad_model(tmp_path):
     assert out.returncode != 0 and "not found" in out.stderr
 
 
+@pytest.mark.slow
 def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
     out = subprocess.run([sys.executable, "-c", "from gui.app import default_model_choice as d; print(d())"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120,
@@ -725,6 +736,7 @@ def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
     assert backward == list(reversed(forward))  # Shift+Tab walks the same stops the other way
 
 
+@pytest.mark.slow
 def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     """n1 #3: at 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
     head map gets the height, and a splitter between them is remembered."""
@@ -819,6 +831,7 @@ def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, w
     bar.refresh_cached()
 
 
+@pytest.mark.slow
 def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings, tiny_model_dir):
     """n1 #13 and #12: "loading …" in the status bar and over the grid instead of empty axes; the token line
     says what the attention takes (layers × heads × tokens² × 4 bytes); the token cap is a setting."""
@@ -855,6 +868,7 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     w.close()
 
 
+@pytest.mark.slow
 def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, window, tmp_path, tiny_model_dir):
     """What is visible exports: the head PNG in the value-weighted view is the Head tab's own figure; the data
     export's summary has the sink rate at the Scores panel's ε, like `main.py export --sink-epsilon`."""

@@ -8,6 +8,7 @@ from analysis.lab import attention_cost, explain_weight, row_entropy, scaling_ex
 from analysis.manual_attention import recompute_layer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d_k", [4, 64, 512])
 def test_dot_products_have_std_sqrt_dk_and_scaling_restores_one(d_k):
     e = scaling_experiment(d_k, seed=3)

@@ -75,6 +75,7 @@ def show(qtbot, views, result, request_id=1, view="value-weighted", kind="value_
     assert state.lens_error(kind) is None
 
 
+@pytest.mark.slow
 def test_the_switch_changes_what_the_head_and_the_grid_draw(qtbot, views, tiny_result, tiny_model):
     state, head, grid = views.state, views.head, views.grid
     assert head.lenses is views.roll.lenses  # one helper per state: each lens is asked for once
@@ -207,6 +208,7 @@ def test_colormap_and_dark_mode_reach_the_new_views(qtbot, views, tiny_result):
     state.set_dark(False)
 
 
+@pytest.mark.slow
 def test_copy_figures_draw_what_the_tabs_show(qtbot, views, tiny_result, tiny_model):
     from analysis.lenses import rollout
     from gui.figures import dispose_figure

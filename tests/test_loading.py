@@ -132,7 +132,8 @@ def run_isolated(script: str, env_extra: dict) -> subprocess.CompletedProcess:
                           env=env, timeout=120, cwd=ROOT)
 
 
-@pytest.mark.parametrize("offline", ["1", pytest.param("", marks=pytest.mark.slow)])
+@pytest.mark.slow  # a subprocess each (~2 s)
+@pytest.mark.parametrize("offline", ["1", ""])
 def test_uncached_hub_model_fails_fast_with_advice(tmp_path, offline):
     """Neither cached nor reachable: a message within seconds (HF_HUB_OFFLINE set, or no network)."""
     script = """

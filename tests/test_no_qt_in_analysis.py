@@ -3,9 +3,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import ROOT
 
 
+@pytest.mark.slow
 def test_every_analysis_module_imports_and_runs_without_qt(tiny_model_dir):
     script = textwrap.dedent(f"""
         import importlib, pkgutil, sys

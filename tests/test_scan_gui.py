@@ -80,6 +80,7 @@ def open_dialog(panel, path, batch=3):
     return dialog
 
 
+@pytest.mark.slow
 def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_file, tiny_model):
     from analysis.scan import read_texts, scan_texts
 
@@ -192,6 +193,7 @@ def test_bad_texts_are_one_sentence_in_the_dialog(qtbot, panel, tmp_path, what):
     dialog.close()
 
 
+@pytest.mark.slow
 def test_a_new_model_drops_the_scan_and_a_late_answer(qtbot, panel, texts_file, worker):
     dialog = open_dialog(panel, texts_file)
     with qtbot.waitSignal(dialog.scan_ready, timeout=WAIT_MS):
@@ -230,6 +232,7 @@ def test_tl_scores_on_the_worker_and_stale_options_dropped(qtbot, panel, worker)
         np.testing.assert_array_equal(next(c for c in panel.model.columns if c.name == name).values, expected)
 
 
+@pytest.mark.slow
 def test_the_window_has_the_menu_entry_and_the_ablation_tab(qtbot, tmp_path, tiny_model_dir):
     from gui.ablation_tab import AblationPanel
     from gui.scan_dialog import ScanDialog

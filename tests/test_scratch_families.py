@@ -71,6 +71,7 @@ def plain(label) -> str:
 
 
 # ----------------------------------------------------------------------------- the worker's data
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILY_TYPES)
 def test_scratch_data_recomputes_by_the_family_and_parity_is_per_head_and_layer(family_runs, model_type):
     from gui.scratch_data import scratch_data
@@ -160,6 +161,7 @@ def test_the_rotation_hover_explains_the_angle_and_the_turned_pair(qtbot, panel,
         assert "passes through unchanged" in steps.views["q_rot"]._text_for((5, j))
 
 
+@pytest.mark.slow
 def test_mistral_shows_its_sliding_window_in_the_mask_step(qtbot, panel, family_runs):
     loaded, result, data = shown_for(panel, family_runs, "mistral", layer=0, head=0)
     view = panel.steps.views["masked"]
@@ -172,6 +174,7 @@ def test_mistral_shows_its_sliding_window_in_the_mask_step(qtbot, panel, family_
     assert "kept" in panel.steps._explain_masked(9, 6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["bert", "distilbert"])
 def test_an_encoder_has_no_mask_step_and_enters_attention_unnormed(qtbot, panel, family_runs, model_type):
     loaded, result, data = shown_for(panel, family_runs, model_type, layer=1, head=2)
@@ -231,6 +234,7 @@ def test_cost_counts_grouped_query_attention_and_the_kv_cache(qtbot, panel, fami
 
 
 # ----------------------------------------------------------------------------- encoders draw no mask
+@pytest.mark.slow
 def test_an_encoders_head_plot_grid_and_exported_figure_draw_no_mask(qtbot, family_runs, tmp_path):
     from gui.figures import HeadPlot, dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure
     from gui.head_panel import hover_text

@@ -169,6 +169,7 @@ def show(qtbot, panel):
         panel.show()
 
 
+@pytest.mark.slow
 def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model):
     from analysis.manual_attention import recompute_layer
 
@@ -199,6 +200,7 @@ def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model
     assert panel.cost.table.item(2, 1).text() == f"{4 * 64 * 64 + 4 * 64:,}"
 
 
+@pytest.mark.slow
 def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, worker):
     panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
     show(qtbot, panel)
@@ -214,6 +216,7 @@ def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, 
     assert (panel.state.layer, panel.state.head) == (0, 1)
 
 
+@pytest.mark.slow
 def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbot, panel, worker):
     bundle = analyse(qtbot, worker, "The cat sat on the mat")
     submitted = []
@@ -234,6 +237,7 @@ def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbo
         del worker.submit
 
 
+@pytest.mark.slow
 def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
     import pyqtgraph as pg
 
@@ -252,6 +256,7 @@ def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
         assert fig.backgroundBrush().color().lightness() < 60, fig
 
 
+@pytest.mark.slow
 def test_the_wheel_scrolls_the_steps_page(qtbot, panel, worker):
     panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired. " * 3))
     panel.resize(1000, 500)
@@ -279,6 +284,7 @@ def test_the_wheel_scrolls_the_steps_page(qtbot, panel, worker):
     assert table.height() >= table.verticalHeader().length() + table.horizontalHeader().height()
 
 
+@pytest.mark.slow
 def test_offscreen_figure_is_what_is_in_front(qtbot, panel, worker):
     from gui.figures import dispose_figure
 
