@@ -141,11 +141,12 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
 
 
 def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: float = SINK_EPSILON) -> dict:
-    """What ``summary.json`` holds: the run's model, shape, tokens counted, warnings, predictions, timings,
+    """What ``summary.json`` holds: the ``text`` analysed (whole, even when truncated), the run's model,
+    shape, tokens counted, warnings, predictions, timings,
     and ``sink_rate``: the share of heads whose first-token score exceeds ``sink_epsilon`` (``lenses.sink_rate``).
     ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
     sinks = sink_rate(result.attentions, sink_epsilon)
-    return {"generator": GENERATOR, "model": result.model_label, "device": result.device, "dtype": result.dtype,
+    return {"generator": GENERATOR, "text": result.text, "model": result.model_label, "device": result.device, "dtype": result.dtype,
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
             "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),

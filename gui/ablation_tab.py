@@ -15,8 +15,6 @@ gui/ablation_views.py.
 """
 from __future__ import annotations
 
-import html
-
 from PySide6 import QtCore, QtWidgets
 
 from analysis.ablation import MODES
@@ -301,9 +299,13 @@ class AblationPanel(QtWidgets.QWidget):
 
     def _importance_ready(self, importance) -> None:
         self.importance = importance
-        top = ", ".join(f"{l}.{h} {signed(v)}" for l, h, v in importance.top(5))
-        self._importance_stopped(f"Baseline loss {importance.baseline_loss:.3f} nats. Heads whose ablation alone "
-                                 f"({importance.mode}) raises the loss most: {top}.")
+        self._importance_stopped(importance_summary(importance))
+        r = self.state.result
+        if self.ablation is None and r is not None:  # the baseline is the text as analysed: show it too
+            from analysis.ablation import TOP_K, Outcome
+
+            self.baseline_box.show_outcome(Outcome(importance.baseline_loss, tuple(
+                (p.token, p.probability) for p in r.predictions[:TOP_K])))
         self.map.set_importance(importance)
         self.map.select(self.state.layer, self.state.head)
         self.map.show()
@@ -321,15 +323,28 @@ class AblationPanel(QtWidgets.QWidget):
         """A clean figure of the importance map, or None when there is none."""
         if self.importance is None:
             return None
-        from .figures import _lay_out_offscreen, settle_layout
+        from .figures import lay_out_offscreen, settle_layout
+
+        from .layer_head_map import width_for_title
 
         fig = ImportanceView()
         L, H = self.importance.loss_change.shape
-        _lay_out_offscreen(fig, int(min(2400, max(560, 220 + 48 * H))), int(min(3000, max(360, 120 + 40 * L))))
         r = self.state.result
         model = r.model_label if r is not None else ""
         title = f"{model} — loss change, each head {self.importance.mode}-ablated alone"
+        lay_out_offscreen(fig, int(min(2400, max(560, 220 + 48 * H, width_for_title(title, 220)))),
+                          int(min(3000, max(360, 120 + 40 * L))))
         fig.set_importance(self.importance)
-        fig.plot.setTitle(html.escape(title, quote=False), size="11pt")
+        fig.set_title(title)
         settle_layout()  # the title's height moves the plot down once
         return fig
+
+
+def importance_summary(importance) -> str:
+    """The sentence over the importance map: the baseline loss and the heads (up to 5) whose ablation
+    alone raises the loss, largest first — only heads with a positive change."""
+    raising = [(l, h, v) for l, h, v in importance.top(5) if v > 0]
+    heads = (", ".join(f"{l}.{h} {signed(v)}" for l, h, v in raising) if raising
+             else f"none raises the loss (every head's {importance.mode} ablation alone leaves it or lowers it)")
+    return (f"Baseline loss {importance.baseline_loss:.3f} nats. Heads whose ablation alone ({importance.mode}) "
+            f"raises the loss most: {heads}.")

@@ -157,11 +157,11 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
 
 
 def paint_times(result, repeats: int) -> tuple[float, float]:
-    from .figures import GridPlot, HeadPlot, _lay_out_offscreen, dispose_figure, grid_source
+    from .figures import GridPlot, HeadPlot, lay_out_offscreen, dispose_figure, grid_source
 
     grid, detail = GridPlot(), HeadPlot()
-    _lay_out_offscreen(grid, 700, 800)
-    _lay_out_offscreen(detail, 900, 900)
+    lay_out_offscreen(grid, 700, 800)
+    lay_out_offscreen(detail, 900, 900)
     counter = iter(range(10**9))
 
     def paint_grid():
@@ -239,11 +239,11 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
         forward_s = median_time(floor, reps)
         result = run_text(loaded, text, bos=False)
         run_s = median_time(lambda: run_text(loaded, text, bos=False), reps)
-        scores_s = median_time(lambda: all_scores(result), reps)
-        tl_scores_s = median_time(lambda: [detect_all(result.attentions, result.token_ids, error_measure=m)
-                                           for m in ERROR_MEASURES], reps)
+        scores_s = median_time(lambda r=result: all_scores(r), reps)
+        tl_scores_s = median_time(lambda r=result: [detect_all(r.attentions, r.token_ids, error_measure=m)
+                                                    for m in ERROR_MEASURES], reps)
         grid_s, detail_s = paint_times(result, reps)
-        recompute_s = median_time(lambda: parity_report(result, params), max(1, reps // 2))
+        recompute_s = median_time(lambda r=result: parity_report(r, params), max(1, reps // 2))
         row = {"model": name, "n": int(ids.shape[1]), "forward_s": forward_s, "run_s": run_s,
                "run_ratio": run_s / forward_s, "scores_s": scores_s, "tl_scores_s": tl_scores_s, "grid_paint_s": grid_s,
                "detail_paint_s": detail_s, "recompute_s": recompute_s, "recompute_ratio": recompute_s / forward_s,

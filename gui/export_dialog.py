@@ -10,6 +10,7 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.export import DATA_FORMATS, IMAGE_FORMATS
 
+FRONT = "front"  # the figure of the tab in front, as Copy figure copies it
 CHOICES = [
     ("head", "Current head (one file)"),
     ("grid", "All heads as one grid (one file)"),
@@ -19,12 +20,16 @@ CHOICES = [
 ]
 FOLDER_KINDS = ("heads", "data", "everything")
 DEFAULT_PNG_WIDTH = 1600  # pixels; Copy figure copies at the width last chosen here
-FORMATS = {"head": IMAGE_FORMATS + DATA_FORMATS, "grid": IMAGE_FORMATS + DATA_FORMATS,
-           "heads": IMAGE_FORMATS, "data": (), "everything": IMAGE_FORMATS}
+# the grid is a picture of every head: its data counterpart is every head's weights (npz), not a table
+FORMATS = {"head": IMAGE_FORMATS + DATA_FORMATS, "grid": IMAGE_FORMATS + ("npz",),
+           "heads": IMAGE_FORMATS, "data": (), "everything": IMAGE_FORMATS, FRONT: IMAGE_FORMATS}
 
 
-def default_name(what: str, fmt: str, layer: int = 0, head: int = 0) -> str:
-    """The file or folder name that says what an export holds."""
+def default_name(what: str, fmt: str, layer: int = 0, head: int = 0, front: str = "") -> str:
+    """The file or folder name that says what an export holds (``front``: the title of the tab in front)."""
+    if what == FRONT:
+        slug = "-".join("".join(c if c.isalnum() else " " for c in front.lower()).split()) or "figure"
+        return f"{slug}.{fmt}"
     if what == "head":
         return f"L{layer}H{head}.{fmt}"
     if what == "grid":
@@ -33,14 +38,19 @@ def default_name(what: str, fmt: str, layer: int = 0, head: int = 0) -> str:
 
 
 class ExportDialog(QtWidgets.QDialog):
-    def __init__(self, parent, settings: QtCore.QSettings, layer: int = 0, head: int = 0):
+    """``front``: the title of the tab in front when it has a figure (offered as "The figure in front"),
+    else "". The last export type chosen is remembered (``export/what``)."""
+
+    def __init__(self, parent, settings: QtCore.QSettings, layer: int = 0, head: int = 0, front: str = ""):
         super().__init__(parent)
         self.setWindowTitle("Export")
         self.settings = settings
-        self.layer, self.head = layer, head
+        self.layer, self.head, self.front = layer, head, front
         self.what_choice = QtWidgets.QComboBox()
         for key, label in CHOICES:
             self.what_choice.addItem(label, key)
+        if front:
+            self.what_choice.insertItem(0, f"The figure in front ({front}), as Copy figure copies it", FRONT)
         self.format_choice = QtWidgets.QComboBox()
         self.width_spin = QtWidgets.QSpinBox()
         self.width_spin.setRange(200, 12000)
@@ -68,6 +78,8 @@ class ExportDialog(QtWidgets.QDialog):
         layout = QtWidgets.QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
+        last = self.what_choice.findData(str(settings.value("export/what", "head")))
+        self.what_choice.setCurrentIndex(max(0, last))
         self.what_choice.currentIndexChanged.connect(self._what_changed)
         self.format_choice.currentTextChanged.connect(self._format_changed)
         self._what_changed()
@@ -99,7 +111,8 @@ class ExportDialog(QtWidgets.QDialog):
 
     def _format_changed(self, fmt: str) -> None:
         self.width_spin.setEnabled(fmt == "png")
-        self.path_edit.setText(str(self.folder() / default_name(self.what(), fmt or "png", self.layer, self.head)))
+        self.path_edit.setText(str(self.folder() / default_name(self.what(), fmt or "png", self.layer, self.head,
+                                                                    self.front)))
 
     def _browse(self) -> None:
         if self.what() in FOLDER_KINDS:
@@ -115,4 +128,5 @@ class ExportDialog(QtWidgets.QDialog):
     def accept(self) -> None:
         self.settings.setValue("export/png_width", self.png_width())
         self.settings.setValue("export/folder", str(self.folder()))
+        self.settings.setValue("export/what", self.what())
         super().accept()

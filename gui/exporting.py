@@ -25,7 +25,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from analysis.errors import AttnScopeError, ExportError
 from analysis.export import DATA_FORMATS, IMAGE_FORMATS
 
-from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, ExportDialog
+from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
 from .lens_data import VALUE_NORMS
 from .view_state import ViewState
 from .worker import Failure
@@ -74,13 +74,14 @@ class ViewSnapshot:
 class ExportJob:
     """One export: what, where, and the view at the moment it was asked for."""
 
-    what: str  # head, grid, heads, data, everything
+    what: str  # head, grid, heads, data, everything, front
     path: Path
     fmt: str
     png_width: int | None
     view: ViewSnapshot
     layer: int
     head: int
+    front_figure: object = None  # what == "front": the tab's offscreen figure, drawn when asked for
 
     @property
     def bundle(self):
@@ -93,11 +94,16 @@ class ExportJob:
             return [(self.path.name, self.layer, self.head)] if self.fmt in IMAGE_FORMATS else []
         if self.what == "grid":
             return [(self.path.name, None, None)] if self.fmt in IMAGE_FORMATS else []
-        if self.what == "data":
+        if self.what in ("data", FRONT):  # the figure in front is drawn already
             return []
         sub = "heads/" if self.what == "everything" else ""  # `everything` has the command line's layout
         return [(f"grid.{self.fmt}", None, None)] + [(f"{sub}L{l}H{h}.{self.fmt}", l, h)
                                                      for l in range(r.n_layer) for h in range(r.n_head)]
+
+
+def exists(path: Path) -> bool:
+    """Something at ``path`` that an export would replace (an empty folder is not)."""
+    return path.exists() and not (path.is_dir() and not any(path.iterdir()))
 
 
 def ask_overwrite(parent, path: Path) -> bool:
@@ -119,6 +125,8 @@ class Exporter(QtCore.QObject):
         super().__init__(parent)
         self.state, self.worker, self.settings, self.window = state, worker, settings, parent
         self.ask_overwrite = ask_overwrite  # tests replace it
+        # the tab in front (its ``title`` and ``offscreen_figure()``, gui/tabs.py); the window's tabs by default
+        self.front_tab = lambda: (self.window.tabs.currentWidget() if hasattr(self.window, "tabs") else None)
         self._pending: dict[int, Path] = {}  # worker request id -> temporary folder of drawn figures
         self.closed = False
         worker.task_done.connect(self._task_done)
@@ -129,13 +137,32 @@ class Exporter(QtCore.QObject):
         if self.state.bundle is None:
             self.failed.emit("Nothing to export yet: run a text first.")
             return
-        dialog = ExportDialog(self.window, self.settings, self.state.layer, self.state.head)
-        if dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted:
-            self.start(dialog.what(), dialog.path(), dialog.image_format(), dialog.png_width())
+        from .figures import dispose_figure
 
-    def start(self, what: str, path, fmt: str | None = None, png_width: int | None = None) -> bool:
-        """Export ``what`` to ``path`` (a file for head/grid, its format from the extension; else a folder).
-        Returns False when nothing was started (no result, a bad path, or the user kept an existing file)."""
+        tab = self.front_tab()
+        front = tab.offscreen_figure() if hasattr(tab, "offscreen_figure") else None  # as it is now
+        dialog = ExportDialog(self.window, self.settings, self.state.layer, self.state.head,
+                              front=str(getattr(tab, "title", "")) if front is not None else "")
+        try:
+            while dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted:
+                path = Path(dialog.path()).expanduser() if dialog.path() else None
+                if path is not None and exists(path) and not self.ask_overwrite(self.window, path):
+                    continue  # "No" to Replace?: back to the dialog to choose another name
+                figure = front if dialog.what() == FRONT else None
+                if self.start(dialog.what(), dialog.path(), dialog.image_format(), dialog.png_width(),
+                              confirmed=True, front_figure=figure):
+                    front = None if figure is not None else front  # the export disposes it
+                return
+        finally:
+            if front is not None:
+                dispose_figure(front)
+
+    def start(self, what: str, path, fmt: str | None = None, png_width: int | None = None, *,
+              confirmed: bool = False, front_figure=None) -> bool:
+        """Export ``what`` to ``path`` (a file for head/grid/front, its format from the extension; else a
+        folder). ``front_figure``: the figure to write for ``what="front"`` (the export disposes it);
+        ``confirmed``: the user already agreed to replace ``path``. Returns False when nothing was started
+        (no result, a bad path, or the user kept an existing file)."""
         s = self.state
         if s.bundle is None:
             self.failed.emit("Nothing to export yet: run a text first.")
@@ -144,23 +171,30 @@ class Exporter(QtCore.QObject):
         if path is None or path.name == "":
             self.failed.emit("Choose where to export to.")
             return False
+        if what == FRONT and front_figure is None:
+            self.failed.emit("The tab in front has no figure to export yet.")
+            return False
         if what not in FOLDER_KINDS:
             fmt = path.suffix.lower().lstrip(".")
-            if fmt not in IMAGE_FORMATS + DATA_FORMATS:
+            allowed = IMAGE_FORMATS if what == FRONT else IMAGE_FORMATS + DATA_FORMATS
+            if fmt not in allowed:
                 self.failed.emit(f"Cannot export to '{path.name}': the name must end in one of "
-                                 f"{', '.join('.' + f for f in IMAGE_FORMATS + DATA_FORMATS)}.")
+                                 f"{', '.join('.' + f for f in allowed)}.")
                 return False
         fmt = fmt or "png"
-        if path.exists() and not (path.is_dir() and not any(path.iterdir())) and not self.ask_overwrite(self.window, path):
+        if not confirmed and exists(path) and not self.ask_overwrite(self.window, path):
             return False
-        job = ExportJob(what, path, fmt, png_width, ViewSnapshot.of(s), s.layer, s.head)
+        job = ExportJob(what, path, fmt, png_width, ViewSnapshot.of(s), s.layer, s.head, front_figure)
         try:
             folder = Path(tempfile.mkdtemp(prefix="attnscope-figures-"))
         except OSError as exc:
             self.failed.emit(f"Cannot draw the figures: no temporary folder ({exc.strerror or exc}).")
             return False
         QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.BusyCursor)
-        self._draw(job, folder, job.figures(), None)
+        if what == FRONT:
+            self._draw_front(job, folder)
+        else:
+            self._draw(job, folder, job.figures(), None)
         return True
 
     def png_width(self) -> int:
@@ -204,7 +238,6 @@ class Exporter(QtCore.QObject):
             return
         (name, layer, head), rest = todo[0], todo[1:]
         view = job.view
-        r = view.result
         target = folder / name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +259,22 @@ class Exporter(QtCore.QObject):
             self.failed.emit(message)
             return
         QtCore.QTimer.singleShot(0, self, lambda: self._draw(job, folder, rest, head_figure))
+
+    def _draw_front(self, job: ExportJob, folder: Path) -> None:
+        """Save the tab's figure into ``folder``, then write it through the same staged writer."""
+        from .figures import dispose_figure, save_figure
+
+        try:
+            save_figure(job.front_figure, folder / job.path.name, job.png_width)
+        except (AttnScopeError, OSError) as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            QtWidgets.QApplication.restoreOverrideCursor()
+            self.failed.emit(str(exc) if isinstance(exc, AttnScopeError)
+                             else f"Cannot draw the figure: {exc.strerror or exc}.")
+            return
+        finally:
+            dispose_figure(job.front_figure)
+        self._submit(job, folder)
 
     # ----------------------------------------------------------------- writing (worker thread)
     def _submit(self, job: ExportJob, folder: Path) -> None:

@@ -39,9 +39,22 @@ def tick_font() -> QtGui.QFont:
     return font
 
 
+#: A rotated token label (token and index) is elided to this many characters, so that one long token
+#: ("<|endoftext|> 0") does not take the map's height.
+ROTATED_LABEL_CHARS = 11
+
+
+def rotated_label(token: str, index: int) -> str:
+    """The label of key ``index`` on a rotated axis: the token elided so that "token index" has at most
+    :data:`ROTATED_LABEL_CHARS` characters (the index is never cut)."""
+    suffix = f" {index}"
+    return elide(token, max(1, ROTATED_LABEL_CHARS - len(suffix))) + suffix
+
+
 class TokenAxis(pg.AxisItem):
-    """An axis whose ticks are token labels (elided to 24 characters); on the bottom they are drawn
-    rotated by 90°. :meth:`label_px` is the room one label needs along the axis, from the font."""
+    """An axis whose ticks are token labels (elided to 24 characters; rotated ones to
+    :data:`ROTATED_LABEL_CHARS` with the index); on the bottom they are drawn rotated by 90°.
+    :meth:`label_px` is the room one label needs along the axis, from the font."""
 
     def __init__(self, orientation: str, rotate: bool = False, on_click=None, **kwargs):
         super().__init__(orientation, **kwargs)
@@ -54,11 +67,11 @@ class TokenAxis(pg.AxisItem):
 
     def set_tokens(self, tokens, with_index: bool = True) -> None:
         """All labels, measured once (the ␣ marker and other fallback glyphs can be taller than letters)."""
-        tokens = [elide(t) for t in tokens]
         if self.rotate:
-            self._labels = [f"{t} {i}" if with_index else t for i, t in enumerate(tokens)]
+            self._labels = [rotated_label(t, i) if with_index else elide(t, ROTATED_LABEL_CHARS)
+                            for i, t in enumerate(tokens)]
         else:
-            self._labels = [f"{i} {t}" if with_index else t for i, t in enumerate(tokens)]
+            self._labels = [f"{i} {elide(t)}" if with_index else elide(t) for i, t in enumerate(tokens)]
         metrics = QtGui.QFontMetrics(self.style["tickFont"])
         self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
                              default=metrics.height())
@@ -135,6 +148,7 @@ class HeadPlot(ZoomableFigure):
     tokens: tuple[str, ...] = ()
     causal = True  # the model hides future keys (decoders); set_head(causal=False) for an encoder
     before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
+    title_px = 30  # height of the title row (pyqtgraph's own); the Head tab's figure takes less
 
     def __init__(self, parent=None):
         left = TokenAxis("left", on_click=lambda row: self.query_clicked.emit(row))
@@ -177,6 +191,8 @@ class HeadPlot(ZoomableFigure):
         self.colorbar.setLevels(levels)
         self.colorbar.axis.setLabel(bar_label(scale, hide_first, quantity))
         self.plot.setTitle(html.escape(title, quote=False), size="11pt")
+        self.plot.layout.setRowFixedHeight(0, self.title_px)
+        self.plot.titleLabel.setMaximumHeight(self.title_px)
         self.plot.setLabel("left", "query")
         self.plot.setLabel("bottom", "key")
         self.left_axis.set_tokens(self.tokens)
@@ -311,7 +327,7 @@ def settle_layout() -> None:
         QtWidgets.QApplication.processEvents()
 
 
-def _lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:
+def lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:
     """Give a figure that is never shown on screen real geometry, so its layout is computed."""
     fig.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
     fig.resize(width, height)
@@ -326,7 +342,7 @@ def head_figure_size(n_tokens: int) -> tuple[int, int]:
 
 def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="linear", hide_first=False) -> HeadPlot:
     fig = HeadPlot()
-    _lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
+    lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
     fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
                  cmap=cmap, scale=scale, hide_first=hide_first, causal=bool(getattr(result, "causal", True)))
     settle_layout()  # the rotated labels' height changes the layout once
@@ -338,7 +354,7 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
                           badge_label: str = "") -> GridPlot:
     fig = GridPlot()
     L, H = result.attentions.shape[:2]
-    _lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
+    lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
     fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
                        title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True)
     if badges is not None:

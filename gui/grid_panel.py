@@ -27,6 +27,10 @@ class QuantityGridPlot(GridPlot):
         super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity))
 
 
+BADGES_TIP = ("Badge the heads that stand out for a score: the top heads (10% of them, 3 to 10) get their value, "
+              "the best a gold ★; hover any cell for its value")
+
+
 def grid_figure(view, badge_label: str = ""):
     """A fresh export figure of the grid as ``view`` shows it (a ViewState, or a snapshot with the same
     attributes: result, bundle, scores, lens, attention_view, colormap, scale, hide_first, badge_score):
@@ -39,9 +43,14 @@ def grid_figure(view, badge_label: str = ""):
                                 badge_label=badge_label)
     source, full, _key, quantity, what = grid_data(view)
     if what:
+        from .figures import settle_layout
+        from .layer_head_map import width_for_title
+
+        title = f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
+        fig.resize(max(fig.width(), width_for_title(title)), fig.height())  # an export shows its title whole
+        settle_layout()
         fig.set_attentions(source, view.colormap, view.scale, key=None, full=full, hide_first=view.hide_first,
-                           sync=True, title=f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), "
-                                            f"{r.n_tokens} tokens")
+                           sync=True, title=title)
         fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", quantity)
                                    + (" (first key hidden)" if view.hide_first else ""))
         fit_title(fig)
@@ -71,7 +80,7 @@ class GridPanel(QtWidgets.QWidget):
         for name in SCORE_NAMES:
             self.badge_choice.addItem(name.replace("_", " "), name)
         self.badge_choice.setCurrentIndex(max(0, self.badge_choice.findData(state.badge_score)))
-        self.badge_choice.setToolTip("Write a head score on every cell")
+        self.badge_choice.setToolTip(BADGES_TIP)
         self.badge_choice.currentIndexChanged.connect(lambda _: state.set_badge_score(self.badge_choice.currentData()))
         bar = QtWidgets.QHBoxLayout()
         self.title = QtWidgets.QLabel("<b>All heads</b>")
@@ -121,7 +130,21 @@ class GridPanel(QtWidgets.QWidget):
         self.title.setToolTip("Value-weighted attention N = A·‖f_h(x_j)‖, each query row normalised to sum to 1 "
                               "for display; the Head tab's hover line has the raw N" if what else "")
         self.plot.select(s.layer, s.head)
+        self._offer_badges()
         self._show_badges()
+
+    def _offer_badges(self) -> None:
+        """Offer only the scores that apply to this model (``scores.applies``): a causal model's "next
+        token" is 0 by construction, not a finding. A badge score that no longer applies is turned off."""
+        scores = self.state.scores
+        items = self.badge_choice.model()
+        for index in range(1, self.badge_choice.count()):
+            name = self.badge_choice.itemData(index)
+            applies = scores is None or scores.applies(name)
+            items.item(index).setEnabled(applies)
+            items.item(index).setToolTip("" if applies else "Not applicable to this model")
+        if scores is not None and self.state.badge_score is not None and not scores.applies(self.state.badge_score):
+            self.state.set_badge_score(None)
 
     def _badge_changed(self, name) -> None:
         self.badge_choice.blockSignals(True)

@@ -18,6 +18,7 @@ from analysis.display import SCALE_LABELS, SCALES
 
 from .figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, bar_label, settle_layout  # noqa: F401
 from .lens_data import VALUE_NORMS, LensData
+from .plot_items import plain_tooltip
 from .view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
 
 FOCUS_STYLE = "QGraphicsView {{ border: 2px solid {}; }}"
@@ -155,14 +156,98 @@ def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, la
     return "weights"
 
 
-def choice_box(ids, labels: dict, current: str, setter, tooltip: str) -> QtWidgets.QComboBox:
-    box = QtWidgets.QComboBox()
+class ElidingComboBox(QtWidgets.QComboBox):
+    """A combo box that ends its current text in "…" when the box is narrower than it (Qt's styles cut it)."""
+
+    def paintEvent(self, ev):  # noqa: N802
+        style = QtWidgets.QStyle
+        painter = QtWidgets.QStylePainter(self)
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        painter.drawComplexControl(style.ComplexControl.CC_ComboBox, option)
+        field = self.style().subControlRect(style.ComplexControl.CC_ComboBox, option,
+                                            style.SubControl.SC_ComboBoxEditField, self)
+        option.currentText = self.fontMetrics().elidedText(option.currentText, QtCore.Qt.TextElideMode.ElideRight,
+                                                           field.width())
+        painter.drawControl(style.ControlElement.CE_ComboBoxLabel, option)
+
+
+def choice_box(ids, labels: dict, current: str, setter, tooltip: str, chars: int | None = None) -> QtWidgets.QComboBox:
+    """A combo box of ``ids`` shown by their ``labels``; ``chars``: the box is that many characters wide and
+    elides a longer choice (its open list shows every choice whole)."""
+    box = ElidingComboBox()
     for name in ids:
         box.addItem(labels.get(name, name), name)
+    if chars is not None:
+        box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        box.setMinimumContentsLength(chars)
     box.setCurrentIndex(box.findData(current))
     box.setToolTip(tooltip)
     box.currentIndexChanged.connect(lambda _: setter(box.currentData()))
     return box
+
+
+class ElidedLabel(QtWidgets.QLabel):
+    """A one-line rich-text label that ends in "…" when it is wider than its room. ``text()`` keeps the
+    whole text (and the caller puts it in the tooltip); only the painting is cut."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+
+    def _document(self) -> QtGui.QTextDocument:
+        doc = QtGui.QTextDocument()
+        doc.setDefaultFont(self.font())
+        doc.setDocumentMargin(0)
+        option = QtGui.QTextOption()
+        option.setWrapMode(QtGui.QTextOption.WrapMode.NoWrap)
+        doc.setDefaultTextOption(option)
+        doc.setHtml(self.text())
+        return doc
+
+    def shown_document(self) -> QtGui.QTextDocument:
+        """The text as painted: whole when it fits, else cut at a character and ended with "…"."""
+        doc = self._document()
+        room = self.contentsRect().width()
+        if doc.idealWidth() <= room:
+            return doc
+        end = doc.characterCount() - 1  # without the closing paragraph separator
+
+        def cut(keep: int) -> QtGui.QTextDocument:
+            shorter = self._document()
+            cursor = QtGui.QTextCursor(shorter)
+            cursor.setPosition(keep)
+            cursor.setPosition(end, QtGui.QTextCursor.MoveMode.KeepAnchor)
+            cursor.insertText("…")
+            return shorter
+
+        low, high = 0, end  # the longest kept prefix whose cut text fits (binary search; width grows with it)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if cut(middle).idealWidth() <= room:
+                low = middle
+            else:
+                high = middle - 1
+        return cut(low)
+
+    def plain_text(self) -> str:
+        return self._document().toPlainText()
+
+    def is_elided(self) -> bool:
+        return self.shown_document().toPlainText() != self.plain_text()
+
+    def paintEvent(self, ev):  # noqa: N802
+        doc = self.shown_document()
+        painter = QtGui.QPainter(self)
+        rect = self.contentsRect()
+        painter.translate(rect.left(), rect.top() + (rect.height() - doc.size().height()) / 2)
+        context = QtGui.QAbstractTextDocumentLayout.PaintContext()
+        roles = QtGui.QPalette.ColorRole
+        context.palette.setColor(roles.Text, self.palette().color(roles.WindowText))
+        context.clip = QtCore.QRectF(0, 0, rect.width(), doc.size().height())
+        doc.documentLayout().draw(painter, context)
+        painter.end()
 
 
 class HeadPanel(QtWidgets.QWidget):
@@ -175,44 +260,41 @@ class HeadPanel(QtWidgets.QWidget):
         self.state = state
         self.plot = HeadPlot()
         self.plot.setMinimumSize(200, 200)
+        self.plot.ci.setContentsMargins(1, 1, 1, 5)  # on screen only (exports are fresh figures); "key" needs 5 below
+        self.plot.title_px = 24
         show_focus_ring(self.plot)
         add_arrow_keys(self.plot, state)
         self.plot.query_clicked.connect(state.toggle_query_row)
         self.plot.cell_hovered.connect(self._hovered)
         self.colormap_choice = choice_box(COLORMAPS, COLORMAP_LABELS, state.colormap, state.set_colormap,
-                                          "Colour map of every heatmap")
+                                          "Colour map of every heatmap", chars=9)
         self.scale_choice = choice_box(SCALES, SCALE_LABELS, state.scale, state.set_scale,
-                                       "How weights map to colours: linear, log₁₀, or √ (shows small weights)")
+                                       "How weights map to colours: linear, log₁₀, or √ (shows small weights)",
+                                       chars=6)
         self.hide_first_box = QtWidgets.QCheckBox("Hide first token")
         self.hide_first_box.setChecked(state.hide_first)
         self.hide_first_box.setToolTip("Drop key 0 (often an attention sink) and renormalise each row over the rest "
                                        "(in the head map and the grid)")
         self.hide_first_box.toggled.connect(state.set_hide_first)
         self.view_choice = choice_box(ATTENTION_VIEWS, ATTENTION_VIEW_LABELS, state.attention_view,
-                                      state.set_attention_view, VALUE_VIEW_TIP)
+                                      state.set_attention_view, VALUE_VIEW_TIP, chars=10)
         self.strip = KeyNormStrip(self.plot)
         self.lenses = LensData.for_state(state, worker)
         self.drawn = "weights"  # what the map shows now
-        self.head_label = QtWidgets.QLabel()
-        self.head_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.head_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        self.head_label = ElidedLabel()  # the whole of it is in its tooltip
         self.hover_label = QtWidgets.QLabel(" ")
         self.hover_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
-        heading = QtWidgets.QHBoxLayout()
-        heading.addWidget(self.head_label, 1)
-        heading.addWidget(QtWidgets.QLabel("Show"))
-        heading.addWidget(self.view_choice)
-        controls = QtWidgets.QHBoxLayout()
-        controls.addWidget(QtWidgets.QLabel("Colours"))
-        controls.addWidget(self.colormap_choice)
-        controls.addWidget(QtWidgets.QLabel("Scale"))
-        controls.addWidget(self.scale_choice)
+        controls = QtWidgets.QHBoxLayout()  # one row, so that the map gets the height (a laptop has ~700 px)
+        controls.addWidget(self.head_label, 1)
+        for name, widget in (("Show", self.view_choice), ("Colours", self.colormap_choice),
+                             ("Scale", self.scale_choice)):
+            controls.addWidget(QtWidgets.QLabel(name))
+            controls.addWidget(widget)
         controls.addWidget(self.hide_first_box)
-        controls.addStretch(1)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(heading)
+        layout.setSpacing(1)
         layout.addLayout(controls)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.hover_label)
@@ -253,6 +335,7 @@ class HeadPanel(QtWidgets.QWidget):
             note = (" — <i>value-weighted view: " + html.escape(error) + " Showing the weights.</i>" if error
                     else " — <i>computing the value norms…</i>")
         self.head_label.setText(f"<b>Layer {layer}, head {head}</b> — " + ", ".join(parts) + note)
+        self.head_label.setToolTip(plain_tooltip(self.head_label.plain_text()))
 
     def _hovered(self, cell) -> None:
         s = self.state

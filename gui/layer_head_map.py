@@ -77,7 +77,7 @@ class LayerHeadMap(ZoomableFigure):
             self.colorbar.axis.setLabel(bar_label)
         else:
             self.image.setColorMap(colormap(cmap))
-        self.plot.setTitle(html.escape(title, quote=False) if title else None, size="11pt")
+        self.set_title(title)
         self.plot.setLabel("left", "layer")
         self.plot.setLabel("bottom", "head")
         if new_shape:
@@ -95,6 +95,30 @@ class LayerHeadMap(ZoomableFigure):
             self._update_ticks()
             if self.selected is not None:
                 self.select(*self.selected)
+
+    def set_title(self, title: str) -> None:
+        """Show ``title`` above the map, elided to the figure's width (the whole title in its tooltip):
+        a title wider than the figure would push the cells and the colour bar out of sight."""
+        self.full_title = title
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        title = getattr(self, "full_title", "")
+        label = self.plot.titleLabel
+        if not title:
+            self.plot.setTitle(None)
+            label.setToolTip("")
+            return
+        font = QtGui.QFont(self.font())
+        font.setPointSizeF(11)
+        beside = self.plot.getAxis("left").width() + 40  # the title sits over the cells (and its text margins)
+        if self.colorbar is not None:
+            beside += self.colorbar.boundingRect().width()
+        room = max(40, int(self.width() - beside))
+        shown = QtGui.QFontMetrics(font).elidedText(title, QtCore.Qt.TextElideMode.ElideRight, room)
+        self.plot.setTitle(html.escape(shown, quote=False), size="11pt")
+        label.setMinimumWidth(0)  # never wider than the figure, whatever the font says
+        label.setToolTip(title if shown != title else "")
 
     def on_theme(self, dark: bool) -> None:
         self.separators.setPen(pg.mkPen(theme_colors(dark)["background"], width=2, cosmetic=True))
@@ -119,6 +143,7 @@ class LayerHeadMap(ZoomableFigure):
     def resizeEvent(self, ev):  # noqa: N802
         super().resizeEvent(ev)
         if hasattr(self, "shape"):
+            self._fit_title()
             self._update_ticks()
 
     # ----------------------------------------------------------------- selection
@@ -195,6 +220,14 @@ class LayerHeadMap(ZoomableFigure):
             ev.accept()
         else:
             super().keyPressEvent(ev)
+
+
+def width_for_title(title: str, room: int = 200) -> int:
+    """The figure width that shows ``title`` (11 pt) whole: an export figure is widened to it, not elided.
+    ``room``: the axis, colour bar and margins beside the cells."""
+    font = QtGui.QFont(QtWidgets.QApplication.font())
+    font.setPointSizeF(11)
+    return QtGui.QFontMetrics(font).horizontalAdvance(title) + room
 
 
 def top_heads(values: np.ndarray) -> list[tuple[int, int]]:

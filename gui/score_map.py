@@ -7,7 +7,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 
-from .layer_head_map import LayerHeadMap
+from .layer_head_map import LayerHeadMap, width_for_title
 from .score_table import SINK_MARK
 
 
@@ -74,17 +74,18 @@ class ScoreMap(LayerHeadMap):
 def offscreen_score_figure(shown: ScoreMap, cmap: str, model_label: str) -> ScoreMap:
     """A fresh, clean copy of the map ``shown`` (same score, levels, std and marks), sized for its
     heads and titled with the model, for Export and Copy figure."""
-    from .figures import _lay_out_offscreen, settle_layout
+    from .figures import lay_out_offscreen, settle_layout
 
     fig = ScoreMap()
     L, H = shown.values.shape
-    _lay_out_offscreen(fig, int(min(2400, max(520, 200 + 48 * H))), int(min(3000, 120 + 40 * L)))
+    title = f"{model_label} — {shown.label}" + (f", {shown.note}" if shown.note else "")
+    lay_out_offscreen(fig, int(min(2400, max(520, 200 + 48 * H, width_for_title(title)))),
+                      int(min(3000, 120 + 40 * L)))
     fig.set_score(shown.name, shown.values, cmap, label=shown.label, levels=tuple(shown.colorbar.levels()),
                   std=shown.std, note=shown.note)
     fig.set_marks(shown.marked, shown.mark_note)
     if shown.marked is not None and shown.marked.any():  # the figure explains its marks itself
         fig.plot.setLabel("bottom", html.escape(f"head      {SINK_MARK} {shown.mark_note}", quote=False))
-    title = f"{model_label} — {shown.label}" + (f", {shown.note}" if shown.note else "")
-    fig.plot.setTitle(html.escape(title, quote=False), size="11pt")
+    fig.set_title(title)
     settle_layout()  # the title's height moves the plot down once
     return fig

@@ -14,7 +14,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 SORT_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
-SINK_MARK = "●"
+SINK_MARK = "•"  # narrow: "• 0.311" fits a score column
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,21 @@ class ScoreTable(QtWidgets.QTableView):
         self._fitted_for = None
         self._following = False  # moving to a head selected elsewhere: not the user's move
 
+    def set_columns(self, columns, shape: tuple[int, int]) -> None:
+        """Show ``columns``; the table stays sorted by the same score (by its name, wherever its column
+        now is), or by layer when that score is gone."""
+        header = self.horizontalHeader()
+        names = self.score_model.names
+        section = header.sortIndicatorSection()
+        key = names[section] if 0 <= section < len(names) else "layer"
+        order = header.sortIndicatorOrder()
+        self.score_model.set_columns(columns, shape)
+        names = self.score_model.names
+        if key in names:
+            self.sortByColumn(names.index(key), order)
+        else:
+            self.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
+
     def head_at_row(self, proxy_row: int) -> tuple[int, int]:
         """The (layer, head) of a row as sorted on screen."""
         return self.score_model.head_at(self.proxy.mapToSource(self.proxy.index(proxy_row, 0)).row())
@@ -217,6 +232,12 @@ class ScoreTable(QtWidgets.QTableView):
             elif scrolls:
                 header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.Fixed)
                 header.resizeSection(column, wide)
+            elif name == "sink":  # its marked cells read "• 0.311" in bold: never elided to "• …"
+                header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.Fixed)
+                short = model.headerData(column, QtCore.Qt.Orientation.Horizontal)
+                header.resizeSection(column, max(QtGui.QFontMetrics(bold).horizontalAdvance(f"{SINK_MARK} 0.000") + 16,
+                                                 metrics.horizontalAdvance(short) + 22))
+                least += header.sectionSize(column)
             else:
                 header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.Stretch)
                 short = model.headerData(column, QtCore.Qt.Orientation.Horizontal)

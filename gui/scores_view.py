@@ -182,7 +182,7 @@ class ScoresPanel(QtWidgets.QWidget):
         table = self._columns()
         columns, shape, left_out = table if table is not None else ([], (0, 0), ())
         self._set_note(self.hidden_note, hidden_note(left_out))
-        self.model.set_columns(columns, shape)
+        self.table.set_columns(columns, shape)
         self.table.fit_columns(scrolls=self.showing_scan)
         self._fill_score_choice(columns)
         self._show_sinks()

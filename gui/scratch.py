@@ -176,24 +176,24 @@ class ScratchPanel(QtWidgets.QTabWidget):
         Model vs manual, the histograms on Why √d_k), or None where the page has no figure."""
         import pyqtgraph as pg
 
-        from .figures import _lay_out_offscreen
+        from .figures import lay_out_offscreen
 
         page = self.currentWidget()
         if page is self.steps_scroll and self.steps.rec is not None:
             source = self.steps.views["weights"]
             fig = MatrixView(source.title)
             fig.setMaximumHeight(16777215)
-            _lay_out_offscreen(fig, 520, 540)
+            lay_out_offscreen(fig, 520, 540)
             fig.set_matrix(source.values, source.subtitle, self.state.colormap)
         elif page is self.parity and self.parity.report is not None:
             fig = ErrorMap()
             L, H = self.parity.report.weights_max_abs_diff.shape
-            _lay_out_offscreen(fig, int(min(2400, 200 + 48 * H)), int(min(3000, 120 + 40 * L)))
+            lay_out_offscreen(fig, int(min(2400, 200 + 48 * H)), int(min(3000, 120 + 40 * L)))
             fig.set_report(self.parity.report, self.state.colormap)
         elif page is self.scaling and self.scaling.experiment is not None:
             fig = pg.PlotWidget(background="w")
             fig.addLegend()
-            _lay_out_offscreen(fig, 700, 480)
+            lay_out_offscreen(fig, 700, 480)
             self.scaling.draw(fig)
         else:
             return None

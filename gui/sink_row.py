@@ -10,7 +10,7 @@ from .score_table import SINK_MARK
 
 
 class SinkRow(QtWidgets.QWidget):
-    """"Sink heads (●): 5 of 144 — sink rate 3.5%, …" and ε. ``epsilon_changed`` follows the state's
+    """"Sink heads (•): 5 of 144 — sink rate 3.5%, …" and ε. ``epsilon_changed`` follows the state's
     ``sink_epsilon`` (the spin box only writes it)."""
 
     epsilon_changed = QtCore.Signal(float)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.loading import BUNDLED
+
 from .view_state import ViewState
 
 EXAMPLES_FILE = Path(__file__).resolve().parent.parent / "resources" / "texts" / "examples.txt"
@@ -237,6 +239,8 @@ class TextInput(QtWidgets.QWidget):
         # the menus are made last: see the note on the focus chain above
         self.examples_menu = QtWidgets.QMenu(self)
         self.examples_menu.setToolTipsVisible(True)
+        header = self.examples_menu.addAction("What to look for (the heads named are the bundled model's)")
+        header.setEnabled(False)
         for example in example_texts():
             label, text = example.label, example.text
             action = self.examples_menu.addAction(
@@ -323,8 +327,8 @@ class TextInput(QtWidgets.QWidget):
         self._update_stale()
         if self._pending_head is not None and self._pending_head[0] == r.text:
             (layer, head), self._pending_head = self._pending_head[1], None
-            if layer < r.n_layer and head < r.n_head:  # an example names heads of the bundled model
-                self.head_requested.emit(layer, head)
+            if r.model_label == BUNDLED and layer < r.n_layer and head < r.n_head:
+                self.head_requested.emit(layer, head)  # the heads named are the bundled model's, not another's
 
     def is_stale(self) -> bool:
         """The result shown is of another text than the one in the box (and no auto-run will follow)."""

@@ -106,6 +106,7 @@ class Worker(QtCore.QObject):
         self._queue: queue.Queue = queue.Queue()
         self._cancel_load = threading.Event()
         self._loaded = None
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="attnscope-worker", daemon=True)
         self._thread.start()
 
@@ -137,19 +138,26 @@ class Worker(QtCore.QObject):
 
         A forward pass cannot be interrupted; the thread is a daemon, so a process that is quitting
         never waits for it. Returns whether the thread has ended."""
+        self._stopping = True  # from now on the thread emits nothing (see _emit)
         self._cancel_load.set()
         self._queue.put(_STOP)
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
     # ----------------------------------------------------------------- the thread
+    def _emit(self, signal, *args) -> None:
+        """Emit ``signal`` unless the worker was stopped: a thread still finishing a load or a forward after
+        its window closed must not signal into Qt while the GUI thread builds or tears down other windows."""
+        if not self._stopping:
+            signal.emit(*args)
+
     def _serve(self) -> None:
         try:
             from analysis.devices import available_devices
 
-            self.devices_found.emit(available_devices())
+            self._emit(self.devices_found, available_devices())
         except Exception:  # torch missing or broken: loading will say why
-            self.devices_found.emit(["auto", "cpu"])
+            self._emit(self.devices_found, ["auto", "cpu"])
         while True:
             batch = [self._queue.get()]
             while True:  # take everything waiting, so stale requests can be skipped
@@ -195,33 +203,33 @@ class Worker(QtCore.QObject):
             else:
                 if self._loaded is None:
                     raise AttnScopeError("No model is loaded yet.")
-                self.task_done.emit(request.request_id, request.name, request.task(self._loaded))
+                self._emit(self.task_done, request.request_id, request.name, request.task(self._loaded))
         except AttnScopeError as exc:
-            self.failed.emit(Failure(request.request_id, kind, name, exc, str(exc)))
+            self._emit(self.failed, Failure(request.request_id, kind, name, exc, str(exc)))
         except MemoryError as exc:
-            self.failed.emit(Failure(request.request_id, kind, name, exc,
+            self._emit(self.failed, Failure(request.request_id, kind, name, exc,
                                      "Out of memory: try a shorter text or a smaller model."))
         except Exception as exc:  # a bug: report it, keep serving
             traceback.print_exc()
-            self.failed.emit(Failure(request.request_id, kind, name, exc,
+            self._emit(self.failed, Failure(request.request_id, kind, name, exc,
                                      f"Internal error ({type(exc).__name__}: {exc}); please report it."))
 
     def _do_load(self, request: LoadRequest) -> None:
         from analysis.loading import load_model
 
-        self.load_started.emit(request.request_id, request.source)
+        self._emit(self.load_started, request.request_id, request.source)
         last = [0.0]
 
         def progress(message: str, done: int, total: int) -> None:
             now = time.monotonic()
             if now - last[0] > 0.1 or (total and done >= total):
                 last[0] = now
-                self.load_progress.emit(message, int(done), int(total))
+                self._emit(self.load_progress, message, int(done), int(total))
 
         loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,
                             progress=progress, cancel=self._cancel_load)
         self._loaded = loaded  # the previous model is released here, after the new one loaded
-        self.model_loaded.emit(request.request_id, loaded.info)
+        self._emit(self.model_loaded, request.request_id, loaded.info)
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
         from analysis.head_scores import all_scores
@@ -230,14 +238,14 @@ class Worker(QtCore.QObject):
         loaded = self._loaded
         if loaded is None:
             raise AttnScopeError("No model is loaded yet.")
-        self.analysis_started.emit(request.request_id)
+        self._emit(self.analysis_started, request.request_id)
         started = time.perf_counter()
         use_bos = loaded.prepend_bos_default if request.bos is None else bool(request.bos)
         use_bos = use_bos and bool(loaded.special_ids([], special=True))  # as run_text decides it
         n_tokens = len(tokenize(loaded, request.text, use_bos, request.max_tokens)[0])
-        self.analysis_sized.emit(request.request_id, n_tokens,
+        self._emit(self.analysis_sized, request.request_id, n_tokens,
                                  attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
         result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,
                           max_tokens=request.max_tokens)
         scores = all_scores(result)
-        self.analysis_ready.emit(AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))
+        self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))

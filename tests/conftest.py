@@ -1,4 +1,5 @@
-"""Shared fixtures: small GPT-2-config models saved with save_pretrained (no network anywhere)."""
+"""Shared fixtures: small GPT-2-config models saved with save_pretrained (no network anywhere), a worker
+with the tiny model loaded, figures shown on screen. Shared helpers that are not fixtures: tests/helpers.py."""
 from __future__ import annotations
 
 import os
@@ -40,4 +41,52 @@ def tiny_model(tiny_model_dir):
 def tiny_result(tiny_model):
     from analysis.inference import run_text
 
-    return run_text(tiny_model, "The cat sat on the mat because it was tired. The cat sat on the mat.", bos=True)
+    from helpers import TEXT
+
+    return run_text(tiny_model, TEXT, bos=True)
+
+
+@pytest.fixture(scope="module")
+def worker(tiny_model_dir):
+    """A real worker thread with the tiny model loaded through it, one per test module (loading costs seconds).
+    A module that needs another worker defines its own ``worker``."""
+    from PySide6 import QtCore
+
+    from gui.qt import ensure_qapp
+    from gui.worker import Worker
+    from helpers import WAIT_MS
+
+    ensure_qapp()
+    w = Worker()
+    loaded = []
+    w.model_loaded.connect(lambda *args: loaded.append(args))
+    w.load(str(tiny_model_dir), "cpu")
+    deadline = QtCore.QDeadlineTimer(WAIT_MS)
+    while not loaded and not deadline.hasExpired():
+        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    assert loaded
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def shown_figure(qtbot):
+    """``shown_figure(make, width, height)``: ``make()``'s figure at that size, shown and exposed; disposed at the
+    end (gui.figures.dispose_figure, not qtbot's close: closing a pyqtgraph view crashes Qt 6.11)."""
+    from gui.figures import dispose_figure
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    figures = []
+
+    def show(make, width: int, height: int):
+        fig = make()
+        figures.append(fig)
+        fig.resize(width, height)
+        fig.show()
+        qtbot.waitExposed(fig)
+        return fig
+
+    yield show
+    for fig in figures:
+        dispose_figure(fig)

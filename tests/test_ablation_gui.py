@@ -1,7 +1,6 @@
 """The Ablation tab on a ViewState and a real worker: the numbers shown are ``analysis.ablation``'s
 (``ablate`` and ``importance_map`` run here on the same model), Cancel stops the importance map between
 forwards, answers for a text no longer on screen are dropped, and an encoder is told why it cannot."""
-import threading
 
 import numpy as np
 import pytest
@@ -9,29 +8,16 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-from test_figures import double_click, view_point  # noqa: E402
-from test_scan_gui import WAIT_MS, worker, worker_held  # noqa: E402, F401 (the module's worker fixture)
-
-TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
-
-
-def analyse(qtbot, worker, text, bos=True):
-    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
-        worker.analyse(text, bos=bos)
-    return blocker.args[0]
+from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_tab, view_point,  # noqa: E402
+                     worker_held)
 
 
 @pytest.fixture
 def panel(qtbot, worker):
     from gui.ablation_tab import AblationPanel
-    from gui.view_state import ViewState
 
-    state = ViewState()
-    p = AblationPanel(state, worker)
-    qtbot.addWidget(p)
-    p.resize(1100, 600)
-    p.show()
-    state.set_bundle(analyse(qtbot, worker, TEXT))
+    p = shown_tab(qtbot, AblationPanel, worker, 1100, 600)
+    p.state.set_bundle(analyse(qtbot, worker, TEXT))
     return p
 
 
@@ -130,17 +116,7 @@ def test_importance_map_equals_importance_map_and_a_click_selects(qtbot, panel, 
 def test_cancel_stops_the_importance_map_between_forwards(qtbot, panel, monkeypatch):
     import analysis.ablation as ablation_module
 
-    calls, reached, go = [], threading.Event(), threading.Event()
-    original = ablation_module._run
-
-    def run(*args, **kwargs):  # the third forward waits until the test has pressed Cancel
-        calls.append(1)
-        if len(calls) == 3:
-            reached.set()
-            go.wait(30)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(ablation_module, "_run", run)
+    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 3)  # until Cancel is pressed
     panel.start_importance()
     assert panel.importance_cancel.isEnabled() and not panel.importance_button.isEnabled()
     qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)

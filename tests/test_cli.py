@@ -16,6 +16,7 @@ import pytest
 
 import main as cli
 from conftest import ROOT
+from helpers import one_error_line, run_main as run
 
 TEXT = "The server rejected the request because it was overloaded. The server"
 
@@ -24,23 +25,6 @@ def attnscope(*args, timeout=300, env=None):
     """The real command in a fresh interpreter."""
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
-
-
-def run(capsys, *args):
-    """``main.main`` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = cli.main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("attnscope: error:"), err
-    assert "Traceback" not in err and "\x1b" not in err and "unexpected" not in err.lower()
-    return lines[0]
 
 
 @pytest.mark.slow

@@ -10,28 +10,12 @@ import signal
 import numpy as np
 import pytest
 
-import main as cli
 from analysis import ablation, lenses, scan
+from helpers import one_error_line, run_main as run
 
 TEXT = "The server rejected the request because it was overloaded. The server"
 TEXTS = ["The cat sat on the mat because it was tired. The cat sat on the mat.", "Hello world",
          "one two three one two three", "The server rejected the request.", "x = [1, 2]; y = [1, 2]"]
-
-
-def run(capsys, *args):
-    try:
-        code = cli.main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("attnscope: error:"), err
-    assert "Traceback" not in err and "unexpected" not in err.lower()
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------- export

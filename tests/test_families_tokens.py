@@ -9,42 +9,20 @@ from analysis.families import family_for  # noqa: E402
 from analysis.families.tokens import display_token, sentencepiece_display, token_style  # noqa: E402
 
 
-def _texts():
-    from pydoc_data import topics
-
-    return [topics.topics[k] for k in sorted(topics.topics)][:30]
-
-
 @pytest.fixture(scope="module")
 def sentencepiece_tokenizer():
     """Llama-2-style: BPE over ▁-marked words, bytes outside the vocabulary as <0xNN>, BOS added by the tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from analysis.synthetic import tiny_sentencepiece_tokenizer
 
-    tok = Tokenizer(models.BPE(byte_fallback=True))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
-    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])
-    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    tok.train_from_iterator([t.replace("\n", " ") for t in _texts()],
-                            trainers.BpeTrainer(vocab_size=600, special_tokens=specials, show_progress=False))
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    return tiny_sentencepiece_tokenizer(vocab_size=600)
 
 
 @pytest.fixture(scope="module")
 def wordpiece_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """BERT-style WordPiece: lower-cased, ## continuations, [CLS] … [SEP]."""
+    from analysis.synthetic import tiny_wordpiece_tokenizer
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(_texts(), trainers.WordPieceTrainer(
-        vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-                                   pad_token="[PAD]", mask_token="[MASK]")
+    return tiny_wordpiece_tokenizer(vocab_size=300)
 
 
 def test_styles_are_read_from_the_tokenizer(tokenizer, sentencepiece_tokenizer, wordpiece_tokenizer):
@@ -73,7 +51,8 @@ def test_sentencepiece_tokens_show_word_starts_and_byte_fallback(sentencepiece_t
     assert shown[1] == "\u2423" + raw[1][1:]
     assert shown[raw.index("<0x0A>")] == "\u21b5"
     assert "\u2581" not in "".join(shown[1:])
-    assert sentencepiece_display("<0x41>") == "A" and sentencepiece_display("<0xE2>") == "\\xe2"
+    assert sentencepiece_display("<0x41>") == "A" and sentencepiece_display("<0xE2>") == "\u27e80xE2\u27e9"
+    assert sentencepiece_display("<0x03>") == "\u2403"
 
 
 def test_wordpiece_continuations_keep_their_marks(wordpiece_tokenizer):

@@ -8,6 +8,7 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from analysis.display import pooled, pooled_heads, without_first_key  # noqa: E402
 from gui.figures import dispose_figure  # noqa: E402
+from helpers import double_click, plain, view_point  # noqa: E402
 
 
 def causal(n, seed=0):
@@ -16,37 +17,11 @@ def causal(n, seed=0):
     return w / w.sum(-1, keepdims=True)
 
 
-def double_click(qtbot, widget, pos):
-    """A real double-click: press, release, double-click, release (pyqtgraph sends its click on release)."""
-    left = QtCore.Qt.MouseButton.LeftButton
-    qtbot.mousePress(widget, left, pos=pos)
-    qtbot.mouseRelease(widget, left, pos=pos)
-    qtbot.mouseDClick(widget, left, pos=pos)
-    qtbot.mouseRelease(widget, left, pos=pos)
-
-
-def view_point(fig, x, y):
-    return fig.mapFromScene(fig.plot.vb.mapViewToScene(QtCore.QPointF(x, y)))
-
-
 @pytest.fixture
-def head(qtbot):
+def head(shown_figure):
     from gui.figures import HeadPlot
-    from gui.qt import ensure_qapp
 
-    ensure_qapp()
-    fig = HeadPlot()
-    fig.resize(600, 600)
-    fig.show()
-    qtbot.waitExposed(fig)
-    yield fig
-    dispose_figure(fig)  # not qtbot.addWidget: closing a pyqtgraph view crashes Qt 6.11
-
-
-def plain(tip: str) -> str:
-    doc = QtGui.QTextDocument()
-    doc.setHtml(tip)
-    return doc.toPlainText()
+    return shown_figure(HeadPlot, 600, 600)
 
 
 def settle(qtbot, ms=50):
@@ -142,6 +117,22 @@ def test_labels_are_thinned_so_that_neighbours_never_touch(qtbot, head, n):
         assert all(len(label) <= 24 + 5 for _, label in axis._tickLevels[0])  # "…" after 24 characters + index
 
 
+
+def test_rotated_key_labels_are_cut_harder_and_keep_the_index(qtbot, head):
+    """A long token under the map would take its height ("<|endoftext|> 0" took ~100 px of a laptop's ~340):
+    a rotated label is at most ROTATED_LABEL_CHARS (11) characters, the index whole; the query labels
+    keep 24 characters of the token."""
+    from gui.figures import ROTATED_LABEL_CHARS, rotated_label
+
+    assert ROTATED_LABEL_CHARS == 11
+    head.set_head(causal(3), ["<|endoftext|>", "ab", "x" * 30], "t")
+    assert head.bottom_axis._labels == ["<|endoft… 0", "ab 1", "xxxxxxxx… 2"]
+    assert head.left_axis._labels == ["0 <|endoftext|>", "1 ab", "2 " + "x" * 23 + "…"]
+    assert rotated_label("abcdefghijk", 123) == "abcdef… 123" and rotated_label("abcdefg", 123) == "abcdefg 123"
+    metrics = QtGui.QFontMetrics(head.bottom_axis.style["tickFont"])
+    before = metrics.horizontalAdvance("<|endoftext|> 0")
+    assert head.bottom_axis.height() < before + 14  # the axis is sized by the cut label, not the whole one
+
 def grid_result(n=200, L=2, H=3):
     a = np.zeros((L, H, n, n), dtype=np.float32)
     a[..., 0, 0] = 1.0
@@ -150,17 +141,10 @@ def grid_result(n=200, L=2, H=3):
 
 
 @pytest.fixture
-def grid(qtbot):
+def grid(shown_figure):
     from gui.figures import GridPlot
-    from gui.qt import ensure_qapp
 
-    ensure_qapp()
-    fig = GridPlot()
-    fig.resize(500, 500)
-    fig.show()
-    qtbot.waitExposed(fig)
-    yield fig
-    dispose_figure(fig)
+    return shown_figure(GridPlot, 500, 500)
 
 
 def bright_rows(fig, layer, head):

@@ -13,8 +13,7 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
-
-WAIT_MS = 120_000
+from helpers import WAIT_MS  # noqa: E402
 
 
 @pytest.fixture
@@ -739,8 +738,11 @@ def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
 @pytest.mark.slow
 def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     """n1 #3: at 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
-    head map gets the height, and a splitter between them is remembered."""
+    head map gets the height, and a splitter between them is remembered. t1: the Head tab's controls are one
+    row (the head's label elided, whole in its tooltip) and a long key label is cut, so the map itself (the
+    view box: the image fills it) is ≥ 340 px high even with "<|endoftext|> 0" under it (was ~282)."""
     from gui.downloads import offer_gpt2_download
+    from gui.figures import ROTATED_LABEL_CHARS
 
     window.resize(1366, 740)
     offer_gpt2_download(window)
@@ -751,6 +753,21 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     assert "not downloaded yet" in note.label.toolTip()  # the whole of it is in the tooltip
     assert window.input_area.height() <= 130  # was ~215: note, 2 lines of text, strip and predictions
     assert window.head_panel.plot.height() >= 420  # was ~346
+    panel = window.head_panel
+    run(qtbot, window, "The server rejected the request because it was overloaded.", bos=True)
+    qtbot.wait(100)
+    assert window.state.result.tokens[0] == "<|endoftext|>" and note.isVisible()
+    assert panel.plot.plot.getViewBox().height() >= 340  # was ~282: two control rows and a 100 px key label
+    assert max(len(label) for label in panel.plot.bottom_axis._labels) <= ROTATED_LABEL_CHARS
+    row = panel.head_label.geometry().center().y()
+    for control in (panel.view_choice, panel.colormap_choice, panel.scale_choice, panel.hide_first_box):
+        assert abs(control.geometry().center().y() - row) <= 2  # one row
+    label = panel.head_label
+    assert label.is_elided() and label.shown_document().toPlainText().endswith("…")
+    assert label.shown_document().idealWidth() <= label.contentsRect().width()
+    whole = label.plain_text()
+    assert whole.startswith("Layer 0, head 0 — previous token") and "induction probe" in whole
+    assert "induction probe" in label.toolTip()
     window.resize(1000, 680)  # the minimum size
     qtbot.wait(100)
     assert window.head_panel.plot.height() >= 360
@@ -775,8 +792,10 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     window.resize(1400, 900)
 
 
-def test_an_example_that_names_a_head_opens_it(qtbot, window):
-    """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3."""
+def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
+    """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
+    bundled model, whose heads the examples name; on another model (n2 #6) it only runs the text."""
+    from gui import text_input
     from gui.text_input import example_texts, parse_example
 
     assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
@@ -787,7 +806,14 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window):
     assert len(examples) >= 3 and all(f"layer {e.head[0]}" in e.label for e in examples)
     example = next(e for e in examples if e.head == (1, 3))
     window.tabs.setCurrentIndex(1)
+    window.state.select(0, 0)
     action = next(a for a in window.text_input.examples_menu.actions() if a.text().startswith(example.label))
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        action.trigger()  # the tiny test model is not the bundled one: its heads are not the ones named
+    qtbot.wait(50)
+    assert (window.state.layer, window.state.head) == (0, 0) and window.tabs.currentIndex() == 1
+    monkeypatch.setattr(text_input, "BUNDLED", window.state.result.model_label)  # as if it were
+    window.text_input.set_text("")
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         action.trigger()
     qtbot.waitUntil(lambda: (window.state.layer, window.state.head) == (1, 3))

@@ -5,22 +5,14 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-from test_figures import double_click, view_point  # noqa: E402
+from helpers import double_click, view_point  # noqa: E402
 
 
 @pytest.fixture
-def lh_map(qtbot):
-    from gui.figures import dispose_figure
+def lh_map(shown_figure):
     from gui.layer_head_map import LayerHeadMap
-    from gui.qt import ensure_qapp
 
-    ensure_qapp()
-    fig = LayerHeadMap()
-    fig.resize(500, 400)
-    fig.show()
-    qtbot.waitExposed(fig)
-    yield fig
-    dispose_figure(fig)
+    return shown_figure(LayerHeadMap, 500, 400)
 
 
 def show(qtbot, fig, L=3, H=4, c=5):

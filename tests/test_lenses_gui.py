@@ -10,14 +10,8 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtWidgets  # noqa: E402
 
-WAIT_MS = 60_000
-
-
-class Bundle:
-    def __init__(self, result, request_id):
-        from analysis.head_scores import all_scores
-
-        self.result, self.scores, self.request_id = result, all_scores(result), request_id
+from analysis.head_scores import all_scores  # noqa: E402
+from helpers import WAIT_MS, bundle  # noqa: E402
 
 
 @pytest.fixture
@@ -70,7 +64,7 @@ def masked(matrix):
 def show(qtbot, views, result, request_id=1, view="value-weighted", kind="value_norms"):
     state = views.state
     with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS, check_params_cb=lambda k: k == kind):
-        state.set_bundle(Bundle(result, request_id))
+        state.set_bundle(bundle(result, all_scores(result), request_id))
         state.set_attention_view(view)
     assert state.lens_error(kind) is None
 
@@ -79,7 +73,7 @@ def show(qtbot, views, result, request_id=1, view="value-weighted", kind="value_
 def test_the_switch_changes_what_the_head_and_the_grid_draw(qtbot, views, tiny_result, tiny_model):
     state, head, grid = views.state, views.head, views.grid
     assert head.lenses is views.roll.lenses  # one helper per state: each lens is asked for once
-    state.set_bundle(Bundle(tiny_result, 1))
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
     state.select(2, 1)
     np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[2, 1]), rtol=1e-6)
     with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS):
@@ -156,9 +150,9 @@ def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tin
     answers, arrived = [], []  # value views computed by the worker, and kept by the state
     worker.task_done.connect(lambda rid, name, value: isinstance(value, ValueView) and answers.append(value))
     state.lens_changed.connect(lambda kind: kind == "value_norms" and arrived.append(state.lens(kind)))
-    state.set_bundle(Bundle(tiny_result, 1))
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
     state.set_attention_view("value-weighted")  # asks for result 1 …
-    state.set_bundle(Bundle(other, 2))  # … which is replaced before the worker answers
+    state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
     release.set()
     qtbot.waitUntil(lambda: len(answers) == 2 and bool(arrived), timeout=WAIT_MS)
     qtbot.wait(50)
@@ -175,7 +169,7 @@ def test_a_result_from_another_model_says_so_and_shows_the_weights(qtbot, views,
     state, head = views.state, views.head
     stale = dataclasses.replace(tiny_result, model_label="some other model")
     with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS):
-        state.set_bundle(Bundle(stale, 3))
+        state.set_bundle(bundle(stale, all_scores(stale), 3))
         state.set_attention_view("value-weighted")
     qtbot.waitUntil(lambda: state.lens_error("value_norms") is not None and state.lens_error("rollout") is None
                     and state.lens("rollout") is not None, timeout=WAIT_MS)

@@ -1,49 +1,16 @@
 """Scores over many texts in the GUI: the dialog runs ``scan_texts`` on the worker, the Head scores tab then
 shows mean ± std equal to ``scan_texts``'s own, Cancel stops the scan between batches, bad input is one
 sentence, and answers nobody wants any more (a new model, changed options) are dropped."""
-import threading
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-WAIT_MS = 60_000
+from helpers import WAIT_MS, analyse, hold_at_call, shown_tab, worker_held  # noqa: E402
 TEXTS = ["The cat sat on the mat.", "A dog barked at the mailman twice.", "It rained all day in the old town.",
          "She read the letter, then she read it again.", "Numbers like 42 and 7 are tokens too.",
          "The cat sat on the mat because it was tired.", "One, two, three, four, five, six."]
-
-
-@pytest.fixture(scope="module")
-def worker(tiny_model_dir):
-    from gui.qt import ensure_qapp
-    from gui.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    loaded = []
-    w.model_loaded.connect(lambda *args: loaded.append(args))
-    w.load(str(tiny_model_dir), "cpu")
-    deadline = QtCore.QDeadlineTimer(WAIT_MS)
-    while not loaded and not deadline.hasExpired():
-        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
-    assert loaded
-    yield w
-    w.stop()
-
-
-@contextmanager
-def worker_held(worker):
-    """The worker busy on a task that waits: requests made meanwhile queue behind it."""
-    go, started = threading.Event(), threading.Event()
-    worker.submit("hold", lambda loaded: (started.set(), go.wait(30)))
-    assert started.wait(10)
-    try:
-        yield
-    finally:
-        go.set()
 
 
 def wait_until(qtbot, condition, timeout=WAIT_MS):
@@ -53,16 +20,9 @@ def wait_until(qtbot, condition, timeout=WAIT_MS):
 @pytest.fixture
 def panel(qtbot, worker):
     from gui.scores_view import ScoresPanel
-    from gui.view_state import ViewState
 
-    state = ViewState()
-    p = ScoresPanel(state, worker)
-    qtbot.addWidget(p)
-    p.resize(1000, 600)
-    p.show()
-    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
-        worker.analyse("The cat sat on the mat because it was tired.", bos=False)
-    state.set_bundle(blocker.args[0])
+    p = shown_tab(qtbot, ScoresPanel, worker, 1000, 600)
+    p.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired.", bos=False))
     return p
 
 
@@ -102,7 +62,7 @@ def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_fi
         for row in range(panel.model.rowCount()):
             layer, head = panel.model.head_at(row)
             m, s = expected.mean[k, layer, head], expected.std[k, layer, head]
-            text = panel.model.index(row, col).data().lstrip("● ")
+            text = panel.model.index(row, col).data().lstrip("• ")
             assert text == ("—" if np.isnan(m) else f"{m:.3f} ± {s:.3f}")
     # "over N texts" said clearly: the banner, the map's title and hover, the sink row
     assert f"mean ± std over {len(TEXTS)} texts" in panel.scan_label.text()
@@ -143,17 +103,7 @@ def test_cancel_stops_the_scan_between_batches(qtbot, panel, tmp_path, worker, m
 
     path = tmp_path / "many.txt"
     path.write_text("\n".join(TEXTS * 2), encoding="utf-8")  # 14 texts, one per batch
-    calls, reached, go = [], threading.Event(), threading.Event()
-    original = scan_module._forward_batch
-
-    def forward_batch(*args, **kwargs):  # the second batch waits until the test has pressed Cancel
-        calls.append(1)
-        if len(calls) == 2:
-            reached.set()
-            go.wait(30)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(scan_module, "_forward_batch", forward_batch)
+    calls, reached, go = hold_at_call(monkeypatch, scan_module, "_forward_batch", 2)  # until Cancel is pressed
     failures = []
     worker.failed.connect(failures.append)
     dialog = open_dialog(panel, path, batch=1)

@@ -6,12 +6,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-from test_figures import double_click, view_point  # noqa: E402
-
-
-class Bundle:
-    def __init__(self, result, scores, request_id=1):
-        self.result, self.scores, self.request_id = result, scores, request_id
+from helpers import bundle, double_click, view_point  # noqa: E402
 
 
 @pytest.fixture
@@ -27,7 +22,7 @@ def panel(qtbot, tiny_result):
     p.resize(1000, 600)
     p.show()
     qtbot.waitExposed(p)
-    state.set_bundle(Bundle(tiny_result, all_scores(tiny_result)))
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result)))
     qtbot.wait(50)
     yield p
     p.hide()
@@ -44,7 +39,7 @@ def test_first_click_on_a_score_sorts_high_first(qtbot, panel):
     column = panel.model.names.index("previous_token")
     header_click(qtbot, panel, column)
     shown = [panel.proxy.index(r, column).data(QtCore.Qt.ItemDataRole.DisplayRole) for r in range(panel.proxy.rowCount())]
-    values = [float(v.lstrip("● ")) for v in shown if v != "—"]
+    values = [float(v.lstrip("• ")) for v in shown if v != "—"]
     assert values == sorted(values, reverse=True)
     assert float(shown[0]) == pytest.approx(np.nanmax(panel.scores["previous_token"]), abs=5e-4)
 
@@ -121,10 +116,10 @@ def test_sink_rate_shown_equals_lenses_sink_rate(qtbot, panel, tiny_result, epsi
     assert f"{int(expected.mask.sum())} of {L * H}" in panel.sink_label.text()
     assert f"sink rate {expected.rate:.1%}" in panel.sink_label.text()
     assert np.array_equal(panel.sinks().mask, expected.mask) and panel.sinks().rate == expected.rate
-    marked = {lh for lh, text in shown_cells(panel, "sink").items() if text.startswith("●")}
+    marked = {lh for lh, text in shown_cells(panel, "sink").items() if text.startswith("•")}
     assert marked == {(int(l), int(h)) for l, h in zip(*np.nonzero(expected.mask))}
     xs, ys = panel.map.marks.getData()
-    assert {(int(y), int(x)) for x, y in zip(xs, ys)} == marked  # one ● per sink head on the map
+    assert {(int(y), int(x)) for x, y in zip(xs, ys)} == marked  # one • per sink head on the map
     assert "above ε" in panel.map.hover_text(*next(iter(marked))) if marked else True
 
 
@@ -180,7 +175,7 @@ def test_back_to_attnscope_scores_and_tl_is_off_for_an_encoder(qtbot, panel, tin
             return getattr(tiny_result, name)
 
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
-    panel.state.set_bundle(Bundle(EncoderResult(), all_scores(tiny_result), request_id=2))
+    panel.state.set_bundle(bundle(EncoderResult(), all_scores(tiny_result), request_id=2))
     assert panel.source() == "attnscope"  # switched back: TL's detectors are for decoders
     assert not panel.source_choice.model().item(1).isEnabled()
 
@@ -223,7 +218,7 @@ def test_an_encoder_hides_the_causal_scores_and_says_why(qtbot, panel, encoder_r
 
     scores = all_scores(encoder_result)
     panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction"))  # on the map: about to leave
-    panel.state.set_bundle(Bundle(encoder_result, scores, request_id=5))
+    panel.state.set_bundle(bundle(encoder_result, scores, request_id=5))
     not_for_encoders = ("duplicate_token", "induction", "induction_probe")
     expected = [name for name in SCORE_NAMES if name not in not_for_encoders]
     assert list(panel.model.names[2:]) == expected and choices(panel) == expected
@@ -233,23 +228,23 @@ def test_an_encoder_hides_the_causal_scores_and_says_why(qtbot, panel, encoder_r
     column = panel.model.names.index("next_token")  # an encoder's next-token score is a number, as computed
     for row in range(panel.model.rowCount()):
         layer, head = panel.model.head_at(row)
-        assert panel.model.index(row, column).data().lstrip("● ") == f"{scores['next_token'][layer, head]:.3f}"
+        assert panel.model.index(row, column).data().lstrip("• ") == f"{scores['next_token'][layer, head]:.3f}"
     note = panel.hidden_note.text()
     assert all(SCORE_LABELS[name] in note for name in not_for_encoders)
     assert f"{SCORE_LABELS['next_token']} —" not in note
     assert NOT_APPLICABLE_WHY["duplicate_token"] in note
     assert note.count(NOT_APPLICABLE_WHY["induction"]) == 1  # one reason said once for both induction scores
     panel.score_choice.setCurrentIndex(panel.score_choice.findData("entropy"))  # a score both kinds have stays
-    panel.state.set_bundle(Bundle(encoder_result, scores, request_id=6))
+    panel.state.set_bundle(bundle(encoder_result, scores, request_id=6))
     assert panel.current_score() == "entropy"
 
 
 def test_the_hidden_note_follows_the_model(qtbot, panel, tiny_result, encoder_result):
     from analysis.head_scores import all_scores
 
-    panel.state.set_bundle(Bundle(encoder_result, all_scores(encoder_result), request_id=6))
+    panel.state.set_bundle(bundle(encoder_result, all_scores(encoder_result), request_id=6))
     assert "induction" not in panel.model.names and "next_token" in panel.model.names
-    panel.state.set_bundle(Bundle(tiny_result, all_scores(tiny_result), request_id=7))
+    panel.state.set_bundle(bundle(tiny_result, all_scores(tiny_result), request_id=7))
     assert "induction" in panel.model.names and "next_token" not in panel.model.names
     assert "next token —" in panel.hidden_note.text() and "Induction" not in panel.hidden_note.text()
 

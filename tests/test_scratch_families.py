@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore, QtGui  # noqa: E402
+from PySide6 import QtCore  # noqa: E402
+
+from helpers import plain  # noqa: E402
 
 TEXT = "The cat sat on the mat because it was tired."
 FAMILY_TYPES = ("llama", "qwen2", "mistral", "gpt_neox", "bert", "distilbert", "gpt2")
@@ -62,12 +64,6 @@ def shown_for(panel, family_runs, model_type, layer=1, head=3, dtype="float32"):
     data = scratch_data(loaded, result, layer, head, dtype)
     panel.show_data(data)
     return loaded, result, data
-
-
-def plain(label) -> str:
-    doc = QtGui.QTextDocument()
-    doc.setHtml(label.text())
-    return doc.toPlainText()
 
 
 # ----------------------------------------------------------------------------- the worker's data

@@ -9,14 +9,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
-WAIT_MS = 120_000
-
-
-def shown(label) -> str:
-    """A rich-text label's text as the user reads it."""
-    doc = QtGui.QTextDocument()
-    doc.setHtml(label.text())
-    return doc.toPlainText()
+from helpers import WAIT_MS, analyse, plain  # noqa: E402
 
 
 def table_texts(table):
@@ -64,7 +57,7 @@ def test_causal_preset_and_resizing(calculator):
     expected = attend(q, k, v, causal=True)
     np.testing.assert_array_equal(calculator.result.weights, expected.weights)
     assert calculator.result.weights[0, 2] == 0 and calculator.result.weights[0, 1] > 0  # query 0 at position 1
-    assert "n_k − n_q + i" in shown(calculator.message) and "position 1 + i" in shown(calculator.message)
+    assert "n_k − n_q + i" in plain(calculator.message) and "position 1 + i" in plain(calculator.message)
     calculator._add_row("Q")
     assert calculator.weights_table.rowCount() == 4 and calculator.weights_table.columnCount() == 5
     calculator._add_dim()
@@ -74,13 +67,13 @@ def test_causal_preset_and_resizing(calculator):
     calculator._remove_row("K", "V")
     assert calculator.result.weights.shape == (3, 3)
     calculator._remove_row("K", "V")  # 3 queries, 2 keys: no position for the first query
-    assert "need at least 3 keys" in shown(calculator.message) and calculator.result is None
+    assert "need at least 3 keys" in plain(calculator.message) and calculator.result is None
 
 
 def test_invalid_input_clears_the_results_and_valid_input_brings_them_back(calculator):
     calculator.load_preset("Worked example: server / request / it")
     calculator.tables["Q"].item(0, 0).setText("abc")
-    assert "Q[0, 0] is not a number: 'abc'" in shown(calculator.message)
+    assert "Q[0, 0] is not a number: 'abc'" in plain(calculator.message)
     for table in calculator.result_tables():  # no stale numbers beside the error
         assert table.rowCount() == 0 and not table.isEnabled()
     assert calculator.result is None
@@ -88,7 +81,7 @@ def test_invalid_input_clears_the_results_and_valid_input_brings_them_back(calcu
     table = calculator.tables["Q"]
     assert table.columnWidth(0) >= QtGui.QFontMetrics(table.font()).horizontalAdvance("abc") + 8
     calculator.tables["Q"].item(0, 0).setText("nan")  # a number for float(), not for attention
-    assert "finite" in shown(calculator.message) and calculator.result is None
+    assert "finite" in plain(calculator.message) and calculator.result is None
     calculator.tables["Q"].item(0, 0).setText("1")
     assert table_texts(calculator.weights_table) == [["0.5871", "0.1859", "0.2270", "1.0000"]]
     assert all(t.isEnabled() for t in calculator.result_tables())
@@ -99,13 +92,13 @@ def test_pasted_json_is_read_like_the_command_line_and_notes_are_shown(calculato
 
     calculator.load_preset("Worked example: server / request / it")
     assert not calculator.paste("K", "[[1, 2], [3")  # not JSON: one sentence, results cleared
-    assert "K is not JSON" in shown(calculator.message) and calculator.weights_table.rowCount() == 0
+    assert "K is not JSON" in plain(calculator.message) and calculator.weights_table.rowCount() == 0
     assert not calculator.paste("V", '[[1, 2], [3]]')
-    assert "ragged" in shown(calculator.message)
+    assert "ragged" in plain(calculator.message)
     assert calculator.paste("Q", "[1e200, 0, 0, 1e200]")  # QKᵀ overflows float64: attend's notes are shown
     calculator.paste("K", "[[1e200, 0, 0, 1e200], [0, 1, 0, 0], [1, 1, 1, 1]]")
     expected = attend(calculator._values("Q"), calculator._values("K"), calculator._values("V"))
-    assert expected.notes and all(html_note in shown(calculator.message) for html_note in
+    assert expected.notes and all(html_note in plain(calculator.message) for html_note in
                                   ["beyond 64-bit floats", "exact all the same"])
     np.testing.assert_array_equal(calculator.result.weights, expected.weights)
     assert calculator.tables["K"].verticalHeaderItem(0).text() == "server"  # labels kept: same rows
@@ -125,30 +118,6 @@ def test_scaling_lab(qtbot):
     assert f"{e.std_unscaled:.3f}" in page.numbers.text()
     page.seed_spin.setValue(1)
     assert page.experiment.seed == 1 and page.experiment.std_unscaled != e.std_unscaled
-
-
-@pytest.fixture(scope="module")
-def worker(tiny_model_dir):
-    from gui.qt import ensure_qapp
-    from gui.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    loaded = []
-    w.model_loaded.connect(lambda *args: loaded.append(args))
-    w.load(str(tiny_model_dir), "cpu")
-    deadline = QtCore.QDeadlineTimer(WAIT_MS)
-    while not loaded and not deadline.hasExpired():
-        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
-    assert loaded
-    yield w
-    w.stop()
-
-
-def analyse(qtbot, worker, text):
-    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
-        worker.analyse(text, bos=False)
-    return blocker.args[0]
 
 
 @pytest.fixture
@@ -173,7 +142,7 @@ def show(qtbot, panel):
 def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model):
     from analysis.manual_attention import recompute_layer
 
-    bundle = analyse(qtbot, worker, "The server rejected the request because it was overloaded.")
+    bundle = analyse(qtbot, worker, "The server rejected the request because it was overloaded.", bos=False)
     r = bundle.result
     panel.state.set_bundle(bundle)
     panel.state.select(1, 2)
@@ -202,7 +171,7 @@ def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model
 
 @pytest.mark.slow
 def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, worker):
-    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat", bos=False))
     show(qtbot, panel)
     with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
         panel.state.select(2, 3)
@@ -218,7 +187,7 @@ def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, 
 
 @pytest.mark.slow
 def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbot, panel, worker):
-    bundle = analyse(qtbot, worker, "The cat sat on the mat")
+    bundle = analyse(qtbot, worker, "The cat sat on the mat", bos=False)
     submitted = []
     original = worker.submit
     worker.submit = lambda name, task: submitted.append(name) or original(name, task)
@@ -241,7 +210,7 @@ def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbo
 def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
     import pyqtgraph as pg
 
-    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat", bos=False))
     show(qtbot, panel)
     panel.state.set_colormap("inferno")
     expected = pg.colormap.get("inferno").getLookupTable(nPts=16)
@@ -258,7 +227,7 @@ def test_colormap_and_dark_mode_reach_every_figure(qtbot, panel, worker):
 
 @pytest.mark.slow
 def test_the_wheel_scrolls_the_steps_page(qtbot, panel, worker):
-    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired. " * 3))
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired. " * 3, bos=False))
     panel.resize(1000, 500)
     show(qtbot, panel)
     qtbot.wait(100)
@@ -288,7 +257,7 @@ def test_the_wheel_scrolls_the_steps_page(qtbot, panel, worker):
 def test_offscreen_figure_is_what_is_in_front(qtbot, panel, worker):
     from gui.figures import dispose_figure
 
-    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat"))
+    panel.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat", bos=False))
     show(qtbot, panel)
     fig = panel.offscreen_figure()
     np.testing.assert_array_equal(fig.values, panel.steps.views["weights"].values)

@@ -4,10 +4,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-
-class Bundle:
-    def __init__(self, result, request_id):
-        self.result, self.scores, self.request_id = result, None, request_id
+from helpers import bundle  # noqa: E402
 
 
 @pytest.fixture
@@ -49,14 +46,14 @@ def test_a_lens_is_kept_only_for_the_bundle_on_screen(state, tiny_result):
     changed = []
     state.lens_changed.connect(changed.append)
     assert not state.set_lens(1, "rollout", "R")  # no bundle on screen: dropped
-    state.set_bundle(Bundle(tiny_result, 5))
+    state.set_bundle(bundle(tiny_result, request_id=5))
     assert not state.set_lens(4, "rollout", "old")  # an answer for an older result: dropped
     assert state.lens("rollout") is None and changed == []
     assert state.set_lens(5, "rollout", "R")
     assert state.lens("rollout") == "R" and state.lens("value_norms") is None and changed == ["rollout"]
     assert state.set_lens_error(5, "value_norms", "It failed.")
     assert state.lens_error("value_norms") == "It failed." and changed[-1] == "value_norms"
-    state.set_bundle(Bundle(tiny_result, 6))  # a new result: the old lenses mean nothing now
+    state.set_bundle(bundle(tiny_result, request_id=6))  # a new result: the old lenses mean nothing now
     assert state.lens("rollout") is None and state.lens_error("value_norms") is None
     assert not state.set_lens_error(5, "rollout", "late")
     with pytest.raises(ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..tokens import VISIBLE, display_token as byte_level_display
+from ..tokens import VISIBLE, display_token as byte_level_display, visible_char
 from .base import TokenStyle
 
 SENTENCEPIECE_SPACE = "\u2581"  # ▁
@@ -42,14 +42,15 @@ def token_style(tokenizer, default: TokenStyle = "byte_level") -> TokenStyle:
 
 
 def sentencepiece_display(raw_token: str) -> str:
-    """``▁cat`` → ``␣cat``; a byte token ``<0x0A>`` → ``↵`` (other single bytes as the character or ``\\xNN``)."""
+    """``▁cat`` → ``␣cat``; a byte token ``<0x0A>`` → ``↵``; other ASCII bytes as the character or its visible
+    stand-in (``<0x03>`` → ``␃``); a byte of a multi-byte character, which is no character alone, as ``⟨0xF7⟩``."""
     byte = _BYTE_TOKEN.match(raw_token)
     if byte:
         value = int(byte.group(1), 16)
         ch = chr(value)
         if ch in VISIBLE:
             return VISIBLE[ch]
-        return ch if 0x20 < value < 0x7F else f"\\x{value:02x}"
+        return visible_char(ch) if value < 0x80 else f"\u27e80x{value:02X}\u27e9"
     text = raw_token.replace(SENTENCEPIECE_SPACE, " ")
     return "".join(VISIBLE.get(ch, ch) for ch in text) or raw_token
 

@@ -1,0 +1,117 @@
+"""Helpers the tests share, written once (the fixtures are in conftest.py): pointer input on figures, rich text
+as the user reads it, waiting on the worker, holding a function at its n-th call, a result bundle as the
+worker sends it, and the command line run in this process. No test module imports another test module."""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+WAIT_MS = 120_000  # the longest a test waits for the worker (a load or an analysis on a busy machine)
+TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
+
+
+# ----------------------------------------------------------------------------- figures and labels
+def double_click(qtbot, widget, pos):
+    """A real double-click: press, release, double-click, release (pyqtgraph sends its click on release)."""
+    from PySide6 import QtCore
+
+    left = QtCore.Qt.MouseButton.LeftButton
+    qtbot.mousePress(widget, left, pos=pos)
+    qtbot.mouseRelease(widget, left, pos=pos)
+    qtbot.mouseDClick(widget, left, pos=pos)
+    qtbot.mouseRelease(widget, left, pos=pos)
+
+
+def view_point(fig, x, y):
+    """The widget point of data point (x, y) of a figure's plot."""
+    from PySide6 import QtCore
+
+    return fig.mapFromScene(fig.plot.vb.mapViewToScene(QtCore.QPointF(x, y)))
+
+
+def plain(rich) -> str:
+    """Rich text (a string, or a widget's ``text()``) as the user reads it."""
+    from PySide6 import QtGui
+
+    doc = QtGui.QTextDocument()
+    doc.setHtml(rich if isinstance(rich, str) else rich.text())
+    return doc.toPlainText()
+
+
+# ----------------------------------------------------------------------------- the worker
+def analyse(qtbot, worker, text, bos=True):
+    """The worker's AnalysisBundle for ``text``, waited for."""
+    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
+        worker.analyse(text, bos=bos)
+    return blocker.args[0]
+
+
+@contextmanager
+def worker_held(worker):
+    """The worker busy on a task that waits: requests made meanwhile queue behind it."""
+    go, started = threading.Event(), threading.Event()
+    worker.submit("hold", lambda loaded: (started.set(), go.wait(30)))
+    assert started.wait(10)
+    try:
+        yield
+    finally:
+        go.set()
+
+
+def hold_at_call(monkeypatch, owner, name: str, n: int):
+    """Patch ``owner.name`` so that its ``n``-th call sets ``reached`` and waits until the test sets ``go``
+    (at most 30 s) before it runs; returns (calls, reached, go), ``calls`` one entry per call."""
+    calls, reached, go = [], threading.Event(), threading.Event()
+    original = getattr(owner, name)
+
+    def held(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            reached.set()
+            go.wait(30)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, held)
+    return calls, reached, go
+
+
+def shown_tab(qtbot, tab_class, worker, width: int, height: int):
+    """A tab (the protocol of gui/tabs.py) on a fresh ViewState (``tab.state``), shown at that size; qtbot
+    closes it at the end."""
+    from gui.qt import ensure_qapp
+    from gui.view_state import ViewState
+
+    ensure_qapp()
+    tab = tab_class(ViewState(), worker)
+    qtbot.addWidget(tab)
+    tab.resize(width, height)
+    tab.show()
+    return tab
+
+
+def bundle(result, scores=None, request_id: int = 1):
+    """What the worker's ``analysis_ready`` carries, made here: ``result`` with its ``scores`` (None: none yet)."""
+    from gui.worker import AnalysisBundle
+
+    return AnalysisBundle(request_id, result, scores, 0.0)
+
+
+# ----------------------------------------------------------------------------- the command line
+def run_main(capsys, *args):
+    """``main.main`` in this process: (exit code, stdout, stderr)."""
+    import main as cli
+
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_error_line(err: str) -> str:
+    """The one ``attnscope: error:`` line of ``err``; fails on a traceback, colour codes or "unexpected"."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attnscope: error:"), err
+    assert "Traceback" not in err and "\x1b" not in err and "unexpected" not in err.lower()
+    return lines[0]
