@@ -335,10 +335,9 @@ def attention_memory_budget() -> int:
 
 
 def _size(n_bytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{int(n_bytes)} bytes"
+    from .lab import format_bytes  # one format for sizes (lab imports this module's neighbours: imported late)
+
+    return format_bytes(n_bytes)
 
 
 def max_tokens_for(n_layer: int, n_head: int, budget: int) -> int:

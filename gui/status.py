@@ -7,17 +7,13 @@ from pathlib import Path
 
 from PySide6 import QtWidgets
 
+from analysis import lab
 from analysis.inference import attention_memory_bytes
 
 from .model_bar import BUNDLED_DESCRIPTION
 
 
-def format_bytes(n: int) -> str:
-    """``n`` bytes for people: 604 MB, 1.2 GB, 96 kB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
+format_bytes = lab.format_bytes  # the Cost tab's units (KiB, MiB, GiB) in the status bar too
 
 
 def attention_line(n_tokens: int, n_layer: int, n_head: int) -> str:

@@ -883,7 +883,7 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     need = 3 * 4 * r.n_tokens ** 2 * 4  # float32 (layer, head, query, key) of the tiny model
     assert sized == [(r.n_tokens, need)] and r.attentions.nbytes == need
     assert w.status_tokens.text() == f"{r.n_tokens} tokens · attention {format_bytes(need)}"
-    assert format_bytes(604_000_000) == "604 MB" and format_bytes(1_234_000_000) == "1.23 GB"
+    assert format_bytes(604 * 2**20) == "604.00 MiB" and format_bytes(1.25 * 2**30) == "1.25 GiB"
     assert "(2,048)" in w.max_tokens_action.text()
     w.set_max_tokens(4)
     assert "(4)" in w.max_tokens_action.text()
