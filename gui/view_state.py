@@ -141,6 +141,12 @@ class ViewState(QtCore.QObject):
         return self._lens_errors.get(kind)
 
     # ----------------------------------------------------------------- write
+    def _change(self, name: str, value, signal) -> None:
+        """Store ``value`` as ``self._<name>`` and emit ``signal`` with it, only when it really changes."""
+        if value != getattr(self, "_" + name):
+            setattr(self, "_" + name, value)
+            signal.emit(value)
+
     def set_bundle(self, bundle) -> None:
         """Show a new analysis bundle: the selection is kept where it still exists, the query row is cleared."""
         self._bundle = bundle
@@ -178,10 +184,7 @@ class ViewState(QtCore.QObject):
             r = self.result
             if r is None or not 0 <= row < r.n_tokens:
                 raise ValueError(f"no query row {row}")
-        if row == self._query_row:
-            return
-        self._query_row = row
-        self.query_row_changed.emit(row)
+        self._change("query_row", row, self.query_row_changed)
 
     def toggle_query_row(self, row: int) -> None:
         """Highlight ``row``, or clear the highlight if it is the row already highlighted."""
@@ -190,56 +193,40 @@ class ViewState(QtCore.QObject):
     def set_colormap(self, name: str) -> None:
         if name not in COLORMAPS:
             raise ValueError(f"unknown colormap {name!r}")
-        if name != self._colormap:
-            self._colormap = name
-            self.colormap_changed.emit(name)
+        self._change("colormap", name, self.colormap_changed)
 
     def set_scale(self, name: str) -> None:
         if name not in SCALES:
             raise ValueError(f"unknown scale {name!r}")
-        if name != self._scale:
-            self._scale = name
-            self.scale_changed.emit(name)
+        self._change("scale", name, self.scale_changed)
 
     def set_hide_first(self, hide: bool) -> None:
         hide = bool(hide)
-        if hide != self._hide_first:
-            self._hide_first = hide
-            self.hide_first_changed.emit(hide)
+        self._change("hide_first", hide, self.hide_first_changed)
 
     def set_badge_score(self, name: str | None) -> None:
         if name is not None and name not in SCORE_NAMES:
             raise ValueError(f"unknown score {name!r}")
-        if name != self._badge_score:
-            self._badge_score = name
-            self.badge_score_changed.emit(name)
+        self._change("badge_score", name, self.badge_score_changed)
 
     def set_dark(self, dark: bool) -> None:
         dark = bool(dark)
-        if dark != self._dark:
-            self._dark = dark
-            self.dark_changed.emit(dark)
+        self._change("dark", dark, self.dark_changed)
 
     def set_attention_view(self, name: str) -> None:
         if name not in ATTENTION_VIEWS:
             raise ValueError(f"unknown attention view {name!r}")
-        if name != self._attention_view:
-            self._attention_view = name
-            self.attention_view_changed.emit(name)
+        self._change("attention_view", name, self.attention_view_changed)
 
     def set_sink_epsilon(self, epsilon: float) -> None:
         epsilon = float(epsilon)
         if not 0.0 <= epsilon < 1.0:
             raise ValueError(f"the sink threshold ε must be in [0, 1) (got {epsilon})")
-        if epsilon != self._sink_epsilon:
-            self._sink_epsilon = epsilon
-            self.sink_epsilon_changed.emit(epsilon)
+        self._change("sink_epsilon", epsilon, self.sink_epsilon_changed)
 
     def set_placeholder(self, text: str | None) -> None:
         text = str(text) if text else None
-        if text != self._placeholder:
-            self._placeholder = text
-            self.placeholder_changed.emit(text)
+        self._change("placeholder", text, self.placeholder_changed)
 
     def set_lens(self, request_id: int, kind: str, value) -> bool:
         """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that
