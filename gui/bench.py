@@ -12,7 +12,8 @@ For each model and each n (tokens): medians of several runs of
   h  gui_stall_ms     the longest stall of the GUI thread (a 10 ms timer in the real window) during a run
 Scan (``scan``, unless ``--no-scan``): the batched scan against one text at a time on GPT-2-small shapes
 with 64-token texts cut from the bundled sample set: tokens per second of each, best of the runs, at a
-few batch sizes, and their ratio (``scan.scan_speeds``; the scores of both must agree).
+few batch sizes, and their ratio (``scan.scan_speeds``; the scores of both must agree); then the most
+batching could give on this machine (``batching_ceiling``), so a ratio can be read against what is possible.
 Peers (``--peers``, n ≤ 512): bertviz ``model_view(..., html_action='return')`` and CircuitsVis
 ``attention_heads`` on the same attention and tokens: time to a viewable all-heads figure and its size.
 
@@ -316,7 +317,43 @@ def bench_scan(folder: Path, n_texts: int, batch_sizes=SCAN_BATCHES, repeats: in
     print(f"scan ratio {top['ratio']:.2f}× (batch {top['batch_size']}: {top['tokens_per_second']:.0f} vs "
           f"{one.tokens_per_second:.0f} tokens/s one at a time; largest score difference "
           f"{max(row['max_abs_diff'] for row in rows):.1e})", flush=True)
+    report["ceiling"] = batching_ceiling(loaded.model.base_model, max(batch_sizes))
+    c = report["ceiling"]
+    print(f"batching ceiling here {c['ratio']:.2f}×: a bare forward one text at a time on {c['threads']} threads "
+          f"takes {1000 * c['one_text_s']:.1f} ms a text; one thread alone, at batch {c['batch_size']}, "
+          f"{1000 * c['one_thread_batched_s']:.1f} ms a text, so {c['threads']} perfectly used cores "
+          f"{1000 * c['one_thread_batched_s'] / c['threads']:.1f} ms at best", flush=True)
     return report
+
+
+def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeats: int = 3) -> dict:
+    """The most batching can give on this machine, from the bare model (no AttnScope code):
+
+        ratio = t₁ / (t_B¹ / T)
+
+    t₁: seconds a text of a forward at batch 1 on all T threads (what one at a time does);
+    t_B¹: seconds a text at batch B on one thread. A batch can at best keep every core as busy as
+    one thread keeps one core with a whole batch to itself, so t_B¹ / T is about the best batched time
+    a text can have (float32, the precision AttnScope reports in). On a GPU, or many cores, t₁
+    leaves most of the machine idle and the ratio is large; on two CPU cores it is not."""
+    import torch
+
+    threads = torch.get_num_threads()
+
+    def per_text(batch: int) -> float:
+        ids = torch.randint(0, model.config.vocab_size, (batch, n_tokens))
+        with torch.inference_mode():
+            model(input_ids=ids, output_attentions=True)  # warm-up
+            return median_time(lambda: model(input_ids=ids, output_attentions=True), repeats) / batch
+
+    one = per_text(1)
+    torch.set_num_threads(1)
+    try:
+        batched = per_text(batch_size)
+    finally:
+        torch.set_num_threads(threads)
+    return {"threads": threads, "batch_size": batch_size, "one_text_s": one, "one_thread_batched_s": batched,
+            "ratio": one / (batched / threads)}
 
 
 def bench_main(args) -> int:

@@ -241,6 +241,38 @@ def test_bench_scan_reports_both_speeds_and_their_ratio(tiny_model_dir, capsys):
     assert report["ratio"] == max(row["ratio"] for row in report["batched"])
     printed = capsys.readouterr().out
     assert "scan ratio" in printed and "one at a time" in printed
+    ceiling = report["ceiling"]  # t₁ / (t_B¹ / T), at the largest batch size
+    assert ceiling["batch_size"] == 6
+    assert ceiling["ratio"] == pytest.approx(ceiling["one_text_s"] * ceiling["threads"] / ceiling["one_thread_batched_s"])
+    assert "batching ceiling here" in printed
+
+
+def test_batching_ceiling_times_one_thread_then_gives_the_threads_back(monkeypatch):
+    """The batched forward runs on one thread (the per-core rate), batch 1 on all; the count is restored."""
+    import torch
+
+    from gui import bench
+
+    seen = []
+
+    class Model:
+        config = type("Config", (), {"vocab_size": 10})()
+
+        def __call__(self, input_ids, output_attentions):
+            seen.append((input_ids.shape[0], torch.get_num_threads()))
+
+    monkeypatch.setattr(bench, "median_time", lambda fn, repeats: (fn(), {1: 0.1, 4: 0.8}[seen[-1][0]])[1])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ceiling = bench.batching_ceiling(Model(), batch_size=4, n_tokens=5)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert {(b, t) for b, t in seen} == {(1, 2), (4, 1)}
+    # one text: 0.1 s; one thread, batch 4: 0.2 s a text → two cores 0.1 s a text → ratio 1
+    assert ceiling["one_text_s"] == pytest.approx(0.1) and ceiling["one_thread_batched_s"] == pytest.approx(0.2)
+    assert ceiling["ratio"] == pytest.approx(1.0)
 
 
 # ----------------------------------------------------------------------------- other families
