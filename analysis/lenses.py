@@ -218,17 +218,20 @@ def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate
 
     The first-token score is ``head_scores.sink``: mean over queries i ≥ 1 of A[i, 0]. (Gu et al.
     average over every query, row 0 included, whose A[0, 0] is always 1; excluding it keeps the score
-    equal to the one shown in the Head scores table.) A 1-token text has no score: no head is a sink.
+    equal to the one shown in the Head scores table.) A 1-token text has no score: no head is a sink,
+    and the rate is NaN (``null`` in summary.json), not 0: there is nothing to count.
     """
     return sink_rate_of_scores(sink(attentions), epsilon)
 
 
 def sink_rate_of_scores(scores: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate:
     """The sink rate from first-token scores already computed (L, H), e.g. their mean over many texts:
-    the share of heads whose score is strictly above ε (NaN counts as not a sink)."""
+    the share of heads whose score is strictly above ε (NaN counts as not a sink); NaN when no head has a
+    score at all."""
     if not 0.0 <= float(epsilon) <= 1.0:
         raise ValueError(f"the sink threshold ε must be between 0 and 1, got {epsilon}")
     scores = np.array(scores, dtype=np.float64)  # a copy: the caller's array stays writable and untouched
     with np.errstate(invalid="ignore"):
         mask = scores > epsilon  # NaN compares False
-    return SinkRate(_frozen(mask), float(mask.mean()), float(epsilon), _frozen(scores))
+    rate = float(mask.mean()) if np.isfinite(scores).any() else float("nan")
+    return SinkRate(_frozen(mask), rate, float(epsilon), _frozen(scores))

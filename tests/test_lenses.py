@@ -169,9 +169,18 @@ def test_sink_rate_counts_heads_above_epsilon():
         lenses.sink_rate(a, epsilon=1.5)
 
 
-def test_sink_rate_of_one_token_is_zero():
+def test_sink_rate_of_one_token_is_undefined_not_zero(tmp_path):
+    """Nothing to count is not "no sink heads": the rate is NaN, null in summary.json."""
+    import json
+
+    from analysis.export import write_json
+
     s = lenses.sink_rate(np.ones((2, 3, 1, 1)))
-    assert s.rate == 0.0 and not s.mask.any()
+    assert np.isnan(s.rate) and not s.mask.any()
+    assert json.loads(write_json({"sink_rate": s.rate}, tmp_path / "s.json").read_text()) == {"sink_rate": None}
+    partly = np.full((2, 3), np.nan)
+    partly[0, 0] = 0.9
+    assert lenses.sink_rate_of_scores(partly).rate == pytest.approx(1 / 6)
 
 
 def test_bundled_sink_heads_move_less_than_their_weight():
