@@ -62,8 +62,10 @@ SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "previous_token": "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
     "sink": "attention to the first token (mean over i ≥ 1 of A[i, 0])",
     "self": "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
-    "duplicate_token": "attention to earlier copies of the same token",
-    "induction": "attention to the token after an earlier copy of the current token",
+    "duplicate_token": "attention to earlier copies of the same token (copies at least 2 back: the one just "
+                       "before is the previous token)",
+    "induction": "attention to the token after an earlier copy of the current token (copies at least 3 back: "
+                 "after a nearer one comes the query itself or its previous token)",
     "induction_probe": "induction on a seeded probe of random tokens repeated twice",
     "entropy": "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
                "j ≤ i for a causal model, all n for an encoder)",
@@ -141,34 +143,48 @@ def sink(attentions: np.ndarray) -> np.ndarray:
     return a[..., 1:, 0].astype(np.float64).mean(axis=-1)
 
 
-def repeat_pairs(token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """All (i, j) with j < i and token[j] == token[i]; and how many positions i have at least one."""
+def repeat_pairs(token_ids: np.ndarray, min_gap: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
+    """All (i, j) with j ≤ i − ``min_gap`` and token[j] == token[i]; and how many positions i have at least one."""
     ids = np.asarray(token_ids).ravel()
     same = ids[:, None] == ids[None, :]  # (n, n)
-    i, j = np.nonzero(np.tril(same, k=-1))
+    i, j = np.nonzero(np.tril(same, k=-min_gap))
     return i, j, int(np.unique(i).size)
 
 
-def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
-    """Mean, over positions i whose token occurred earlier, of Σ_{j<i, tok[j]=tok[i]} A[i, j].
+#: Earlier copies nearer than this are left out of ``duplicate_token`` (2) and ``induction`` (3): there the
+#: pattern's key is the query's previous token or the query itself, so a previous-token or self head
+#: would score as a duplicate-token or induction head ("1, 2, 1, 2": the token after the earlier ","
+#: is the previous token). A newcomer found previous-token heads ranked as the best induction heads.
+DUPLICATE_MIN_GAP = 2
+INDUCTION_MIN_GAP = 3
 
-    (layer, head); all NaN when no token repeats. Causal models only (see ``applicable_scores``).
+
+def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+    """Mean, over positions i whose token occurred at least 2 positions earlier, of
+    Σ_{j ≤ i−2, tok[j]=tok[i]} A[i, j].
+
+    A copy right before the query (j = i−1, "the the") is left out: attending to it is what a
+    previous-token head does anyway. (layer, head); all NaN when no token repeats that far apart.
+    Causal models only (see ``applicable_scores``).
     """
     a = _check(attentions)
-    i, j, n_positions = repeat_pairs(token_ids)
+    i, j, n_positions = repeat_pairs(token_ids, DUPLICATE_MIN_GAP)
     if n_positions == 0:
         return np.full(a.shape[:2], np.nan)
     return a[..., i, j].astype(np.float64).sum(axis=-1) / n_positions
 
 
 def induction(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
-    """Mean, over positions i whose token occurred earlier, of Σ_{j<i, tok[j]=tok[i]} A[i, j+1]:
-    the attention on the token that followed each earlier occurrence (what an induction head copies).
+    """Mean, over positions i whose token occurred at least 3 positions earlier, of
+    Σ_{j ≤ i−3, tok[j]=tok[i]} A[i, j+1]: the attention on the token that followed each earlier
+    occurrence (what an induction head copies).
 
-    (layer, head); all NaN when no token repeats. Causal models only (see ``applicable_scores``).
+    Copies at j = i−1 and j = i−2 are left out: the token after them is the query itself or its
+    previous token, which self and previous-token heads attend to anyway. (layer, head); all NaN
+    when no token repeats that far apart. Causal models only (see ``applicable_scores``).
     """
     a = _check(attentions)
-    i, j, n_positions = repeat_pairs(token_ids)
+    i, j, n_positions = repeat_pairs(token_ids, INDUCTION_MIN_GAP)
     if n_positions == 0:
         return np.full(a.shape[:2], np.nan)
     return a[..., i, j + 1].astype(np.float64).sum(axis=-1) / n_positions

@@ -1,10 +1,14 @@
 """The Head tab: one head's map (HeadPlot) with its controls — colours, scale, hide the first token,
-attention weights or value-weighted — the head's name and scores above it and the hover line below it.
-A view of the ViewState.
+attention weights or value-weighted — a short label of the head above it (all its scores in the label's
+tooltip) and the hover line below it. A view of the ViewState.
 
 In the value-weighted view (state.attention_view) the map is N = A·‖f_h(x_j)‖ row-normalised
 (gui/lens_data.py ValueView.shown), the bars above the map are ‖f_h(x_j)‖ per key column, and the hover
-line gives A, ‖f_h(x_j)‖ and the raw N of the cell."""
+line gives A, ‖f_h(x_j)‖ and the raw N of the cell.
+
+The hover line and the cell's tooltip are one text (:meth:`HeadPanel.describe_cell`) about the picture on
+screen; both follow a new result, head or view under a resting pointer (HeadPlot.set_head re-reports the
+cell), and a value view whose norms are still being computed says so."""
 from __future__ import annotations
 
 import html
@@ -58,34 +62,65 @@ def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
         shortcut.activated.connect(lambda s=step: state.move_selection(*s))
 
 
-def hover_text(tokens, cell, causal: bool = True, raw: float | None = None) -> str:
-    """The hover line for ``cell`` = (query, key, value as drawn) from HeadPlot.cell_hovered; plain text.
+BEFORE_HIDING = "before renormalising"  # the cell's value before the first key was dropped (never "was": a token)
+NORMS_NOT_READY = "value norms not ready yet"
 
-    ``causal``: a key after its query is the model's mask (an encoder masks nothing). ``raw``: the
-    model's own weight of the cell when the map shows it renormalised (first key hidden)."""
+
+def _where(tokens, q: int, k: int) -> str:
+    return f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
+
+
+def hover_text(tokens, cell, causal: bool = True, raw: float | None = None) -> str:
+    """The hover line (and cell tooltip) for ``cell`` = (query, key, value as drawn) of a weights map; plain text.
+
+    ``causal``: a key after its query is the model's mask (an encoder masks nothing). ``raw``: the cell
+    before renormalising (the model's own weight) when the map shows it renormalised (first key hidden)."""
     if cell is None:
         return " "
     q, k, value = cell
-    where = f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
+    where = _where(tokens, q, k)
     if causal and k > q:
         return f"{where}: masked (a future token)"
     if value is None or not math.isfinite(value):
         return f"{where}: hidden (first key)"
     if raw is not None:
-        return f"{where}: {value:.3f} renormalised without the first key (raw weight {raw:.3f})"
+        return f"{where}: {value:.3f} renormalised without the first key ({BEFORE_HIDING}: {raw:.3f})"
     return f"{where}: {value:.3f}"
 
 
-def value_hover_text(tokens, cell, attention: float, key_norm: float, causal: bool = True) -> str:
-    """The hover line in the value-weighted view: the share as drawn, then A, ‖f_h(x_j)‖ and the raw N."""
+def value_hover_text(tokens, cell, attention: float | None, key_norm: float | None, causal: bool = True,
+                     before: float | None = None) -> str:
+    """The hover line in the value-weighted view: the share of the row as drawn, then A, ‖f_h(x_j)‖ and the
+    raw N = A·‖f_h(x_j)‖. ``before``: the share before renormalising when the first key is hidden.
+    ``key_norm`` None: the value norms are not there (yet); the share alone, and that said."""
     if cell is None:
         return " "
     q, k, value = cell
     if (causal and k > q) or value is None or not math.isfinite(value):
         return hover_text(tokens, cell, causal)  # the mask, or the hidden first key
-    where = f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
-    return (f"{where}: share {value:.3f} of the row · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} "
-            f"= {attention * key_norm:.4g}")
+    share = f"{_where(tokens, q, k)}: share {value:.3f} of the row"
+    if before is not None:
+        share += f" without the first key ({BEFORE_HIDING}: {before:.3f})"
+    if attention is None or key_norm is None:
+        return f"{share} ({NORMS_NOT_READY})"
+    return f"{share} · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} = {attention * key_norm:.4g}"
+
+
+def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
+    """The largest finite score of head ``layer``.``head`` among HEAD_LABEL_SCORES, as (name, value); None when
+    there are no scores or none is defined. Each of these scores is a mean attention weight on one pattern
+    (analysis/head_scores.py), so they share the scale 0 … 1 and the largest is the head's strongest pattern."""
+    if scores is None:
+        return None
+    found = []
+    for name in HEAD_LABEL_SCORES:
+        try:
+            value = float(scores[name][layer, head])
+        except KeyError:  # a score this bundle does not carry
+            continue
+        if math.isfinite(value):
+            found.append((name, value))
+    return max(found, key=lambda item: item[1]) if found else None
 
 
 class KeyNormStrip:
@@ -136,13 +171,20 @@ def fit_title(fig) -> None:
     settle_layout()
 
 
+def view_to_draw(state: ViewState) -> str:
+    """What :func:`draw_head` draws for the state now: "value-weighted" when that view is chosen and its value
+    norms are there, else "weights"."""
+    wanted = state.attention_view == "value-weighted" and state.lens(VALUE_NORMS) is not None
+    return "value-weighted" if wanted else "weights"
+
+
 def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
               title: str) -> str:
     """Draw head ``layer``.``head`` of the state's result as the state says (weights, or value-weighted when
-    its value norms are there); returns what was drawn ("weights" or "value-weighted")."""
+    its value norms are there); returns what was drawn (:func:`view_to_draw`)."""
     r, values = state.result, state.lens(VALUE_NORMS)
     causal = bool(getattr(r, "causal", True))
-    if state.attention_view == "value-weighted" and values is not None:
+    if view_to_draw(state) == "value-weighted":
         figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
                         cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=causal,
                         quantity="share of row N")
@@ -188,8 +230,11 @@ def choice_box(ids, labels: dict, current: str, setter, tooltip: str, chars: int
 
 
 class ElidedLabel(QtWidgets.QLabel):
-    """A one-line rich-text label that ends in "…" when it is wider than its room. ``text()`` keeps the
-    whole text (and the caller puts it in the tooltip); only the painting is cut."""
+    """A one-line rich-text label that ends in "…" when it is wider than its room, cut between words (never
+    inside one, nor right after a dash, colon or comma). ``text()`` keeps the whole text (and the caller puts
+    it in the tooltip); only the painting is cut."""
+
+    DANGLING = "—–-·:,;"  # a cut right after one of these reads as a half sentence: cut before its word too
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -207,12 +252,15 @@ class ElidedLabel(QtWidgets.QLabel):
         return doc
 
     def shown_document(self) -> QtGui.QTextDocument:
-        """The text as painted: whole when it fits, else cut at a character and ended with "…"."""
+        """The text as painted: whole when it fits, else cut before a space and ended with "…"."""
         doc = self._document()
         room = self.contentsRect().width()
         if doc.idealWidth() <= room:
             return doc
         end = doc.characterCount() - 1  # without the closing paragraph separator
+        text = doc.toPlainText()  # one block: character i is document position i
+        cuts = [0] + [i for i in range(1, len(text)) if text[i].isspace() and not text[i - 1].isspace()
+                      and text[i - 1] not in self.DANGLING]
 
         def cut(keep: int) -> QtGui.QTextDocument:
             shorter = self._document()
@@ -222,14 +270,14 @@ class ElidedLabel(QtWidgets.QLabel):
             cursor.insertText("…")
             return shorter
 
-        low, high = 0, end  # the longest kept prefix whose cut text fits (binary search; width grows with it)
+        low, high = 0, len(cuts) - 1  # the longest kept run of words whose cut text fits (binary search)
         while low < high:
             middle = (low + high + 1) // 2
-            if cut(middle).idealWidth() <= room:
+            if cut(cuts[middle]).idealWidth() <= room:
                 low = middle
             else:
                 high = middle - 1
-        return cut(low)
+        return cut(cuts[low])
 
     def plain_text(self) -> str:
         return self._document().toPlainText()

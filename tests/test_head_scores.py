@@ -72,16 +72,38 @@ def test_duplicate_and_induction_on_a_repeated_sequence():
 
 
 def test_several_earlier_occurrences_are_summed_then_averaged():
-    ids = np.array([5, 5, 5])  # position 1 repeats 0; position 2 repeats 0 and 1
-    a = np.zeros((3, 3))
-    a[0, 0] = 1
-    a[1] = [0.25, 0.75, 0]
-    a[2] = [0.1, 0.3, 0.6]
+    ids = np.array([5, 1, 2, 5, 3, 5])  # position 3 repeats 0; position 5 repeats 0 and 3
+    a = np.tile(uniform_causal(6), 1)
+    a[3] = [0.1, 0.2, 0.3, 0.4, 0, 0]
+    a[5] = [0.05, 0.15, 0.2, 0.25, 0.1, 0.25]
     a = stack(a)
-    # duplicate: pos1 → A[1,0]=0.25 ; pos2 → A[2,0]+A[2,1]=0.4 ; mean 0.325
-    np.testing.assert_allclose(hs.duplicate_token(a, ids), [[0.325]])
-    # induction: pos1 → A[1,1]=0.75 ; pos2 → A[2,1]+A[2,2]=0.9 ; mean 0.825
-    np.testing.assert_allclose(hs.induction(a, ids), [[0.825]])
+    # duplicate (copies j ≤ i−2): pos3 → A[3,0] = 0.1 ; pos5 → A[5,0] + A[5,3] = 0.3 ; mean 0.2
+    np.testing.assert_allclose(hs.duplicate_token(a, ids), [[0.2]], rtol=1e-6)
+    # induction (copies j ≤ i−3, key j+1): pos3 → A[3,1] = 0.2 ; pos5 → A[5,1] = 0.15 (the copy at 3 is
+    # left out: the token after it, 4, is position 5's previous token) ; mean 0.175
+    np.testing.assert_allclose(hs.induction(a, ids), [[0.175]], rtol=1e-6)
+
+
+def test_a_previous_token_head_is_no_induction_or_duplicate_head():
+    """"1, 2, 3, 4": the token after the earlier "," is the previous token, so a previous-token head
+    once scored induction 1.0 — ranked above the real induction heads. A copy right before the query is
+    the previous token too ("the the")."""
+    comma = 9
+    ids = np.array([1, comma, 2, comma, 3, comma, 4, comma])
+    n = len(ids)
+    prev = stack(previous_token_map(n))
+    # far copies of ",": at 5 the one at 1 (key 2), at 7 those at 1 and 3 (keys 2 and 4): none is i−1
+    np.testing.assert_allclose(hs.induction(prev, ids), [[0.0]])
+    induction_head = np.zeros((n, n))
+    induction_head[np.arange(n), np.arange(n)] = 1
+    induction_head[5] = 0
+    induction_head[5, 2] = 1.0
+    induction_head[7] = 0
+    induction_head[7, [2, 4]] = 0.5
+    np.testing.assert_allclose(hs.induction(stack(induction_head), ids), [[1.0]])
+    doubled = np.array([4, 4, 5, 5])
+    assert np.isnan(hs.duplicate_token(stack(previous_token_map(4)), doubled)).all()  # only j = i−1 copies
+    assert np.isnan(hs.induction(stack(previous_token_map(4)), ids[:4])).all()  # only copies 2 back
 
 
 def test_no_repeats_gives_nan():
