@@ -145,7 +145,7 @@ def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: 
     shape, tokens counted, warnings, predictions, timings,
     and ``sink_rate``: the share of heads whose first-token score exceeds ``sink_epsilon`` (``lenses.sink_rate``).
     ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
-    sinks = sink_rate(result.attentions, sink_epsilon)
+    sinks = sink_rate(result.attentions, sink_epsilon, result.sliding_windows)
     return {"generator": GENERATOR, "text": result.text, "model": result.model_label, "device": result.device, "dtype": result.dtype,
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,

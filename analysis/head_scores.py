@@ -60,7 +60,8 @@ SCORE_LABELS: Mapping[str, str] = MappingProxyType({
 })
 SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "previous_token": "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
-    "sink": "attention to the first token (mean over i ≥ 1 of A[i, 0])",
+    "sink": "attention to the first token (mean over i ≥ 1 of A[i, 0]; under a sliding window, over the "
+            "queries that see it)",
     "self": "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
     "duplicate_token": "attention to earlier copies of the same token (copies at least 2 back: the one just "
                        "before is the previous token)",
@@ -68,7 +69,7 @@ SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
                  "after a nearer one comes the query itself or its previous token)",
     "induction_probe": "induction on a seeded probe of random tokens repeated twice",
     "entropy": "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
-               "j ≤ i for a causal model, all n for an encoder)",
+               "j ≤ i for a causal model, within its sliding window if it has one; all n for an encoder)",
     "next_token": "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
 })
 NOT_APPLICABLE = "n/a"
@@ -132,15 +133,36 @@ def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray
     return _diagonal_mean(attentions, 0, np.arange(1 if causal else 0, n))
 
 
-def sink(attentions: np.ndarray) -> np.ndarray:
-    """Mean over i ≥ 1 of A[i, 0]: the mass parked on the first token. (layer, head)
+def _window_sizes(windows, n_layer: int, n: int) -> np.ndarray:
+    """(layer,) how many keys back (itself included) a query sees: the sliding window, or n + 1 (no window)."""
+    if not windows:
+        return np.full(n_layer, n + 1)
+    if len(windows) != n_layer:
+        raise ValueError(f"windows has {len(windows)} entries for {n_layer} layers")
+    return np.array([n + 1 if w is None else int(w) for w in windows])
+
+
+def sink(attentions: np.ndarray, windows=None) -> np.ndarray:
+    """Mean over the queries i ≥ 1 that can see the first token of A[i, 0]: the mass parked on it. (layer, head)
 
     The same for causal and bidirectional models: query 0's own A[0, 0] is self-attention, not a sink.
+    ``windows`` (per layer, or None): under a sliding window of w keys only queries i < w see key 0;
+    the later ones, which cannot, are not counted (they would dilute the score with forced zeros).
+    NaN when no query i ≥ 1 sees the first token (a 1-token text).
     """
     a = _check(attentions)
-    if a.shape[-1] < 2:
+    n = a.shape[-1]
+    if n < 2:
         return np.full(a.shape[:2], np.nan)
-    return a[..., 1:, 0].astype(np.float64).mean(axis=-1)
+    sizes = _window_sizes(windows, a.shape[0], n)
+    if (sizes > n).all():
+        return a[..., 1:, 0].astype(np.float64).mean(axis=-1)
+    out = np.full(a.shape[:2], np.nan)
+    for layer, w in enumerate(sizes):
+        rows = min(n, int(w))  # queries 0 … rows−1 see key 0
+        if rows > 1:
+            out[layer] = a[layer, :, 1:rows, 0].astype(np.float64).mean(axis=-1)
+    return out
 
 
 def repeat_pairs(token_ids: np.ndarray, min_gap: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
@@ -203,12 +225,14 @@ def _row_entropy(rows: np.ndarray) -> np.ndarray:
     return -plogp.sum(axis=-1)
 
 
-def entropy(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray:
+def entropy(attentions: np.ndarray, *, causal: bool = True, windows=None) -> np.ndarray:
     """How spread each row is, normalised to 0 … 1 by the entropy of a uniform row over the keys a query
     can see: 0 when a row puts all weight on one key, 1 when it is uniform over them. (layer, head)
 
-    causal=True:  mean over i ≥ 1 of H(A[i, :i+1]) / log(i+1). Row 0 is excluded (one visible key: its
-                  entropy is 0 by necessity). Only keys j ≤ i are read.
+    causal=True:  mean over i ≥ 1 of H(A[i, :i+1]) / log(v_i), v_i = min(i+1, w) the keys query i sees
+                  (w the layer's sliding window from ``windows``; no window: v_i = i+1). Rows that see one
+                  key are excluded (their entropy is 0 by necessity: row 0, or every row of a 1-key window).
+                  Only keys j ≤ i are read.
     causal=False: mean over i ≥ 0 of H(A[i, :]) / log(n) (every query sees all n keys).
     H(p) = −Σ_j p_j log p_j with 0 log 0 = 0. NaN for a 1-token text (nothing to spread over).
     """
@@ -218,10 +242,15 @@ def entropy(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray:
         return np.full(a.shape[:2], np.nan)
     if not causal:
         return _row_entropy(a).mean(axis=-1) / np.log(n)  # (layer, head, query) → (layer, head)
-    total = np.zeros(a.shape[:2])
+    sizes = _window_sizes(windows, a.shape[0], n)  # (layer,)
+    total, rows = np.zeros(a.shape[:2]), np.zeros(a.shape[0])
     for i in range(1, n):
-        total += _row_entropy(a[..., i, : i + 1]) / np.log(i + 1)
-    return total / (n - 1)
+        seen = np.minimum(i + 1, sizes)  # (layer,) keys query i sees
+        ok = seen > 1
+        total[ok] += _row_entropy(a[ok, :, i, : i + 1]) / np.log(seen[ok])[:, None]
+        rows += ok
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(rows[:, None] > 0, total / rows[:, None], np.nan)
 
 
 @dataclass(frozen=True)
@@ -279,24 +308,25 @@ class HeadScores:
 
 
 def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None = None, *,
-                 causal: bool = True) -> dict[str, np.ndarray]:
+                 causal: bool = True, windows=None) -> dict[str, np.ndarray]:
     """Every score in ``SCORE_NAMES`` for one text: (layer, head) float arrays; an all-NaN array for a
     score that does not apply (``applicable_scores(causal)``) — it is never computed.
 
     ``probe``: the (layer, head) ``induction_probe`` values, or None (NaN) when there was no probe run.
+    ``windows``: per layer, the sliding window of a causal mask or None (``sink``, ``entropy``).
     """
     a = _check(attentions)
     nan = np.full(a.shape[:2], np.nan)
     applies = applicable_scores(causal)
     scorers = {
         "previous_token": lambda: previous_token(a),
-        "sink": lambda: sink(a),
+        "sink": lambda: sink(a, windows),
         "self": lambda: self_attention(a, causal=causal),
         "next_token": lambda: next_token(a),
         "duplicate_token": lambda: duplicate_token(a, token_ids),
         "induction": lambda: induction(a, token_ids),
         "induction_probe": lambda: np.array(probe, dtype=np.float64) if probe is not None else nan.copy(),
-        "entropy": lambda: entropy(a, causal=causal),
+        "entropy": lambda: entropy(a, causal=causal, windows=windows),
     }
     return {name: scorers[name]() if name in applies else nan.copy() for name in SCORE_NAMES}
 
@@ -310,7 +340,8 @@ def all_scores(result) -> HeadScores:
     probe = getattr(result, "probe", None)
     probe_values = (induction_probe(probe.attentions, probe.token_ids)
                     if probe is not None and causal else None)
-    values = score_values(result.attentions, result.token_ids, probe_values, causal=causal)
+    values = score_values(result.attentions, result.token_ids, probe_values, causal=causal,
+                          windows=getattr(result, "sliding_windows", None))
     for v in values.values():
         v.setflags(write=False)
     return HeadScores(values, applicable_scores(causal), causal)

@@ -88,6 +88,7 @@ class AttentionResult:
     family: str = "gpt2"  # the adapter's name (analysis.families): gpt2, llama, gpt_neox, bert, distilbert
     prediction_note: str = ""  # why there are no predictions (an encoder predicts no next token), else ""
     max_tokens: int = DEFAULT_MAX_TOKENS  # the cap this run was analysed under (beside the model's context)
+    sliding_windows: tuple = ()  # per layer: keys a query sees (itself included) under a sliding window, or None; () none
 
     @property
     def n_layer(self) -> int:
@@ -443,4 +444,5 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
                  "total_s": time.perf_counter() - started},
         warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),
         causal=loaded.causal, family=loaded.family.name, prediction_note=note, max_tokens=cap,
+        sliding_windows=loaded.sliding_windows if any(loaded.sliding_windows) else (),
     )

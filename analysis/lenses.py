@@ -212,16 +212,17 @@ class SinkRate:
     scores: np.ndarray  # (L, H) the first-token scores the mask was taken from
 
 
-def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate:
+def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON, windows=None) -> SinkRate:
     """Gu et al. 2024: a head is a sink head when its first-token score exceeds ε; the sink rate is
     the share of such heads.
 
-    The first-token score is ``head_scores.sink``: mean over queries i ≥ 1 of A[i, 0]. (Gu et al.
+    The first-token score is ``head_scores.sink``: mean over queries i ≥ 1 of A[i, 0] (under a
+    sliding window, ``windows`` per layer, over the queries that see token 0). (Gu et al.
     average over every query, row 0 included, whose A[0, 0] is always 1; excluding it keeps the score
     equal to the one shown in the Head scores table.) A 1-token text has no score: no head is a sink,
     and the rate is NaN (``null`` in summary.json), not 0: there is nothing to count.
     """
-    return sink_rate_of_scores(sink(attentions), epsilon)
+    return sink_rate_of_scores(sink(attentions, windows), epsilon)
 
 
 def sink_rate_of_scores(scores: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate:

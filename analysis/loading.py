@@ -601,6 +601,11 @@ class LoadedModel:
         return bool(self.family.causal)
 
     @property
+    def sliding_windows(self) -> tuple[int | None, ...]:
+        """Per layer, the sliding window of its causal mask (Mistral, Qwen2's sliding layers), or None."""
+        return tuple(self.family.sliding_window(self.model.config, layer) for layer in range(self.n_layer))
+
+    @property
     def predicts_next_token(self) -> bool:
         """Decoders predict the next token; an encoder predicts none (AttnScope shows no masked-LM guesses)."""
         return bool(self.family.causal) and self.model.get_output_embeddings() is not None

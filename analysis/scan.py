@@ -150,10 +150,10 @@ class ScanResult:
 
 
 def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None,
-                causal: bool = True) -> np.ndarray:
+                causal: bool = True, windows=None) -> np.ndarray:
     """Every score of ``head_scores.score_values`` for one text, stacked in SCORE_NAMES order;
     a score that does not apply (``applicable_scores(causal)``) is all NaN. (score, layer, head)"""
-    values = hs.score_values(attentions, token_ids, probe, causal=causal)
+    values = hs.score_values(attentions, token_ids, probe, causal=causal, windows=windows)
     return np.stack([values[name] for name in hs.SCORE_NAMES])
 
 
@@ -284,7 +284,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
             raise AnalysisCancelled("Scan cancelled.")
         attentions = _forward_batch(loaded, [token_ids[i] for i in batch], pad_id)
         for i, a in zip(batch, attentions):
-            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal)
+            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal, loaded.sliding_windows)
         done += len(batch)
         if progress:
             progress(done, len(texts))

@@ -229,7 +229,7 @@ class ScoresPanel(QtWidgets.QWidget):
             return self.scan.sink_rate(epsilon)
         if self.state.result is None:
             return None
-        return sink_rate(self.state.result.attentions, epsilon)
+        return sink_rate(self.state.result.attentions, epsilon, self.state.result.sliding_windows)
 
     def _show_sinks(self) -> None:
         sinks = self.sinks()

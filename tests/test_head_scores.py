@@ -292,3 +292,43 @@ def test_head_scores_refuse_numbers_in_a_score_that_does_not_apply():
         {"layer": 0, "head": 0, "sink": 0.0}]
     with pytest.raises(TypeError):
         plain.values["sink"] = ok  # the mapping is read-only
+
+
+# ----------------------------------------------------------------------------- sliding windows
+def windowed_uniform(n, w):
+    """Uniform over the keys each query sees: j ≤ i and j > i − w."""
+    i, j = np.indices((n, n))
+    a = ((j <= i) & (j > i - w)).astype(float)
+    return a / a.sum(axis=1, keepdims=True)
+
+
+def test_a_head_uniform_over_its_sliding_window_has_entropy_1_and_counts_only_queries_that_see_token_0():
+    """A uniform head over a 3-key window once scored entropy 0.6 (divided by log(i+1), not log 3)."""
+    n, w = 9, 3
+    a = np.stack([uniform_causal(n)[None], windowed_uniform(n, w)[None]]).astype(np.float32)  # (2, 1, n, n)
+    windows = (None, w)
+    np.testing.assert_allclose(hs.entropy(a, windows=windows), [[1.0], [1.0]], atol=1e-6)
+    assert hs.entropy(a)[1, 0] < 0.8  # read as if it saw every earlier key
+    # sink: layer 1's queries 1 and 2 see token 0 (weights 1/2, 1/3); queries 3… cannot and do not count
+    np.testing.assert_allclose(hs.sink(a, windows)[1], [(1 / 2 + 1 / 3) / 2], rtol=1e-6)
+    np.testing.assert_allclose(hs.sink(a, windows)[0], hs.sink(a)[0])
+    ones = np.stack([windowed_uniform(n, 1)[None]] * 2).astype(np.float32)  # a 1-key window: nothing to score
+    assert np.isnan(hs.entropy(ones, windows=(1, 1))).all() and np.isnan(hs.sink(ones, (1, 1))).all()
+    with pytest.raises(ValueError, match="2 layers"):
+        hs.sink(a, (3,))
+
+
+def test_a_sliding_window_model_reports_the_windows_its_mask_really_has(tmp_path):
+    """The windows the scores use are those of the model's own mask: every key w or more back has weight 0."""
+    from analysis.inference import run_text
+    from analysis.loading import load_model
+    from analysis.synthetic import save_random_family
+
+    loaded = load_model(str(save_random_family(tmp_path / "mistral", "mistral", seed=2)), device="cpu")
+    result = run_text(loaded, "one two three four five six seven eight nine ten eleven twelve")
+    assert result.sliding_windows and set(result.sliding_windows) == {5}
+    i, j = np.indices(result.attentions.shape[-2:])
+    assert (result.attentions[..., j <= i - 5] == 0).all()
+    assert (result.attentions[..., (j > i - 5) & (j <= i)] > 0).all()
+    scores = hs.all_scores(result)
+    np.testing.assert_allclose(scores["entropy"], hs.entropy(result.attentions, windows=(5,) * loaded.n_layer))

@@ -394,6 +394,10 @@ class Family:
     CONFIG_NAMES: tuple[str, str, str, str] = ("num_hidden_layers", "num_attention_heads", "hidden_size",
                                                "max_position_embeddings")
 
+    def sliding_window(self, config: Any, layer: int) -> int | None:
+        """How many keys back (itself included) a query of ``layer`` sees; None: every earlier key."""
+        return None
+
     def shape(self, config: Any) -> ModelShape:
         """The model's sizes; every head has its own keys and values unless a family says otherwise (GQA)."""
         n_layer, n_head, d_model, context = (int(config_get(config, name)) for name in self.CONFIG_NAMES)
