@@ -223,13 +223,15 @@ def not_finite(where: str, dtype: str = "float32"):
 
 def _top_predictions(logits: np.ndarray | None, loaded: LoadedModel,
                      specials: frozenset[str]) -> tuple[Prediction, ...]:
-    """The TOP_K most likely next tokens (softmax of the last position's logits); () without logits."""
+    """The TOP_K most likely next tokens (softmax of the last position's logits); () without logits.
+
+    The probabilities are the model's own: the softmax runs over every logit, then the rows past the
+    tokenizer (a padded vocabulary, Pythia's and Qwen's) are left out of the ranking, not renormalised away."""
     if logits is None:
         return ()
     logits = logits.astype(np.float64)
-    logits = logits[: len(loaded.tokenizer)]  # padded vocab rows are not tokens
     probs = np.exp(logits - logits.max())
-    probs /= probs.sum()
+    probs = probs[: len(loaded.tokenizer)] / probs.sum()  # padded vocab rows are not tokens
     top = np.argsort(-probs)[:TOP_K]
     raw = loaded.tokenizer.convert_ids_to_tokens([int(i) for i in top])
     return tuple(Prediction(family_display_token(r, loaded.token_style, specials) or r, int(i), float(probs[i]))

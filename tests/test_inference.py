@@ -96,3 +96,23 @@ def test_thumbnails_are_max_pooled_heads(tiny_model):
     expected = torch.nn.functional.adaptive_max_pool2d(torch.tensor(np.array(r.attentions[1])), 8).numpy()
     np.testing.assert_array_equal(r.thumbnails[1], expected)
     assert r.thumbnails.max() == r.attentions.max()  # max-pooling keeps the strongest weight visible
+
+
+def test_predictions_are_the_models_own_probabilities_with_a_padded_vocabulary(tmp_path, tokenizer):
+    """Rows past the tokenizer (Pythia's, Qwen's padding) hold probability too: it is not renormalised away."""
+    import torch
+
+    from analysis.inference import run_text
+    from analysis.loading import load_model
+    from analysis.synthetic import save_random_gpt2
+
+    folder = save_random_gpt2(tmp_path / "padded", vocab_size=len(tokenizer) + 64, tokenizer=tokenizer, seed=4)
+    loaded = load_model(str(folder), device="cpu")
+    result = run_text(loaded, "the cat sat on the mat")
+    with torch.no_grad():
+        logits = loaded.model(input_ids=torch.tensor([list(result.token_ids)])).logits[0, -1].double()
+    p = torch.softmax(logits, -1)
+    assert float(p[len(tokenizer):].sum()) > 0.01  # the padded rows hold real mass here
+    for prediction in result.predictions:
+        assert prediction.token_id < len(tokenizer)
+        assert prediction.probability == pytest.approx(float(p[prediction.token_id]), rel=1e-5)  # renormalised: ~1e-2 off
