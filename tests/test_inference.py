@@ -80,9 +80,9 @@ def test_long_text_is_truncated_with_a_warning(tiny_model):
 
 
 def test_thumbnails_are_max_pooled_heads(tiny_model):
-    import torch
-
+    """Over the same bins as every other pooled view (``display.pool_edges``): no bin overlaps another."""
     from analysis import inference
+    from analysis.display import pool_edges
 
     short = run_text(tiny_model, "a b c")
     assert short.thumbnails is short.attentions or np.shares_memory(short.thumbnails, short.attentions)
@@ -93,7 +93,11 @@ def test_thumbnails_are_max_pooled_heads(tiny_model):
     finally:
         inference.THUMBNAIL_PX = old
     assert r.thumbnails.shape == (3, 4, 8, 8)
-    expected = torch.nn.functional.adaptive_max_pool2d(torch.tensor(np.array(r.attentions[1])), 8).numpy()
+    n = r.n_tokens
+    bounds = [*pool_edges(n, 8), n]
+    assert len(bounds) == 9 and all(b - a >= 1 for a, b in zip(bounds, bounds[1:]))
+    expected = np.array([[[r.attentions[1, h, bounds[y]:bounds[y + 1], bounds[x]:bounds[x + 1]].max()
+                           for x in range(8)] for y in range(8)] for h in range(4)])
     np.testing.assert_array_equal(r.thumbnails[1], expected)
     assert r.thumbnails.max() == r.attentions.max()  # max-pooling keeps the strongest weight visible
 
