@@ -332,15 +332,40 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
+def check_file_target(path: Path) -> Path:
+    """The file an export may be written to, as an absolute path, or ExportError with a sentence. Creates nothing.
+
+    Refused: an empty name, a folder, anything already there that is not a regular file (a device such
+    as /dev/null, a named pipe, a socket: the rename would replace it with a file) or that is a link
+    (the rename would replace the link, not what it points to), a parent that is a file, and a place
+    where nothing can be written.
+    """
+    if path is None or str(path).strip() == "":
+        raise ExportError("No file name given: name one, such as out.json.")
+    path = Path(os.path.abspath(Path(path).expanduser()))
+    if path.is_symlink():
+        raise ExportError(f"{path} is a link: give the file itself (AttnScope replaces files, not what links point to).")
+    if path.is_dir():
+        raise ExportError(f"{path} is a folder: give a file name to export to.")
+    if path.exists() and not path.is_file():
+        raise ExportError(f"{path} is not a regular file (a device, pipe or socket); give a file name to export to.")
+    existing = path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(f"Cannot write {path}: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExportError(f"Cannot write {path}: permission denied in {existing}.")
+    return path
+
+
 def write_file_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     """Run ``write(tmp)`` on a temporary file beside ``path`` (same extension), then rename it to ``path``.
 
     ``path`` is replaced only when the writer finished; on failure the temporary file is removed and
-    an existing ``path`` is untouched. A folder at ``path`` is refused with a sentence.
+    an existing ``path`` is untouched. What :func:`check_file_target` refuses is refused first.
     """
-    path = Path(os.path.abspath(Path(path).expanduser()))
-    if path.is_dir():
-        raise ExportError(f"{path} is a folder: give a file name to export to.")
+    path = check_file_target(path)
     tmp: Path | None = None
     created: list[Path] = []
     try:

@@ -329,6 +329,9 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
             break
         shorter, window = ids, window * 2
     n_text = len(ids)
+    if n_text == 0:  # a WordPiece tokenizer drops zero-width and control characters
+        raise InputError("The text has no tokens once tokenised (this tokenizer drops all of its characters, "
+                         "such as zero-width or control characters); type some words.")
     truncated = n_text > limit
     return loaded.special_ids(list(ids[:limit]), special=bos), n_text, truncated
 
@@ -428,8 +431,9 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
                      f"context holds {loaded.context_length:,})")
         else:
             holds = f"the model's context holds {loaded.context_length}{with_specials}"
-        warnings.append(f"The text has more than {n_analysed} tokens; {holds}, so only the first {n_analysed} "
-                        "tokens of the text were analysed.")
+        first = "only its first token was" if n_analysed == 1 else f"only the first {n_analysed:,} tokens of the text were"
+        warnings.append(f"The text has more than {n_analysed:,} token{'s' if n_analysed != 1 else ''}; {holds}, "
+                        f"so {first} analysed.")
     probe = run_probe(loaded) if with_probe and loaded.causal else None
     note = "" if loaded.predicts_next_token else (
         "An encoder predicts no next token: it reads the whole text at once." if not loaded.causal

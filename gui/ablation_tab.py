@@ -116,6 +116,9 @@ class AblationPanel(QtWidgets.QWidget):
         self.importance_cancel.setEnabled(False)
         self.progress = QtWidgets.QProgressBar()
         self.progress.setFormat("%v of %m forwards")
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)  # its place is kept while hidden: Cancel never moves under the pointer
+        self.progress.setSizePolicy(policy)
         self.progress.hide()
         self.importance_label = QtWidgets.QLabel()
         self.importance_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)

@@ -3,7 +3,8 @@
 - :class:`HeadPlot`: one head, query tokens down the left (row 0 at the top), key tokens along
   the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
 - :class:`GridPlot` (gui/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
-- :func:`save_figure`: PNG (size/DPI), SVG or PDF of a figure widget, the SVG drawn like the PNG.
+- :func:`save_figure`: PNG (size/DPI), SVG or PDF of a figure widget, the SVG and PDF drawn like the PNG: the
+  PDF's images lossless (the PNG's exact colours), the SVG's enlarged so that cells stay crisp in any renderer.
 """
 from __future__ import annotations
 
@@ -41,20 +42,29 @@ def tick_font() -> QtGui.QFont:
 
 
 #: A rotated token label (token and index) is elided to this many characters, so that one long token
-#: ("<|endoftext|> 0") does not take the map's height.
+#: ("<|endoftext|> [0]") does not take the map's height.
 ROTATED_LABEL_CHARS = 11
 
 
+def token_label(token: str, index: int, limit: int | None = None) -> str:
+    """The label of token ``index`` on either axis: the token, then its position in brackets, "1 [12]" (the hover
+    reads "'1' [12]"), so that a number token is never mistaken for its index. With ``limit`` the token is elided
+    so that the whole label has at most ``limit`` characters; the index is never cut. Tick labels are plain text
+    (pyqtgraph draws them with ``drawText``), so the token is not HTML-escaped here."""
+    suffix = f" [{index}]"
+    if limit is None:
+        return elide(token) + suffix
+    return elide(token, max(1, limit - len(suffix))) + suffix
+
+
 def rotated_label(token: str, index: int) -> str:
-    """The label of key ``index`` on a rotated axis: the token elided so that "token index" has at most
-    :data:`ROTATED_LABEL_CHARS` characters (the index is never cut)."""
-    suffix = f" {index}"
-    return elide(token, max(1, ROTATED_LABEL_CHARS - len(suffix))) + suffix
+    """The label of key ``index`` on a rotated axis: :func:`token_label` of at most :data:`ROTATED_LABEL_CHARS`."""
+    return token_label(token, index, ROTATED_LABEL_CHARS)
 
 
 class TokenAxis(pg.AxisItem):
-    """An axis whose ticks are token labels (elided to 24 characters; rotated ones to
-    :data:`ROTATED_LABEL_CHARS` with the index); on the bottom they are drawn rotated by 90°.
+    """An axis whose ticks are token labels, "token [index]" (:func:`token_label`: the token elided to 24
+    characters; rotated ones to :data:`ROTATED_LABEL_CHARS` in all); on the bottom they are drawn rotated by 90°.
     :meth:`label_px` is the room one label needs along the axis, from the font."""
 
     def __init__(self, orientation: str, rotate: bool = False, on_click=None, **kwargs):
@@ -72,7 +82,7 @@ class TokenAxis(pg.AxisItem):
             self._labels = [rotated_label(t, i) if with_index else elide(t, ROTATED_LABEL_CHARS)
                             for i, t in enumerate(tokens)]
         else:
-            self._labels = [f"{i} {elide(t)}" if with_index else elide(t) for i, t in enumerate(tokens)]
+            self._labels = [token_label(t, i) if with_index else elide(t) for i, t in enumerate(tokens)]
         metrics = QtGui.QFontMetrics(self.style["tickFont"])
         self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
                              default=metrics.height())
@@ -241,7 +251,9 @@ class HeadPlot(ZoomableFigure):
         masked = self.causal and k > q
         shown = "masked (future token)" if masked else ("hidden (first key)" if math.isnan(value) else f"{value:.3f}")
         if not masked and not math.isnan(value) and self.before_hiding is not None:
-            shown += f" renormalised without the first key (was {float(self.before_hiding[q, k]):.3f})"
+            # the head panel's wording (gui/head_panel.py BEFORE_HIDING): never "was", which can be a token
+            before = float(self.before_hiding[q, k])
+            shown += f" renormalised without the first key (before renormalising: {before:.3f})"
         return f"query '{self.tokens[q]}' [{q}] → key '{self.tokens[k]}' [{k}]: {shown}"
 
     def _hovered(self, cell) -> None:
@@ -334,7 +346,10 @@ def svg_with_crisp_images(text: str) -> str:
 
 
 def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
-    """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension."""
+    """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension.
+
+    PDF: images are Flate-compressed (QPainter's LosslessImageRendering hint; without it QPdfEngine stores colour
+    images as JPEG, whose colours drift). SVG: see :func:`svg_with_crisp_images` and :func:`svg_with_font_fallback`."""
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     settle_layout()
@@ -429,7 +444,8 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
     L, H = result.attentions.shape[:2]
     lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
     fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
-                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True)
+                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
+                       causal=bool(getattr(result, "causal", True)))
     if badges is not None:
         fig.set_badges(badges, badge_label)
     return fig

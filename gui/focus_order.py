@@ -35,26 +35,33 @@ def _chain_order(page: QtWidgets.QWidget, widgets: list) -> list:
     return ordered + [w for w in widgets if w not in ordered]
 
 
+def takes_tab(widget: QtWidgets.QWidget, window: QtWidgets.QWidget) -> bool:
+    """Whether Tab stops at ``widget``: it takes Tab focus, is enabled and shown in ``window``, and is no
+    other widget's stand-in (a focus proxy's owner is skipped: Tab stops at the proxy)."""
+    return bool(widget.focusPolicy() & QtCore.Qt.FocusPolicy.TabFocus and widget.focusProxy() is None
+                and widget.isEnabled() and widget.isVisibleTo(window) and widget.window() is window)
+
+
 def wrap_focus(window: QtWidgets.QWidget, next_: bool) -> bool:
-    """For ``window.focusNextPrevChild``: when Tab (``next_``) or Shift+Tab passes the end of ``window``'s
-    focus chain, focus the first (last) widget that takes Tab and return True; else False, for Qt to
-    move the focus. (Qt 6.11 wraps a main window's focus to its first *text* control, which skipped the
-    model bar.)"""
+    """For ``window.focusNextPrevChild``: move the focus to the next (``next_``: Tab) or previous (Shift+Tab)
+    widget of ``window``'s focus chain that takes Tab (:func:`takes_tab`), past the end back to the first
+    (the model bar), and return True; False when the focus is not in ``window`` or nothing else takes
+    Tab, for Qt to decide.
+
+    Every step is taken here, not only the wrap: Qt 6.11 wraps a main window's focus to its first *text*
+    control, and from a note's ✕ it skipped the note's own buttons and the model bar (text → … → ✕ →
+    text), so the model bar was reachable with Shift+Tab only."""
     current = QtWidgets.QApplication.focusWidget()
     if current is None or current.window() is not window:
         return False
-    node, wrapped = current, False
+    node = current
     for _ in range(100_000):
         node = node.nextInFocusChain() if next_ else node.previousInFocusChain()
         if node is current:
             return False
-        if node is window:
-            wrapped = True
-            continue
-        if (node.focusPolicy() & QtCore.Qt.FocusPolicy.TabFocus and node.focusProxy() is None
-                and node.isEnabled() and node.isVisibleTo(window) and node.window() is window):
+        if node is not window and takes_tab(node, window):
             break
-    if not wrapped:
+    else:
         return False
     node.setFocus(QtCore.Qt.FocusReason.TabFocusReason if next_ else QtCore.Qt.FocusReason.BacktabFocusReason)
     return True

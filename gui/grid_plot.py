@@ -7,13 +7,18 @@ thumbnails to ``THUMBNAIL_PX`` while it captures the attention; a cell with more
 or a grid with the first key hidden and renormalised, is pooled from the full attentions, a few heads
 per turn of the event loop when that is a lot of data (measured at 1024 tokens, 12 × 12 heads, on this
 2-core machine: ≤ ~25 ms per turn, then ~0.1 s to draw a 1900-px mosaic).
+
+A causal model's masked cells (key > query) are left blank, NaN drawn as background, as the head view
+draws them (:func:`mask_future`); an encoder's map has no mask. Cells stay square whatever the
+widget's shape (letterboxed: the spare width or height is left empty around the grid), so a head's
+pattern is never stretched.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale, pooled_heads
 
@@ -45,6 +50,7 @@ class GridPlot(LayerHeadMap):
         self._hide_first = False
         self._cmap, self._scale, self._title = "viridis", "linear", ""
         self._quantity = "weight"
+        self.causal = False  # blank the masked future cells (a decoder's); set_attentions(causal=…) / set_causal
         self._mosaic: np.ndarray | None = None
         self.cell = 0  # the pooled size of one head in the mosaic now (pixels of the image)
         self._job = None
@@ -57,20 +63,25 @@ class GridPlot(LayerHeadMap):
         self._resize_timer.timeout.connect(lambda: self._repool(sync=False))
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._resize_timer.start())
         self.plot.getViewBox().sigResized.connect(lambda *_: self._resize_timer.start())
+        self.frame = QtWidgets.QGraphicsRectItem()  # the letterboxed view, drawn as nothing: "View all" shows it
+        self.frame.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
+        self.plot.addItem(self.frame)
+        self.plot.getViewBox().sigResized.connect(lambda *_: self.letterbox())
 
     def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear", title: str = "",
                        key=None, *, full: np.ndarray | None = None, hide_first: bool = False,
-                       sync: bool = False, quantity: str = "weight") -> None:
+                       sync: bool = False, quantity: str = "weight", causal: bool | None = None) -> None:
         """Draw all heads. ``attentions``: (layer, head, q, k), the run's thumbnails (``grid_source``) or the
         attentions themselves; ``full``: the full attentions, pooled from when a cell has more pixels than
         the thumbnails or ``hide_first`` (drop key 0 and renormalise each row, as the head plot does).
         ``key`` identifies the data (pooling is redone only when it, the cell size or hide_first change);
         ``sync`` pools at once (exports) instead of a layer per event-loop turn for large attentions;
-        ``quantity`` names what the colour bar measures ("weight", "share of row N", …).
-        The thumbnails draw the maps as they are: a causal model's future keys are its zero weights, an
-        encoder's are real weights; nothing is masked here."""
-        if key is None or key != self._key or hide_first != self._hide_first:
-            self._key, self._hide_first = key, hide_first
+        ``quantity`` names what the colour bar measures ("weight", "share of row N", …). ``causal``: leave
+        the masked cells (key > query) blank, as the head view does; None keeps the figure's setting
+        (False until told: an encoder's future keys are real weights)."""
+        causal = self.causal if causal is None else bool(causal)
+        if key is None or key != self._key or hide_first != self._hide_first or causal != self.causal:
+            self._key, self._hide_first, self.causal = key, hide_first, causal
             self._job = None  # a pooling of the previous data is of no use now
             self._job_timer.stop()
             self._thumbnails, self._full = attentions, full if full is not None else attentions
@@ -78,6 +89,24 @@ class GridPlot(LayerHeadMap):
         self._cmap, self._scale, self._title, self._quantity = cmap, scale, title, quantity
         if not self._repool(sync) and self._mosaic is not None:
             self._draw()
+
+    def set_causal(self, causal: bool) -> None:
+        """Blank the masked future cells (True, a decoder) or draw every cell (False, an encoder)."""
+        causal = bool(causal)
+        if causal == self.causal:
+            return
+        self.causal = causal
+        if self._mosaic is None:
+            return
+        if causal:  # blank the cells of the mosaic there is
+            L, H = self._full.shape[:2]
+            mask_future(self._mosaic, L, H, self.cell)
+            self._draw()
+        else:  # the blanked cells must come back: pool again
+            self._job = None
+            self._job_timer.stop()
+            self._mosaic, self.cell = None, 0
+            self._repool(sync=False)
 
     # ----------------------------------------------------------------- pooling
     def target_cell(self) -> int:
@@ -132,6 +161,8 @@ class GridPlot(LayerHeadMap):
         L, H, c, _ = blocks.shape
         self._mosaic = blocks.transpose(0, 2, 1, 3).reshape(L * c, H * c)  # (layer·c, head·c)
         self.cell = c
+        if self.causal:
+            mask_future(self._mosaic, L, H, c)
         self._draw()
         self.mosaic_ready.emit()
 
@@ -141,5 +172,41 @@ class GridPlot(LayerHeadMap):
         self.set_image(drawn, (L, H), levels, self._cmap, self._title,
                        bar_label(self._scale, self._hide_first, self._quantity))
 
+    def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
+        super().set_image(image, shape, levels, cmap, title, bar_label)
+        self.letterbox()
+
+    def letterbox(self) -> None:
+        """Keep each head's cell square: "View all" (and the view before any zoom) shows the grid centred in
+        the spare room of the long side, and zoom and pan reach that rectangle, instead of the grid being
+        stretched over the whole view (a wheel zoom scales both axes alike, so cells stay square)."""
+        L, H = self.shape
+        vb = self.plot.getViewBox()
+        if not L or not H or vb.width() <= 10 or vb.height() <= 10:
+            return
+        side = min(vb.width() / H, vb.height() / L)  # pixels per cell when the whole grid shows
+        span_x, span_y = vb.width() / side, vb.height() / side  # ≥ H and ≥ L: the view when all shows
+        x0, y0 = (H - span_x) / 2, (L - span_y) / 2
+        self.frame.setRect(QtCore.QRectF(x0, y0, span_x, span_y))
+        vb.setLimits(xMin=x0, xMax=x0 + span_x, yMin=y0, yMax=y0 + span_y, maxXRange=span_x, maxYRange=span_y,
+                     minXRange=min(H, 1), minYRange=min(L, 1))
+        if vb.autoRangeEnabled()[0] or vb.autoRangeEnabled()[1]:
+            vb.setRange(xRange=(x0, x0 + span_x), yRange=(y0, y0 + span_y), padding=0, disableAutoRange=False)
+
     def hover_text(self, layer: int, head: int) -> str:
         return super().hover_text(layer, head) + "\nclick: select · double-click: open"
+
+
+def mask_future(mosaic: np.ndarray, n_layer: int, n_head: int, cell: int) -> None:
+    """Set the masked cells of a causal model's ``mosaic`` (layer·c, head·c) to NaN, in place.
+
+    A pixel of a pooled thumbnail is masked when every source cell (query i, key j) it pools has j > i.
+    Thumbnails are pooled over contiguous, increasing bins of tokens, the same bins for queries and keys
+    (``analysis.display.pool_edges``): bin b's first key is ≥ every query of bin a exactly when b > a, so
+    the masked pixels are those with key bin > query bin, the strict upper triangle of each c × c cell
+    (c = n: the model's own mask, key > query)."""
+    if not mosaic.flags.c_contiguous:
+        raise ValueError("mask_future needs a contiguous mosaic (it blanks cells through a view)")
+    future = ~np.tri(cell, dtype=bool)  # (c, c): key bin > query bin
+    cells = mosaic.reshape(n_layer, cell, n_head, cell).transpose(0, 2, 1, 3)  # (layer, head, c, c), a view
+    cells[..., future] = np.nan

@@ -98,28 +98,31 @@ def value_hover_text(tokens, cell, attention: float | None, key_norm: float | No
     q, k, value = cell
     if (causal and k > q) or value is None or not math.isfinite(value):
         return hover_text(tokens, cell, causal)  # the mask, or the hidden first key
-    share = f"{_where(tokens, q, k)}: share {value:.3f} of the row"
-    if before is not None:
-        share += f" without the first key ({BEFORE_HIDING}: {before:.3f})"
+    share = f"{_where(tokens, q, k)}: share {value:.3f}"  # the colour bar says "share of row N (first key hidden)"
+    share += f" ({BEFORE_HIDING}: {before:.3f})" if before is not None else " of the row"
     if attention is None or key_norm is None:
         return f"{share} ({NORMS_NOT_READY})"
     return f"{share} · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} = {attention * key_norm:.4g}"
 
 
-def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
-    """The largest finite score of head ``layer``.``head`` among HEAD_LABEL_SCORES, as (name, value); None when
-    there are no scores or none is defined. Each of these scores is a mean attention weight on one pattern
-    (analysis/head_scores.py), so they share the scale 0 … 1 and the largest is the head's strongest pattern."""
-    if scores is None:
-        return None
+def label_scores(scores, layer: int, head: int) -> list[tuple[str, float]]:
+    """(name, value) of each HEAD_LABEL_SCORES score defined (finite) for head ``layer``.``head``, in that order."""
     found = []
-    for name in HEAD_LABEL_SCORES:
+    for name in HEAD_LABEL_SCORES if scores is not None else ():
         try:
             value = float(scores[name][layer, head])
         except KeyError:  # a score this bundle does not carry
             continue
         if math.isfinite(value):
             found.append((name, value))
+    return found
+
+
+def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
+    """The largest finite score of head ``layer``.``head`` among HEAD_LABEL_SCORES, as (name, value); None when
+    there are no scores or none is defined. Each of these scores is a mean attention weight on one pattern
+    (analysis/head_scores.py), so they share the scale 0 … 1 and the largest is the head's strongest pattern."""
+    found = label_scores(scores, layer, head)
     return max(found, key=lambda item: item[1]) if found else None
 
 
@@ -240,30 +243,39 @@ class ElidedLabel(QtWidgets.QLabel):
         super().__init__(parent)
         self.setTextFormat(QtCore.Qt.TextFormat.RichText)
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        self.shorter: tuple[str, ...] = ()  # shorter wordings of the text, shown (whole) when it does not fit
 
-    def _document(self) -> QtGui.QTextDocument:
+    def set_texts(self, text: str, *shorter: str) -> None:
+        """Show ``text``, or the first of the ``shorter`` wordings that fits; the last one is elided if need be."""
+        self.shorter = shorter
+        self.setText(text)
+        self.update()
+
+    def _document(self, text: str | None = None) -> QtGui.QTextDocument:
         doc = QtGui.QTextDocument()
         doc.setDefaultFont(self.font())
         doc.setDocumentMargin(0)
         option = QtGui.QTextOption()
         option.setWrapMode(QtGui.QTextOption.WrapMode.NoWrap)
         doc.setDefaultTextOption(option)
-        doc.setHtml(self.text())
+        doc.setHtml(self.text() if text is None else text)
         return doc
 
     def shown_document(self) -> QtGui.QTextDocument:
-        """The text as painted: whole when it fits, else cut before a space and ended with "…"."""
-        doc = self._document()
+        """The text as painted: the text or the first shorter wording that fits whole, else the shortest
+        wording cut before a space and ended with "…"."""
         room = self.contentsRect().width()
-        if doc.idealWidth() <= room:
-            return doc
+        for text in (self.text(), *self.shorter):
+            doc = self._document(text)
+            if doc.idealWidth() <= room:
+                return doc
         end = doc.characterCount() - 1  # without the closing paragraph separator
         text = doc.toPlainText()  # one block: character i is document position i
         cuts = [0] + [i for i in range(1, len(text)) if text[i].isspace() and not text[i - 1].isspace()
                       and text[i - 1] not in self.DANGLING]
 
         def cut(keep: int) -> QtGui.QTextDocument:
-            shorter = self._document()
+            shorter = self._document(text)
             cursor = QtGui.QTextCursor(shorter)
             cursor.setPosition(keep)
             cursor.setPosition(end, QtGui.QTextCursor.MoveMode.KeepAnchor)
@@ -313,9 +325,10 @@ class HeadPanel(QtWidgets.QWidget):
         show_focus_ring(self.plot)
         add_arrow_keys(self.plot, state)
         self.plot.query_clicked.connect(state.toggle_query_row)
+        self.plot.image.text_for = lambda cell: self.describe_cell(*cell, self.plot.matrix[cell])  # the tooltip
         self.plot.cell_hovered.connect(self._hovered)
         self.colormap_choice = choice_box(COLORMAPS, COLORMAP_LABELS, state.colormap, state.set_colormap,
-                                          "Colour map of every heatmap", chars=9)
+                                          "Colour map of every heatmap", chars=7)
         self.scale_choice = choice_box(SCALES, SCALE_LABELS, state.scale, state.set_scale,
                                        "How weights map to colours: linear, log₁₀, or √ (shows small weights)",
                                        chars=6)
@@ -372,34 +385,65 @@ class HeadPanel(QtWidgets.QWidget):
         if s.bundle is None:
             return
         layer, head = s.layer, s.head
-        self.drawn = draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}")
+        # known before drawing: set_head re-reports the cell under a resting pointer, described as drawn now
+        self.drawn = view_to_draw(s)
+        draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}")
         self.plot.highlight_row(s.query_row)
-        scores = s.scores
-        parts = [f"{k.replace('_', ' ')} {scores[k][layer, head]:.2f}" for k in HEAD_LABEL_SCORES
-                 if np.isfinite(scores[k][layer, head])]
-        note = ""
+        self._label_head(layer, head)
+
+    def _label_head(self, layer: int, head: int) -> None:
+        """The label above the map: "L1 H2 · top score: sink 0.93" (or what the value view is waiting for),
+        short enough for the row of controls at 1366 px; the head's every label score is in its tooltip."""
+        s = self.state
+        top = strongest_score(s.scores, layer, head)
+        name = f"<b>L{layer} H{head}</b>"
+        texts = [name]
         if s.attention_view == "value-weighted" and self.drawn == "weights":
             error = s.lens_error(VALUE_NORMS)
-            note = (" — <i>value-weighted view: " + html.escape(error) + " Showing the weights.</i>" if error
-                    else " — <i>computing the value norms…</i>")
-        self.head_label.setText(f"<b>Layer {layer}, head {head}</b> — " + ", ".join(parts) + note)
-        self.head_label.setToolTip(plain_tooltip(self.head_label.plain_text()))
+            texts = [name + (" — <i>value-weighted view: " + html.escape(error) + " Showing the weights.</i>" if error
+                             else " — <i>computing the value norms…</i>")]
+        elif top is not None:
+            score = f"{top[0].replace('_', ' ')} {top[1]:.2f}"
+            texts = [f"{name} · top score: {score}", f"{name} · top: {score}", name]
+        self.head_label.set_texts(*texts)
+        tip = [f"Layer {layer}, head {head}."]
+        if len(texts) == 1 and texts[0] != name:  # what the value view is waiting for, whole
+            tip.append(self.head_label.plain_text().split(" — ", 1)[1])
+        scores = [f"{n.replace('_', ' ')} {value:.2f}" for n, value in label_scores(s.scores, layer, head)]
+        if scores:
+            tip.append("Scores (each a mean attention weight on one pattern, 0 … 1; all of them in the Head "
+                       "scores tab): " + ", ".join(scores) + "." + (" The top score is the largest of them."
+                                                                     if top is not None else ""))
+        self.head_label.setToolTip(plain_tooltip(" ".join(tip)))
+
+    def describe_cell(self, q: int, k: int, value: float) -> str:
+        """The one text of cell (query ``q``, key ``k``, ``value`` as drawn) of the map on screen: the hover
+        line and the cell's tooltip both show it. Weights: the weight (renormalised without the first key, and
+        the weight before, when it is hidden). Value-weighted: the share of the row, A, ‖f_h(x_j)‖ and N.
+        The value view chosen while its norms are being computed: the weight drawn, and that said."""
+        s, r = self.state, self.state.result
+        if r is None or self.plot.matrix is None or max(q, k) >= len(r.tokens):
+            return ""
+        causal = bool(getattr(r, "causal", True))
+        cell = (q, k, value)
+        shown = math.isfinite(value) and not (causal and k > q)
+        before = self.plot.before_hiding  # the map before the first key was dropped, as set_head got it
+        before = float(before[q, k]) if shown and before is not None else None
+        if self.drawn == "value-weighted":
+            values = s.lens(VALUE_NORMS)
+            attention = float(r.attentions[s.layer, s.head, q, k])
+            key_norm = None if values is None else float(values.key_norms[s.layer, s.head, k])
+            return value_hover_text(r.tokens, cell, attention, key_norm, causal, before)
+        text = hover_text(r.tokens, cell, causal, before)
+        if shown and s.attention_view == "value-weighted":  # chosen, but the weights are drawn
+            text += (" (the weight: the value-weighted view is not available)" if s.lens_error(VALUE_NORMS)
+                     else f" (the weight: {NORMS_NOT_READY})")
+        return text
 
     def _hovered(self, cell) -> None:
-        s = self.state
-        if s.result is None:
-            self.hover_label.setText(" ")
-        elif self.drawn == "value-weighted" and cell is not None:
-            q, k = cell[0], cell[1]
-            attention = float(s.result.attentions[s.layer, s.head, q, k])
-            key_norm = float(s.lens(VALUE_NORMS).key_norms[s.layer, s.head, k])
-            self.hover_label.setText(value_hover_text(s.result.tokens, cell, attention, key_norm,
-                                                      bool(getattr(s.result, "causal", True))))
-        else:
-            raw = None
-            if s.hide_first and cell is not None and math.isfinite(cell[2]):
-                raw = float(s.result.attentions[s.layer, s.head, cell[0], cell[1]])
-            self.hover_label.setText(hover_text(s.result.tokens, cell, bool(getattr(s.result, "causal", True)), raw))
+        """The hover line for HeadPlot.cell_hovered's (query, key, value as drawn), or None (outside)."""
+        text = "" if cell is None else self.describe_cell(*cell)
+        self.hover_label.setText(text or " ")
 
     def offscreen_figure(self):
         """A fresh export figure of the head shown (the caller disposes it)."""

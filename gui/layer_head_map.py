@@ -154,7 +154,8 @@ class LayerHeadMap(ZoomableFigure):
 
     def set_badges(self, values: np.ndarray | None, label: str = "") -> None:
         """Mark the heads that stand out for a score: the top k (k = 10% of the heads, 3 to 10) get a
-        badge with their value, the best one a gold ★ badge. Every head's value is in its tooltip."""
+        badge with their value in the cell's top-left corner (the last column's in its top-right corner, so
+        it is not cut at the plot's edge), the best one a gold ★ badge. Every head's value is in its tooltip."""
         for item in self.badges:
             self.plot.removeItem(item)
         self.badges = []
@@ -164,9 +165,11 @@ class LayerHeadMap(ZoomableFigure):
         for rank, (layer, head) in enumerate(top_heads(values)):
             best = rank == 0
             style = ("background:#ffd60a;font-weight:bold" if best else "background:rgba(255,243,176,0.85)")
+            last = head == values.shape[1] - 1  # its badge ends at the cell's right edge, not past the plot
             text = pg.TextItem(html=f"<span style='{style};color:#000;font-size:8pt'>"
-                                    f"{'★ ' if best else ''}{values[layer, head]:.2f}</span>", anchor=(0, 0))
-            text.setPos(head, layer)
+                                    f"{'★ ' if best else ''}{values[layer, head]:.2f}</span>",
+                               anchor=(1, 0) if last else (0, 0))
+            text.setPos(head + 1 if last else head, layer)
             text.setZValue(5)
             self.plot.addItem(text, ignoreBounds=True)
             self.badges.append(text)

@@ -4,7 +4,8 @@ R(l)[i, j] is how much input token j feeds position i after layers 0…l, every 
 residual connection counted as the identity (analysis/lenses.py ``rollout``). Query tokens down, input
 tokens along (a HeadPlot); the layer follows the state's selected layer (the spin box writes it back),
 colours, scale, hide-first-token and dark mode follow the state. Computed on the worker
-(gui/lens_data.py) the first time the tab is shown for a result.
+(gui/lens_data.py) the first time the tab is shown for a result; until it is there (or when it
+failed) a line in the plot's place says so, never empty axes.
 """
 from __future__ import annotations
 
@@ -58,7 +59,15 @@ class RolloutTab(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(explanation)
         layout.addLayout(controls)
-        layout.addWidget(self.plot, 1)
+        self.placeholder = QtWidgets.QLabel()
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.stack = QtWidgets.QStackedLayout()  # the plot once R is there; until then a line saying why not
+        self.stack.addWidget(self.plot)
+        self.stack.addWidget(self.placeholder)
+        layout.addLayout(self.stack, 1)
         layout.addWidget(self.hover_label)
         state.bundle_changed.connect(lambda _: self._bundle_changed())
         state.selection_changed.connect(lambda *_: self.redraw())
@@ -68,6 +77,7 @@ class RolloutTab(QtWidgets.QWidget):
         state.query_row_changed.connect(self.plot.highlight_row)
         state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
         apply_theme(self.plot, state.dark)
+        self.redraw()
 
     def showEvent(self, event):  # noqa: N802
         super().showEvent(event)
@@ -98,14 +108,23 @@ class RolloutTab(QtWidgets.QWidget):
             widget.setValue(s.layer)
             widget.blockSignals(False)
         if s.bundle is None:
+            self._placeholder("Run a text to see its rollout.")
             return
         r = s.lens(ROLLOUT)
         if r is None:
-            self.status.setText(s.lens_error(ROLLOUT) or "computing…")
+            error = s.lens_error(ROLLOUT)
+            self.status.setText(error or "computing…")
+            self._placeholder(error or "Computing the rollout…")
             return
         self.status.setText(" ")
+        self.stack.setCurrentWidget(self.plot)
         self._draw(self.plot, r, f"rollout R({s.layer}): layers 0…{s.layer} composed")
         self.plot.highlight_row(s.query_row)
+
+    def _placeholder(self, text: str) -> None:
+        """Show ``text`` where the plot goes (never an empty plot while R is being computed)."""
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
 
     def _draw(self, figure: HeadPlot, r, title: str) -> None:
         s = self.state

@@ -11,19 +11,36 @@ from .layer_head_map import LayerHeadMap, width_for_title
 from .score_table import SINK_MARK
 
 
+MARK_PX = 9  # the sink mark's diameter
+MARK_INSET_PX = 3  # its gap to the cell's left and bottom edges
+
+
+def mark_offset(vb) -> tuple[float, float]:
+    """(dx, dy) in cell units from a cell's bottom-left corner to the mark's centre: MARK_INSET_PX + the
+    radius in pixels, at most half a cell (a cell smaller than the mark gets it centred)."""
+    px_x, px_y = vb.viewPixelSize() if vb.width() > 1 and vb.height() > 1 else (0.01, 0.01)
+    inset = MARK_INSET_PX + MARK_PX / 2
+    return min(0.5, inset * abs(px_x)), min(0.5, inset * abs(px_y))
+
+
 class ScoreMap(LayerHeadMap):
     """One score for every head: layers down, heads across; hover shows the value and its rank.
-    Sink heads can be marked (:meth:`set_marks`) with a small ● in the cell's corner."""
+    Sink heads can be marked (:meth:`set_marks`) with a small ● inside the cell's bottom-left corner, a few
+    pixels in from its edges whatever the cell's size, so it is plain which head it marks and the value
+    badge (top-left, LayerHeadMap.set_badges) keeps its room."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.values: np.ndarray | None = None
         self.std: np.ndarray | None = None
         self.name = self.label = self.note = ""
-        self.marks = pg.ScatterPlotItem(symbol="o", size=9, pen=pg.mkPen("#000000", width=1.2),
+        self.marks = pg.ScatterPlotItem(symbol="o", size=MARK_PX, pen=pg.mkPen("#000000", width=1.2),
                                         brush=pg.mkBrush("#ffffff"))
         self.marks.setZValue(6)
         self.plot.addItem(self.marks, ignoreBounds=True)
+        vb = self.plot.getViewBox()  # the marks sit a fixed number of pixels in from the corner: follow the view
+        vb.sigResized.connect(lambda *_: self._draw_marks())
+        vb.sigRangeChanged.connect(lambda *_: self._draw_marks())
         self.marked: np.ndarray | None = None
         self.mark_note = ""
 
@@ -54,7 +71,8 @@ class ScoreMap(LayerHeadMap):
             self.marks.setData([], [])
             return
         layers, heads = np.nonzero(self.marked)
-        self.marks.setData(heads + 0.86, layers + 0.16)  # the cell's top-right corner (badges sit top-left)
+        dx, dy = mark_offset(self.plot.getViewBox())
+        self.marks.setData(heads + dx, layers + 1 - dy)  # inside the bottom-left corner (badges sit top-left)
 
     def hover_text(self, layer: int, head: int) -> str:
         if self.values is None:

@@ -1,4 +1,7 @@
-"""Run → Token limit…: the saved cap on the tokens a run analyses, its menu text and its dialog."""
+"""Run → Token limit…: the saved cap on the tokens a run analyses, its menu text and its dialog.
+
+A run analyses at most ``min(cap, the model's context)`` tokens (``analysis.inference.token_limit``);
+the menu shows that number, and says which of the two it is when the model's context is the smaller."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -9,12 +12,12 @@ MAX_TOKENS_LIMIT = 1_000_000  # the most the dialog accepts (the model's context
 
 
 class TokenLimit:
-    """The cap, saved as ``run/max_tokens`` in ``settings``, shown in ``action``'s text."""
+    """The cap, saved as ``run/max_tokens`` in ``settings``, shown in ``action``'s text together with the
+    loaded model's context (:meth:`set_context`, e.g. connected to the window's ``model_ready``)."""
 
     def __init__(self, settings: QtCore.QSettings, action: QtGui.QAction):
         self.settings, self.action = settings, action
-        self.action.setToolTip("The most tokens a run analyses (the model's context may hold fewer); "
-                               "the attention takes layers × heads × tokens² × 4 bytes")
+        self.context: int | None = None  # the loaded model's context in tokens; None before a model is loaded
         self._show()
 
     def value(self) -> int:
@@ -25,17 +28,40 @@ class TokenLimit:
             return DEFAULT_MAX_TOKENS
         return value if 1 <= value <= MAX_TOKENS_LIMIT else DEFAULT_MAX_TOKENS
 
+    def applies(self) -> int:
+        """The most tokens a run analyses now: the smaller of the cap and the model's context (the cap
+        alone before a model is loaded)."""
+        return self.value() if self.context is None else min(self.value(), self.context)
+
     def set(self, value: int) -> None:
         self.settings.setValue("run/max_tokens", int(value))
+        self._show()
+
+    def set_context(self, model) -> None:
+        """The loaded model's context: a ``ModelInfo`` (its ``context_length``), a number of tokens, or None."""
+        context = getattr(model, "context_length", model)
+        self.context = None if context is None else int(context)
         self._show()
 
     def ask(self, parent: QtWidgets.QWidget) -> None:
         """Ask for a new cap in a dialog over ``parent``; keep it unless cancelled."""
         value, ok = QtWidgets.QInputDialog.getInt(
             parent, "Token limit", "Analyse at most this many tokens of a text (a longer text is cut;\n"
-            "the model's own context may hold fewer):", self.value(), 1, MAX_TOKENS_LIMIT, 64)
+            f"{self._context_line()}):", self.value(), 1, MAX_TOKENS_LIMIT, 64)
         if ok:
             self.set(value)
 
+    def _context_line(self) -> str:
+        if self.context is None:
+            return "the model's own context may hold fewer"
+        return f"this model's context holds {self.context:,}, so a run analyses at most {self.applies():,}"
+
     def _show(self) -> None:
-        self.action.setText(f"Token limit ({self.value():,})…")
+        cap = self.value()
+        if self.context is not None and self.context < cap:
+            self.action.setText(f"Token limit ({self.context:,}: the model's context; your cap {cap:,})…")
+        else:
+            self.action.setText(f"Token limit ({cap:,})…")
+        self.action.setToolTip(f"The most tokens a run analyses: your cap ({cap:,}) or the model's context"
+                               + ("" if self.context is None else f" ({self.context:,})")
+                               + ", whichever is smaller; the attention takes layers × heads × tokens² × 4 bytes")

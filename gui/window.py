@@ -86,6 +86,7 @@ class MainWindow(QtWidgets.QMainWindow):
         actions = build_menus(self)
         self.download_action, self.max_tokens_action = actions.download, actions.token_limit
         self.token_limit = TokenLimit(self.settings, self.max_tokens_action)
+        self.model_ready.connect(self.token_limit.set_context)
         self._connect()
         self.area.restore(self, self.settings)
         bar = self.model_bar

@@ -325,3 +325,20 @@ def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(engine, w
     whole = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
     ids, n_text, truncated = tokenize(loaded, text, bos=True)
     assert truncated and ids[1:-1] == whole[: len(ids) - 2]
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_a_text_the_tokenizer_drops_entirely_is_refused(engine, bos):
+    """WordPiece drops zero-width and control characters: '\\u200b' once crashed export ("cannot reshape
+    tensor of 0 elements") and ran as [CLS] [SEP] alone."""
+    from analysis.errors import InputError
+    from analysis.inference import run_text, tokenize
+
+    loaded = engine("bert")[0]
+    assert loaded.tokenizer("\u200b\x01", add_special_tokens=False)["input_ids"] == []
+    for text in ("\u200b", "\x01\x02"):
+        with pytest.raises(InputError, match="no tokens once tokenised"):
+            tokenize(loaded, text, bos)
+        with pytest.raises(InputError, match="no tokens once tokenised"):
+            run_text(loaded, text, bos=bos)
+    assert len(tokenize(loaded, "\u200bcat", bos)[0]) >= 1

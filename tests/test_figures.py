@@ -114,7 +114,7 @@ def test_labels_are_thinned_so_that_neighbours_never_touch(qtbot, head, n):
         positions = [v for v, _ in axis._tickLevels[0]]
         gaps = np.diff(positions) * px
         assert gaps.min() >= height, (axis.orientation, gaps.min(), height)
-        assert all(len(label) <= 24 + 5 for _, label in axis._tickLevels[0])  # "…" after 24 characters + index
+        assert all(len(label) <= 24 + len(f" [{n}]") for _, label in axis._tickLevels[0])  # 24 + " [index]"
 
 
 
@@ -126,12 +126,33 @@ def test_rotated_key_labels_are_cut_harder_and_keep_the_index(qtbot, head):
 
     assert ROTATED_LABEL_CHARS == 11
     head.set_head(causal(3), ["<|endoftext|>", "ab", "x" * 30], "t")
-    assert head.bottom_axis._labels == ["<|endoft… 0", "ab 1", "xxxxxxxx… 2"]
-    assert head.left_axis._labels == ["0 <|endoftext|>", "1 ab", "2 " + "x" * 23 + "…"]
-    assert rotated_label("abcdefghijk", 123) == "abcdef… 123" and rotated_label("abcdefg", 123) == "abcdefg 123"
+    assert head.bottom_axis._labels == ["<|endo… [0]", "ab [1]", "xxxxxx… [2]"]
+    assert head.left_axis._labels == ["<|endoftext|> [0]", "ab [1]", "x" * 23 + "… [2]"]
+    assert rotated_label("abcdefghijk", 123) == "abcd… [123]" and rotated_label("abcde", 123) == "abcde [123]"
+    assert rotated_label("x", 1234567890123) == "x [1234567890123]"  # the index is never cut
     metrics = QtGui.QFontMetrics(head.bottom_axis.style["tickFont"])
-    before = metrics.horizontalAdvance("<|endoftext|> 0")
+    before = metrics.horizontalAdvance("<|endoftext|> [0]")
     assert head.bottom_axis.height() < before + 14  # the axis is sized by the cut label, not the whole one
+
+
+def test_number_tokens_and_their_indices_read_the_same_way_on_both_axes(qtbot, head):
+    """On "1 2 3 … 16" the labels were "11 ␣12" down the side and "␣12 11" along the bottom: one form on both
+    axes, the index in brackets after the token, as the hover writes it ("'␣12' [11]")."""
+    import re
+
+    tokens = ["1"] + [f"␣{i}" for i in range(2, 17)]
+    head.set_head(causal(16), tokens, "t")
+    for axis in (head.left_axis, head.bottom_axis):
+        parsed = [re.fullmatch(r"(.*) \[(\d+)\]", label) for label in axis._labels]
+        assert all(parsed), axis._labels
+        assert [(m.group(1), int(m.group(2))) for m in parsed] == [(t, i) for i, t in enumerate(tokens)]
+    assert head.left_axis._labels == head.bottom_axis._labels  # short tokens: the very same text
+    head.image.hover_cell((11, 3))
+    assert "query '␣12' [11] → key '␣4' [3]" in plain(head.image.toolTip())
+    # tick labels are drawn as plain text (QPainter.drawText), so a token is shown as it is, never as markup
+    head.set_head(causal(2), ["<b>x</b>", "&amp;"], "t")
+    assert head.left_axis._labels == ["<b>x</b> [0]", "&amp; [1]"]
+
 
 def grid_result(n=200, L=2, H=3):
     a = np.zeros((L, H, n, n), dtype=np.float32)
@@ -326,7 +347,7 @@ def test_colour_bar_names_the_quantity_and_hide_first_tooltip_gives_the_weight_b
     head.set_head(w, list("abcdef"), "x", hide_first=True)
     assert head.colorbar.axis.labelText == "weight (first key hidden)"
     tip = head._text_for((4, 2))
-    assert f"{without_first_key(w)[4, 2]:.3f} renormalised" in tip and f"was {w[4, 2]:.3f}" in tip
+    assert f"{without_first_key(w)[4, 2]:.3f} renormalised" in tip and f"(before renormalising: {w[4, 2]:.3f})" in tip
 
 
 def test_grid_colour_bar_quantity(qtbot, grid):
@@ -339,7 +360,7 @@ def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
 
     tokens = ("<s>", "a", "b")
     assert hover_text(tokens, (2, 1, 0.678), raw=0.225) == \
-        "query 'b' [2] → key 'a' [1]: 0.678 renormalised without the first key (raw weight 0.225)"
+        "query 'b' [2] → key 'a' [1]: 0.678 renormalised without the first key (before renormalising: 0.225)"
     assert hover_text(tokens, (2, 1, 0.678)) == "query 'b' [2] → key 'a' [1]: 0.678"
     assert hover_text(tokens, (1, 2, float("nan"))).endswith("masked (a future token)")
     assert hover_text(tokens, (1, 2, 0.3), causal=False).endswith(": 0.300")  # an encoder has no future mask

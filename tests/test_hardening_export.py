@@ -163,6 +163,35 @@ def test_write_file_atomically(tmp_path):
     assert seen == [".svg"]  # the temporary file keeps the extension writers choose the format by
 
 
+def test_a_device_pipe_or_link_is_never_replaced_by_a_file(tmp_path):
+    """The rename once turned a copy of /dev/null, a FIFO and a link to stdout into plain files (as root)."""
+    import stat
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    target = tmp_path / "real.json"
+    target.write_text("kept")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    cases = [(fifo, "not a regular file"), (link, "is a link")]
+    if os.geteuid() == 0:  # only root may make device nodes
+        null = tmp_path / "null.json"
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        cases.append((null, "not a regular file"))
+    for path, why in cases:
+        with pytest.raises(ExportError, match=why):
+            ex.write_file_atomically(path, lambda p: p.write_text("new"))
+        assert not path.is_file() or path.is_symlink()  # still what it was
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink() and target.read_text() == "kept"
+    with pytest.raises(ExportError, match="No file name"):
+        ex.check_file_target(" ")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ExportError, match="is a file, not a folder"):
+        ex.check_file_target(tmp_path / "file" / "out.json")
+    assert ex.check_file_target(tmp_path / "new" / "deeper" / "out.json") == tmp_path / "new" / "deeper" / "out.json"
+    assert not (tmp_path / "new").exists()  # creates nothing
+
+
 def test_npz_is_byte_for_byte_reproducible(tiny_result, tmp_path, monkeypatch):
     import time
 

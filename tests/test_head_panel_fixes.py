@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtWidgets  # noqa: E402
 
 from analysis.head_scores import all_scores  # noqa: E402
 from helpers import WAIT_MS, bundle, plain  # noqa: E402
@@ -34,7 +33,7 @@ def panel(qtbot, worker):
     state = ViewState()
     head = HeadPanel(state, worker)
     qtbot.addWidget(head)
-    head.resize(800, 560)
+    head.resize(816, 560)  # its width in a 1366 px window
     head.show()
     qtbot.waitExposed(head)
     head.worker = worker
@@ -106,8 +105,7 @@ def test_hide_first_in_the_value_view_gives_the_same_before_renormalising_in_lin
     assert line != before and line == tooltip_of(head)
     n, key_norms = expected_value_norms(tiny_model, tiny_result)
     row = n[2, 0, q]
-    assert f"share {n[2, 0, q, k] / row[1:].sum():.3f} of the row without the first key" in line
-    assert f"(before renormalising: {n[2, 0, q, k] / row.sum():.3f})" in line
+    assert f"share {n[2, 0, q, k] / row[1:].sum():.3f} (before renormalising: {n[2, 0, q, k] / row.sum():.3f})" in line
     assert f"{tiny_result.attentions[2, 0, q, k]:.3f} × {key_norms[2, 0, k]:.3g}" in line
     assert "was" not in line.replace(tiny_result.tokens[q], "").replace(tiny_result.tokens[k], "")
     head.plot.image.hover_cell((q, 0))
@@ -175,7 +173,7 @@ def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_to
         values = {k: float(scores[k][layer, head]) for k in HEAD_LABEL_SCORES if np.isfinite(scores[k][layer, head])}
         top = max(values, key=values.get)
         assert label.plain_text() == f"L{layer} H{head} · top score: {top.replace('_', ' ')} {values[top]:.2f}"
-        assert not label.is_elided(), label.contentsRect().width()
+        assert not label.is_elided(), label.contentsRect().width()  # the Head tab's width in a 1366 px window
         tip = label.toolTip()
         assert f"Layer {layer}, head {head}" in tip
         for k, v in values.items():
@@ -194,3 +192,14 @@ def test_an_elided_label_is_cut_between_words(qtbot):
     words = shown[:-1].split()
     assert words and words == label.plain_text().split()[:len(words)]  # whole words only
     assert not shown[:-1].rstrip().endswith(("—", ":", ","))
+
+
+def test_a_narrow_head_label_shows_a_shorter_wording_whole(qtbot, panel, tiny_result):
+    state, label = panel.state, panel.head_label
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    whole = label.plain_text()
+    panel.resize(640, 560)
+    qtbot.waitUntil(lambda: label.is_elided())
+    shown = label.shown_document().toPlainText()
+    assert shown in (whole.replace("top score:", "top:"), whole.split(" · ")[0])
+    assert label.shown_document().idealWidth() <= label.contentsRect().width()
