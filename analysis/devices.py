@@ -1,6 +1,8 @@
 """Which torch devices exist here, and turning a user's choice into one."""
 from __future__ import annotations
 
+import re
+
 from .errors import DeviceError
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -33,6 +35,9 @@ def resolve_device(requested: str = "auto") -> str:
     if requested == "cpu":
         return "cpu"
     if requested.startswith("cuda"):
+        if not re.fullmatch(r"cuda(:[0-9]+)?", requested):  # "cudax", "cuda:x", "cuda:-1"
+            raise DeviceError(f"'{requested}' is not a device name; use cuda, or cuda:N with N a GPU's number "
+                              "(0, 1, …).")
         if not torch.cuda.is_available():
             built = "this torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU was found"
             raise DeviceError(f"Device '{requested}' is not available ({built}); use --device cpu or auto.")

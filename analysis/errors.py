@@ -71,8 +71,9 @@ _ANSI = None
 
 
 def one_line(text: object, limit: int = 400) -> str:
-    """A message fit for one line: ANSI colour codes removed, the first non-empty line, and, when that
-    is longer than ``limit``, cut after its last whole sentence (or word) with "…" — never mid-word."""
+    """A message fit for one line: ANSI colour codes removed, the first non-empty line (joined with the
+    next when it ends in ":", as "Validation error for field 'n_head':" does), and, when that is longer
+    than ``limit``, cut after its last whole sentence (or word) with "…" — never mid-word."""
     import re
 
     global _ANSI
@@ -80,6 +81,8 @@ def one_line(text: object, limit: int = 400) -> str:
         _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
     lines = [line.strip() for line in _ANSI.sub("", str(text)).splitlines() if line.strip()]
     line = lines[0] if lines else ""
+    if line.endswith(":") and len(lines) > 1:  # what the colon announces is on the next line
+        line = f"{line} {lines[1]}"
     line = "".join(ch if ch.isprintable() else " " for ch in line)
     if len(line) <= limit:
         return line

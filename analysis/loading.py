@@ -365,9 +365,10 @@ def check_weights(model, loading_info: dict, folder: Path) -> None:
     if unexpected:
         parts.append(f"{len(unexpected)} in the file {'do' if len(unexpected) != 1 else 'does'} not belong to this "
                      f"model ({_some(unexpected)})")
-    raise WeightsMismatchError(f"{folder}: the weights do not match the config: {'; '.join(parts)}. AttnScope "
-                               "refuses to fill the gaps with random weights; use the folder the weights were "
-                               "saved with.")
+    why = ("AttnScope refuses to fill the gaps with random weights" if missing
+           else "They are for another model, or another head on this one")
+    raise WeightsMismatchError(f"{folder}: the weights do not match the config: {'; '.join(parts)}. {why}; use the "
+                               "folder the weights were saved with.")
 
 
 def safetensors_elements(folder: Path) -> int | None:
@@ -426,6 +427,42 @@ def check_weight_count(model_class, config, folder: Path) -> None:
             f"{folder}: the weights do not match the config: the config describes a model of {needed:,} "
             f"parameters, the weights file holds {held:,} numbers. AttnScope refuses to fill the gaps with random "
             "weights; use the folder the weights were saved with.")
+
+
+def shape_mismatches(model_class, config, folder: Path) -> list[tuple[str, tuple, tuple]]:
+    """(name, shape in the file, shape the config asks for) of every tensor whose shapes differ, read from
+    the safetensors headers and the model built on torch's meta device (no weights loaded, no memory).
+    Names are matched as saved or without/with the model's base prefix (``transformer.``, ``bert.``)."""
+    import torch
+    from safetensors import safe_open
+
+    try:
+        with torch.device("meta"):
+            skeleton = model_class._from_config(config, attn_implementation="eager")
+    except Exception:
+        return []
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    prefix = f"{getattr(skeleton, 'base_model_prefix', '')}."
+    index = folder / "model.safetensors.index.json"
+    try:
+        files = (sorted({folder / f for f in json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()})
+                 if index.is_file() else [folder / "model.safetensors"])
+        found = []
+        for file in files:
+            with safe_open(str(file), framework="pt") as f:
+                for name in f.keys():
+                    want = next((expected[k] for k in (name, name.removeprefix(prefix), prefix + name)
+                                 if k in expected), None)
+                    have = tuple(f.get_slice(name).get_shape())
+                    if want is not None and want != have:
+                        found.append((name, have, want))
+    except Exception:  # an unreadable header: the caller says the file is corrupt
+        return []
+    return sorted(found)
+
+
+def _shape(shape: tuple) -> str:
+    return "×".join(str(d) for d in shape) or "scalar"
 
 
 def check_tokenizer(tokenizer, model, folder: Path) -> None:
@@ -773,6 +810,13 @@ def load_model(
             if fmt == "pickle" and _is_unsafe_pickle(exc):
                 raise ModelLoadError(f"{folder}'s pickle weights hold more than tensors (objects that could run "
                                      "code), so they were not loaded even though pickle was allowed.") from None
+            wrong = shape_mismatches(model_class, model_config, folder) if fmt == "safetensors" else []
+            if wrong:
+                shown = "; ".join(f"{name} is {_shape(have)} in the file, {_shape(want)} in the config"
+                                  for name, have, want in wrong[:2])
+                more = f" (and {len(wrong) - 2} more)" if len(wrong) > 2 else ""
+                raise WeightsMismatchError(f"{folder}: the weights do not match the config: {shown}{more}. Use "
+                                           "the config the weights were saved with.") from None
             raise ModelLoadError(f"{folder} could not be loaded (corrupt or incomplete?): {one_line(exc, 300)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)

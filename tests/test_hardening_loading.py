@@ -207,3 +207,37 @@ def test_an_ablation_that_overflows_is_refused(overflows_at_the_last_position):
     assert ablate(loaded, "the cat sat", [(0, 0)]).baseline.loss > 0
     with pytest.raises(ModelCheckError, match="NaN or infinite"):
         ablate(loaded, LONG, [(0, 0)], bos=True)
+
+
+def test_a_tensor_of_the_wrong_shape_is_named_with_both_shapes(model_copy):
+    """transformers 5 raises "You set `ignore_mismatched_sizes` to `False` … look at the above report!" (no report
+    shown); the message now names the tensor and both shapes."""
+    state = tensors(model_copy)
+    name = "transformer.h.1.mlp.c_fc.weight"
+    rows, cols = state[name].shape
+    state[name] = state[name][:, :10]
+    save(model_copy, state)
+    message = refused(model_copy, WeightsMismatchError)
+    assert f"{name} is {rows}×10 in the file, {rows}×{cols} in the config" in message
+    assert "ignore_mismatched_sizes" not in message and "\n" not in message
+
+
+def test_only_extra_tensors_say_they_belong_elsewhere_not_random_gaps(model_copy):
+    import torch
+
+    state = tensors(model_copy)
+    state["transformer.h.0.extra.weight"] = torch.zeros(2)
+    save(model_copy, state)
+    message = refused(model_copy, WeightsMismatchError)
+    assert "does not belong to this model" in message and "random" not in message and ". They are" in message
+
+
+def test_a_config_field_of_the_wrong_type_says_what_the_field_needs(model_copy):
+    """The sentence once ended at "Validation error for field 'n_head':" (the rest was on the next line)."""
+    from analysis.errors import one_line
+
+    edit_config(model_copy, n_head="two")
+    message = refused(model_copy)
+    assert "n_head" in message and "expected int" in message and not message.endswith(":")
+    assert one_line("Problem:\n   details here\nmore") == "Problem: details here"
+    assert one_line("One line.\nSecond") == "One line."

@@ -108,6 +108,9 @@ def test_devices():
     assert resolve_device("auto") in ("cpu", "cuda", "mps")
     with pytest.raises(DeviceError, match="Unknown device"):
         resolve_device("tpu")
+    for name in ("cuda:x", "cuda:-1", "cudax", "cuda:"):  # once "not available (built without CUDA)"
+        with pytest.raises(DeviceError, match="is not a device name"):
+            resolve_device(name)
 
 
 @pytest.mark.skipif("cuda" in available_devices(), reason="this machine has CUDA")
