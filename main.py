@@ -25,6 +25,27 @@ from pathlib import Path
 TEXT_FILE_LIMIT = 4 * 2**20
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``attnscope: error: <what> (see 'attnscope COMMAND --help')``, exit 2.
+
+    Used for the subcommands too (``parser_class``), so an error in ``export``'s options names ``export``;
+    an unknown option after a command, which argparse reports from the main parser, names the command as well.
+    ``--help`` is argparse's own."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(parsed, "command", None)
+            self.error(f"unrecognized arguments: {' '.join(extra)}",
+                       f"{self.prog} {command}" if command else None)
+        return parsed
+
+    def error(self, message: str, prog: str | None = None):
+        from analysis.errors import one_line
+
+        self.exit(2, f"attnscope: error: {one_line(message, 600)} (see '{prog or self.prog} --help')\n")
+
+
 def select_spec(text: str) -> str:
     """argparse type of ``--select``: ``L.H`` with non-negative integers (the range is checked once a model is loaded)."""
     if not re.fullmatch(r"\s*\d+\.\d+\s*", text or ""):
@@ -45,6 +66,64 @@ MODEL_DEFAULTS = {"model": None, "device": "auto", "dtype": "float32", "allow_pi
 HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
 
 
+def device_name(text: str) -> str:
+    """argparse type of ``--device``: a name that is not blank (which device exists is checked when loading)."""
+    if not text or not text.strip():
+        raise argparse.ArgumentTypeError("needs a device: auto, cpu, cuda, cuda:N or mps (an empty name is not one)")
+    return text
+
+
+def file_name(text: str) -> Path:
+    """argparse type of a file to write (``--json``): a name that is not blank."""
+    if not text or not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name, such as out.json (an empty name is not one)")
+    return Path(text)
+
+
+def head_list(text: str) -> str:
+    """argparse type of ``ablate --heads``: the syntax is checked here, before the model loads; the
+    range once it has (``analysis.ablation.parse_head_list`` / ``parse_heads``)."""
+    from analysis.ablation import parse_head_list
+    from analysis.errors import InputError
+
+    try:
+        parse_head_list(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+#: ``bench --models``: the GPT-2-shaped models ``gui.bench.model_folder`` knows.
+BENCH_MODELS = ("small", "bundled", "xl")
+#: ``bench --ns``: the most tokens a measurement can have, GPT-2-small's context (the benchmark's models are GPT-2-shaped).
+BENCH_MAX_N = 1024
+
+
+def bench_models(text: str) -> list[str]:
+    """argparse type of ``bench --models``: a comma list of small, bundled and xl, no empty items."""
+    names = [item.strip() for item in (text or "").split(",")]
+    for name in names:
+        if name not in BENCH_MODELS:
+            what = "an empty item" if not name else f"'{name}'"
+            raise argparse.ArgumentTypeError(f"{what} is not a model to measure: give a comma list of "
+                                             f"{', '.join(BENCH_MODELS)}, e.g. small,bundled")
+    return list(dict.fromkeys(names))
+
+
+def bench_ns(text: str) -> list[int]:
+    """argparse type of ``bench --ns``: a comma list of whole numbers from 2 to :data:`BENCH_MAX_N`."""
+    ns = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        value = int(item) if re.fullmatch(r"[0-9]+", item, re.ASCII) else None
+        if value is None or not 2 <= value <= BENCH_MAX_N:
+            what = "an empty item" if not item else f"'{item}'"
+            raise argparse.ArgumentTypeError(f"{what} is not a token count: give a comma list of whole numbers "
+                                             f"from 2 to {BENCH_MAX_N} (GPT-2-small's context), e.g. 16,128,512")
+        ns.append(value)
+    return list(dict.fromkeys(ns))
+
+
 def _add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
     if main_parser:
         p.set_defaults(**MODEL_DEFAULTS)
@@ -54,7 +133,7 @@ def _add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
                         "(gpt2, distilgpt2, gpt2-medium/large/xl), Llama-style (HuggingFaceTB/SmolLM2-135M, "
                         "Qwen/Qwen2.5-0.5B), GPT-NeoX (EleutherAI/pythia-70m), BERT-style (bert-base-uncased, "
                         "sentence-transformers/all-MiniLM-L6-v2) or any org/name of these families; or a model folder")
-    p.add_argument("--device", **unset, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    p.add_argument("--device", **unset, type=device_name, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", **unset, choices=("float32", "float16", "bfloat16"),
                    help="float16/bfloat16 only on a GPU")
     p.add_argument("--allow-pickle", action="store_true", **unset,
@@ -101,14 +180,14 @@ def _add_bos(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from analysis.export import IMAGE_FORMATS
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
     _add_model_options(parser, main_parser=True)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
     parser.add_argument("--screenshot", metavar="DIR", type=Path,
                         help="save screenshots of the main views into DIR once painted, then exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     export = sub.add_parser("export", help="run a text and write attention, scores, parity and figures")
     _add_model_options(export, main_parser=False)
@@ -148,26 +227,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(ablate, main_parser=False)
     source = ablate.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
-    source.add_argument("--text-file", type=Path, help="read the text from a UTF-8 file")
-    ablate.add_argument("--heads", metavar="L.H,…", help="the heads to ablate together, e.g. 1.0,1.3")
+    source.add_argument("--text-file", type=Path,
+                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    ablate.add_argument("--heads", metavar="L.H,…", type=head_list,
+                        help="the heads to ablate together, e.g. 1.0,1.3 (each once)")
     ablate.add_argument("--mode", default="zero", choices=("zero", "mean"),
                         help="zero: the head writes nothing; mean: its output averaged over the text's positions")
     ablate.add_argument("--importance", action="store_true",
                         help="also ablate each head alone (one forward per head) and list the heads that matter most")
-    ablate.add_argument("--json", type=Path, metavar="FILE", help="also write the JSON to FILE")
+    ablate.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
     _add_bos(ablate)
 
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
     bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
     bench.add_argument("--xl", action="store_true", help="also a GPT-2-xl-shaped model (48×25×1600; slow, ~20 GB)")
     bench.add_argument("--peers", action="store_true", help="also bertviz and CircuitsVis (pip install '.[bench]')")
-    bench.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    bench.add_argument("--json", type=file_name, metavar="FILE", help="write every figure to this JSON file")
     bench.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     bench.add_argument("--no-stall", action="store_true", help="skip the GUI stall measurement")
     bench.add_argument("--no-scan", action="store_true", help="skip the batched-scan vs one-at-a-time ratio")
-    bench.add_argument("--models", help="comma-separated: small, bundled, xl (default: small and bundled)")
-    bench.add_argument("--ns", help="comma-separated token counts (default 16,128,256,512,1024)")
-    bench.add_argument("--repeats", type=int, help="runs per figure (the median is reported)")
+    bench.add_argument("--models", type=bench_models,
+                       help="comma-separated: small, bundled, xl (default: small and bundled)")
+    bench.add_argument("--ns", type=bench_ns,
+                       help=f"comma-separated token counts, 2 to {BENCH_MAX_N} (default 16,128,256,512,1024)")
+    bench.add_argument("--repeats", type=positive_int, help="runs per figure (the median is reported)")
     return parser
 
 
@@ -212,17 +295,17 @@ def cmd_calc(args) -> int:
 
 def read_text_file(path: Path, limit: int | None = None) -> tuple[str, list[str]]:
     """The UTF-8 text of ``path`` (at most ``limit`` bytes, :data:`TEXT_FILE_LIMIT` by default, cut at a
-    character boundary) and warnings. Never blocks on a named pipe, never reads more than ``limit`` + 1 bytes."""
-    from analysis.textfiles import decode_utf8, read_bounded
+    character boundary) and warnings. Read by ``analysis.textfiles.read_text_file``, as scan reads its files:
+    a regular file only (no /dev/zero, no pipe), no NUL bytes; never more than ``limit`` + 1 bytes."""
+    from analysis.textfiles import read_text_file as read
 
     limit = TEXT_FILE_LIMIT if limit is None else limit
-    data, cut = read_bounded(path, limit)
+    text, cut = read(path, limit)  # scan's rules: a regular file, UTF-8, no NUL bytes
     warnings = []
     if cut:
         size = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
         warnings.append(f"{path} is longer than {size}; only its first {size} were read.")
-    # when cut, the last character may be incomplete: the incremental decoder leaves it out
-    return decode_utf8(data, path, final=not cut), warnings
+    return text, warnings
 
 
 class _Signals:
@@ -284,16 +367,7 @@ def _image_writer(result, fmt: str, heads: bool, check):
 
 
 def cmd_export(args) -> int:
-    from analysis.errors import AttnScopeError, Interrupted
-
-    signals = _Signals()
-    try:
-        with signals:
-            return _export(args, signals)
-    except Interrupted as exc:
-        return fail(f"{exc}; nothing was written, and {args.out} is as it was.", 128 + exc.signum)
-    except AttnScopeError as exc:
-        return fail(user_message(exc))
+    return _stopped(args, lambda signals: _export(args, signals))
 
 
 def _export(args, signals: _Signals) -> int:
@@ -375,12 +449,13 @@ def _stopped(args, work) -> int:
     from analysis.errors import AttnScopeError, Interrupted
 
     signals = _Signals()
+    target = getattr(args, "out", None) or getattr(args, "json", None)
+    existed = target is not None and os.path.lexists(target)
     try:
         with signals:
             return work(signals)
     except Interrupted as exc:
-        target = getattr(args, "out", None) or getattr(args, "json", None)
-        where = f", and {target} is as it was" if target is not None else ""
+        where = "" if target is None else f", and {target} is as it was" if existed else f"; {target} was not created"
         return fail(f"{exc}; nothing was written{where}.", 128 + exc.signum)
     except AttnScopeError as exc:
         return fail(user_message(exc))
@@ -405,6 +480,9 @@ def _scan(args, signals: _Signals) -> int:
                         progress=_terminal_progress())
     result = scan_texts(loaded, texts, batch_size=args.batch, max_texts=args.max_texts, bos=args.bos,
                         progress=_count_progress("scanning"))
+    cut = result.truncation_warning()
+    if cut:
+        warn(cut)
     signals.deferred = True  # from here on a signal waits for the next safe point
     written = write_scan(result, args.out, args.sink_epsilon, check=signals.check)
     sinks = result.sink_rate(args.sink_epsilon)
@@ -444,8 +522,10 @@ def _ablate(args, signals: _Signals) -> int:
         text, warnings = read_text_file(args.text_file)
     if not text or not text.strip():
         raise InputError("The text is empty: give --text or a non-empty --text-file.")
-    if args.json is not None and Path(args.json).is_dir():
-        raise InputError(f"{args.json} is a folder: give --json a file name.")
+    if args.json is not None:
+        from analysis.export import check_file_target
+
+        check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis import ablation
     from analysis.inference import check_text
     from analysis.loading import load_model
@@ -456,10 +536,14 @@ def _ablate(args, signals: _Signals) -> int:
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=_terminal_progress())
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
-    data: dict = {"mode": args.mode}
-    if args.heads:
-        heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head)
-        data.update(ablation.ablate(loaded, text, heads, args.mode, bos=args.bos).to_dict())
+    heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
+    tokens = ablation.text_tokens(loaded, text, args.bos)
+    if tokens.warning:
+        warn(tokens.warning)
+    data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated}
+    if heads:
+        result = ablation.ablate(loaded, text, heads, args.mode, bos=args.bos)
+        data.update(result.to_dict())
     if args.importance:
         importance = ablation.importance_map(loaded, text, args.mode, bos=args.bos,
                                              progress=_count_progress("ablating each head"))

@@ -21,6 +21,7 @@ weights). Each way is tested against the other. Decoders only.
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal
@@ -76,8 +77,8 @@ class _FamilyHeads:
 
     def __init__(self, model, family):
         if not family.causal:
-            raise InputError(f"Ablation measures the next-token loss, so it needs a decoder; this model is "
-                             f"{family.title or family.name}, an encoder. Load a decoder (GPT-2, Llama, …).")
+            raise InputError(f"Ablation measures the next-token loss, so it needs a decoder; this model "
+                             f"({family.title or family.name}) is an encoder. Load a decoder (GPT-2, Llama, …).")
         if model.get_output_embeddings() is None:
             raise InputError("Ablation measures the next-token loss, so it needs a language-model head; "
                              "this model has none.")
@@ -145,15 +146,18 @@ class AblationResult:
     heads: tuple[tuple[int, int], ...]
     baseline: Outcome
     ablated: Outcome
+    n_tokens: int  # tokens run and measured (BOS included): the loss averages over n_tokens − 1 predictions
+    truncated: bool  # the text was longer than the context (or the token cap) and only its start was run
 
     @property
     def loss_change(self) -> float:
         return self.ablated.loss - self.baseline.loss
 
     def to_dict(self) -> dict:
-        """``{"mode", "heads": [[l, h], ...], "baseline": {"loss", "top"}, "ablated": {...}}`` (JSON-able)."""
-        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads], "baseline": self.baseline.to_dict(),
-                "ablated": self.ablated.to_dict()}
+        """``{"mode", "heads": [[l, h], ...], "n_tokens", "truncated", "baseline": {"loss", "top"},
+        "ablated": {...}}`` (JSON-able)."""
+        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads], "n_tokens": self.n_tokens,
+                "truncated": self.truncated, "baseline": self.baseline.to_dict(), "ablated": self.ablated.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,8 @@ class ImportanceMap:
     baseline_loss: float
     ablated_loss: np.ndarray  # (L, H) nats
     loss_change: np.ndarray  # (L, H) ablated − baseline, nats: > 0 means the head helps on this text
+    n_tokens: int | None = None  # tokens run (BOS included); None when not recorded
+    truncated: bool = False  # only the start of a longer text was run
 
     def top(self, k: int = 5) -> list[tuple[int, int, float]]:
         """The k heads whose ablation raises the loss most: (layer, head, loss change)."""
@@ -173,19 +179,37 @@ class ImportanceMap:
 
 
 # ----------------------------------------------------------------------------- running
-def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
-    """``"1.0,1.3"`` → [(1, 0), (1, 3)]; an InputError naming the bad part otherwise."""
-    heads = []
-    for part in (spec or "").split(","):
-        part = part.strip()
+_HEAD = re.compile(r"([0-9]+)\.([0-9]+)", re.ASCII)  # LAYER.HEAD, ASCII digits only
+
+
+def parse_head_list(spec: str) -> list[tuple[int, int]]:
+    """The syntax of ``--heads``, before any model is loaded: ``"1.0, 1.3"`` → [(1, 0), (1, 3)].
+
+    Each comma-separated item is LAYER.HEAD in ASCII digits (spaces around an item are allowed, inside
+    it are not; no sign, no ``_``); an empty item, or a head named twice, is an InputError naming it.
+    Whether the heads exist is :func:`parse_heads`'s question, once the model is known."""
+    if spec is None or not spec.strip():
+        raise InputError("No heads given: name at least one as LAYER.HEAD, e.g. 1.0,1.3")
+    heads: list[tuple[int, int]] = []
+    for k, item in enumerate(spec.split(",")):
+        part = item.strip()
         if not part:
-            continue
-        try:
-            layer, head = (int(x) for x in part.split("."))
-        except ValueError:
-            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD, e.g. 1.0,1.3") from None
-        heads.append((layer, head))
-    return _check_heads(heads, n_layer, n_head)
+            raise InputError(f"Head {k + 1} of '{spec}' is empty: write heads as LAYER.HEAD separated by single "
+                             "commas, e.g. 1.0,1.3")
+        match = _HEAD.fullmatch(part)
+        if match is None:
+            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD with the digits 0–9, e.g. 1.0,1.3")
+        head = (int(match[1]), int(match[2]))
+        if head in heads:
+            raise InputError(f"Head {head[0]}.{head[1]} is named twice in '{spec}': name each head once.")
+        heads.append(head)
+    return heads
+
+
+def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """``"1.0,1.3"`` → [(1, 0), (1, 3)], checked against the model's layers and heads; an InputError
+    naming the bad part otherwise (the syntax as :func:`parse_head_list` reads it)."""
+    return _check_heads(parse_head_list(spec), n_layer, n_head)
 
 
 def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) -> list[tuple[int, int]]:
@@ -201,14 +225,32 @@ def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) ->
     return out
 
 
-def _token_ids(loaded, text: str, bos: bool | None) -> list[int]:
-    from .inference import tokenize
+@dataclass(frozen=True)
+class TextTokens:
+    """What of a text ablation runs: the ids (BOS included where used) and whether the text was cut."""
+
+    ids: tuple[int, ...]
+    truncated: bool  # longer than the model's context (or the token cap): only its first tokens are run
+    warning: str | None  # the sentence to show when truncated, else None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+
+def text_tokens(loaded, text: str, bos: bool | None) -> TextTokens:
+    """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it; cut to the model's
+    context (or :data:`analysis.inference.DEFAULT_MAX_TOKENS`) as ``run_text`` cuts it, with its warning.
+    Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
+    from .inference import token_limit, tokenize, truncation_warning
 
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
-    ids, _, _ = tokenize(loaded, text, use_bos)
+    ids, _, cut = tokenize(loaded, text, use_bos)
     if len(ids) < 2:
         raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
-    return ids
+    warning = (truncation_warning(loaded, ids, use_bos, token_limit(loaded),
+                                  "run: the losses and the top-5 describe that part") if cut else None)
+    return TextTokens(tuple(ids), cut, warning)
 
 
 def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
@@ -252,9 +294,10 @@ def ablate(loaded, text: str, heads: Iterable[tuple[int, int]], mode: AblationMo
     site = heads_site(loaded)
     mode = _check_mode(mode)
     chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
-    ids = _token_ids(loaded, text, bos)
+    tokens = text_tokens(loaded, text, bos)
+    ids = list(tokens.ids)
     return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),
-                          _run(loaded, site, ids, chosen, mode))
+                          _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated)
 
 
 def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | None = None,
@@ -267,7 +310,8 @@ def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | N
     """
     site = heads_site(loaded)
     mode = _check_mode(mode)
-    ids = _token_ids(loaded, text, bos)
+    tokens = text_tokens(loaded, text, bos)
+    ids = list(tokens.ids)
     L, H = loaded.n_layer, loaded.n_head
     total = L * H + 1
     baseline = _run(loaded, site, ids, [], mode).loss
@@ -284,4 +328,4 @@ def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | N
     change = ablated - baseline
     ablated.setflags(write=False)
     change.setflags(write=False)
-    return ImportanceMap(mode, baseline, ablated, change)
+    return ImportanceMap(mode, baseline, ablated, change, tokens.n_tokens, tokens.truncated)

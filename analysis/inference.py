@@ -393,6 +393,19 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
     return need
 
 
+def truncation_warning(loaded: LoadedModel, ids: list[int], bos: bool, cap: int, done: str = "analysed") -> str:
+    """The sentence for a text cut to ``ids`` (special tokens included) by ``cap`` or the model's context."""
+    n_kept = len(ids) - len(loaded.special_ids([], special=bos))
+    with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if bos else ""
+    if cap < loaded.context_length:
+        holds = (f"AttnScope analyses at most {cap:,} tokens{with_specials} (the token cap; the model's "
+                 f"context holds {loaded.context_length:,})")
+    else:
+        holds = f"the model's context holds {loaded.context_length}{with_specials}"
+    first = "only its first token was" if n_kept == 1 else f"only the first {n_kept:,} tokens of the text were"
+    return f"The text has more than {n_kept:,} token{'s' if n_kept != 1 else ''}; {holds}, so {first} {done}."
+
+
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
              request_id: int = 0, max_tokens: int | None = None) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
@@ -424,16 +437,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
     if truncated:
-        n_analysed = len(ids) - len(loaded.special_ids([], special=use_bos))
-        with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if use_bos else ""
-        if cap < loaded.context_length:
-            holds = (f"AttnScope analyses at most {cap:,} tokens{with_specials} (the token cap; the model's "
-                     f"context holds {loaded.context_length:,})")
-        else:
-            holds = f"the model's context holds {loaded.context_length}{with_specials}"
-        first = "only its first token was" if n_analysed == 1 else f"only the first {n_analysed:,} tokens of the text were"
-        warnings.append(f"The text has more than {n_analysed:,} token{'s' if n_analysed != 1 else ''}; {holds}, "
-                        f"so {first} analysed.")
+        warnings.append(truncation_warning(loaded, ids, use_bos, cap))
     probe = run_probe(loaded) if with_probe and loaded.causal else None
     note = "" if loaded.predicts_next_token else (
         "An encoder predicts no next token: it reads the whole text at once." if not loaded.causal

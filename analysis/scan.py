@@ -25,7 +25,7 @@ import numpy as np
 
 from . import head_scores as hs
 from .errors import AnalysisCancelled, InputError  # AnalysisCancelled: also importable from here
-from .textfiles import decode_utf8, read_bounded
+from .textfiles import read_text_file
 
 DEFAULT_BATCH = 16
 MEMORY_BUDGET_BYTES = 512 * 2**20  # attention copied per batch: B · L · H · n² · 4 bytes
@@ -44,23 +44,17 @@ SAMPLE_TEXTS = Path(__file__).resolve().parent.parent / "resources" / "texts" / 
 TEXTS_LIMIT = 64 * 2**20
 
 
-def _read_utf8(path: Path, limit: int) -> str:
-    """A regular file's UTF-8 text; InputError (one sentence) for anything else. Never blocks on a pipe."""
-    data, cut = read_bounded(path, limit, regular_only=True)
-    if cut:
-        raise InputError(f"{path} holds more than {limit // 2**20} MiB of text; scan a part of it "
-                         "(split the file, or pass fewer lines).")
-    text = decode_utf8(data, path)
-    if "\x00" in text:
-        raise InputError(f"{path} holds NUL bytes: it looks like a binary file, not text.")
-    return text.removeprefix("\ufeff")
+def _too_big(what: str, limit: int, hint: str) -> InputError:
+    size = f"{limit // 2**20} MiB" if limit >= 2**20 and limit % 2**20 == 0 else f"{limit:,} bytes"
+    return InputError(f"{what} more than {size} of text{hint}")
 
 
 def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
     """A text file (one text per non-blank line) or a folder (each ``*.txt`` in it, by name, is one text).
 
-    At most ``limit`` bytes in all; a missing path, a pipe, a binary or non-UTF-8 file, or nothing to
-    scan is an InputError with one sentence."""
+    At most ``limit`` bytes in all (a folder's files together); a missing path, a pipe, a device, a
+    binary or non-UTF-8 file, or nothing to scan is an InputError with one sentence. Files are read by
+    :func:`analysis.textfiles.read_text_file`, as ``--text-file`` is; a leading byte-order mark is removed."""
     p = Path(path).expanduser()
     if p.is_dir():
         try:
@@ -71,12 +65,20 @@ def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
             raise InputError(f"{p} has no .txt files to scan.")
         texts, left = [], limit
         for f in files:
-            text = _read_utf8(f, left)
+            text, cut = read_text_file(f, left)
+            if cut:
+                raise _too_big(f"The .txt files in {p} hold", limit,
+                               " in all (the limit is for the whole folder); scan a part of them (move some "
+                               "files to another folder).")
             left -= len(text.encode("utf-8"))
+            text = text.removeprefix("\ufeff")
             if text.strip():
                 texts.append(text)
     elif p.exists():
-        texts = [line for line in _read_utf8(p, limit).splitlines() if line.strip()]
+        text, cut = read_text_file(p, limit)
+        if cut:
+            raise _too_big(f"{p} holds", limit, "; scan a part of it (split the file, or pass fewer lines).")
+        texts = [line for line in text.removeprefix("\ufeff").splitlines() if line.strip()]
     else:
         raise InputError(f"Texts not found: {p} does not exist.")
     if not texts:
@@ -117,6 +119,18 @@ class ScanResult:
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def truncation_warning(self) -> str | None:
+        """A sentence for the texts that were cut to the token limit (None when none was): how many, and
+        the limit, which is every cut text's length (``n_tokens``, special tokens included)."""
+        cut = [n for n, was_cut in zip(self.n_tokens, self.truncated) if was_cut]
+        if not cut:
+            return None
+        limit = max(cut)
+        specials = ", special tokens included" if self.bos else ""
+        return (f"{len(cut)} of {self.n_texts} texts were longer than the {limit:,} tokens a run holds here "
+                f"(the model's context or the token cap{specials}) and were cut; their scores describe only "
+                f"their first {limit:,} tokens.")
 
     def mean_scores(self) -> hs.HeadScores:
         """Per-head means over the texts, as the Head scores table takes them."""
@@ -264,7 +278,10 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     for k, text in enumerate(texts):
         if text is None or not text.strip():
             raise InputError(f"Text {k + 1} is empty; every text needs at least one token.")
-        ids, _, cut = tokenize(loaded, text, use_bos)
+        try:
+            ids, _, cut = tokenize(loaded, text, use_bos)
+        except InputError as exc:  # e.g. a text with no tokens: say which text
+            raise InputError(f"Text {k + 1}: {exc}") from None
         token_ids.append(ids)
         truncated.append(cut)
     causal = bool(getattr(loaded, "causal", True))

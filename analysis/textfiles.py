@@ -46,3 +46,18 @@ def decode_utf8(data: bytes, path: str | Path, final: bool = True) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
                          "save it as UTF-8.") from None
+
+
+def read_text_file(path: str | Path, limit: int) -> tuple[str, bool]:
+    """The UTF-8 text of a regular file, at most ``limit`` bytes of it, and whether the file holds more.
+
+    The one way AttnScope reads a user's text file (``--text-file``, ``scan --texts``): a folder, a
+    pipe, a socket or a device such as ``/dev/zero`` is refused, so is text that is not UTF-8 and a
+    file holding NUL bytes (a binary file). When the file is cut, a character cut in two at the end is
+    left out. A leading byte-order mark is kept: the caller decides what to do with it.
+    """
+    data, cut = read_bounded(path, limit, regular_only=True)
+    text = decode_utf8(data, path, final=not cut)
+    if "\x00" in text:
+        raise InputError(f"{path} holds NUL bytes: it looks like a binary file, not text.")
+    return text, cut

@@ -23,7 +23,6 @@ built once and cached in ``.bench-cache/``.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import statistics
 import subprocess
@@ -223,6 +222,10 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
     loaded = load_model(str(folder), device="cpu")
     params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]
     run_text(loaded, "warm up", bos=False)
+    skipped = [n for n in ns if n > loaded.context_length]
+    if skipped:
+        print(f"{name}: skipping n = {', '.join(map(str, skipped))} (its context holds {loaded.context_length} tokens)",
+              file=sys.stderr, flush=True)
     ns = [n for n in ns if n <= loaded.context_length]
     stalls = gui_stall_ms(folder, ns) if stall else {}
     rows = []
@@ -357,16 +360,20 @@ def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeat
 
 
 def bench_main(args) -> int:
+    """``main.py bench``. The options arrive checked by main.py's parser (``--models`` and ``--ns`` as lists,
+    ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
+    from analysis.export import check_file_target, write_file_atomically, write_json
+
+    if args.json:
+        check_file_target(args.json)  # an hour of measuring must not end in "is a folder" (ExportError: one line)
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
-    ns = [16, 128, 256, 512] if args.quick else [16, 128, 256, 512, 1024]
-    if args.ns:
-        ns = [int(x) for x in args.ns.split(",")]
+    ns = list(args.ns) if args.ns else ([16, 128, 256, 512] if args.quick else [16, 128, 256, 512, 1024])
     repeats = args.repeats or (3 if args.quick else 5)
     models = ["small"] + (["bundled"] if not args.quick else []) + (["xl"] if args.xl else [])
     if args.models:
-        models = args.models.split(",")
+        models = list(args.models)
     from .qt import ensure_qapp
 
     ensure_qapp()
@@ -386,7 +393,8 @@ def bench_main(args) -> int:
     if not getattr(args, "no_scan", False):
         scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
-        Path(args.json).write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
-                                               "repeats": repeats, "rows": rows, "scan": scan}, indent=2))
+        figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,
+                   "rows": rows, "scan": scan}
+        write_file_atomically(Path(args.json), lambda tmp: write_json(figures, Path(tmp)))  # NaN → null
         print(f"wrote {args.json}", flush=True)
     return 0

@@ -66,8 +66,10 @@ def test_ablation_matches_a_pre_hook_on_the_output_projection(tiny_model, mode):
 def test_result_is_json_with_the_documented_keys(tiny_model):
     result = ablation.ablate(tiny_model, TEXT, [(1, 2)], mode="mean", bos=True)
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"mode", "heads", "baseline", "ablated"}
+    assert set(data) == {"mode", "heads", "n_tokens", "truncated", "baseline", "ablated"}
     assert data["mode"] == "mean" and data["heads"] == [[1, 2]]
+    assert data["n_tokens"] == 1 + len(tiny_model.tokenizer(TEXT, add_special_tokens=False)["input_ids"])
+    assert data["truncated"] is False
     for key in ("baseline", "ablated"):
         assert set(data[key]) == {"loss", "top"}
         assert len(data[key]["top"]) == 5 and all(isinstance(t, str) and 0 <= p <= 1 for t, p in data[key]["top"])
@@ -123,8 +125,8 @@ def test_bad_input_gets_a_sentence(tiny_model):
         ablation.ablate(tiny_model, "  ", [(0, 0)])
     with pytest.raises(InputError, match="2 tokens"):
         ablation.ablate(tiny_model, "a", [(0, 0)], bos=False)
-    assert ablation.parse_heads("1.0, 2.3,1.0", 3, 4) == [(1, 0), (2, 3)]
-    for bad in ("1", "a.b", "1.2.3", "", "3.0"):
+    assert ablation.parse_heads("1.0, 2.3", 3, 4) == [(1, 0), (2, 3)]
+    for bad in ("1", "a.b", "1.2.3", "", "3.0", "1.0, 2.3,1.0", "1.0,,2.3"):  # a head twice, an empty item
         with pytest.raises(InputError):
             ablation.parse_heads(bad, 3, 4)
 

@@ -178,10 +178,18 @@ def test_ctrl_c_while_writing_keeps_the_earlier_scan(tiny_model_dir, texts_file,
     assert code == 130 and "is as it was" in one_error_line(err)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan", "texts.txt"]  # no staging folder left
+    code, _, err = run(capsys, "scan", "--model", tiny_model_dir, "--texts", texts_file, "--out", tmp_path / "new")
+    assert code == 130 and f"{tmp_path / 'new'} was not created" in one_error_line(err)  # not "as it was"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan", "texts.txt"]
 
 
 # ----------------------------------------------------------------------------- ablate
 ABLATE_TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
+
+
+def direct_n_tokens(loaded, text: str) -> int:
+    """The tokens of ``text`` with BOS in front, counted by the tokenizer itself."""
+    return 1 + len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path, capsys):
@@ -190,8 +198,9 @@ def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path,
                             "--heads", "1.0,2.3", "--mode", "mean", "--bos", "--json", target)
     assert code == 0, err
     data = json.loads(stdout)
-    assert set(data) == {"mode", "heads", "baseline", "ablated"}
+    assert set(data) == {"mode", "n_tokens", "truncated", "heads", "baseline", "ablated"}
     assert data["mode"] == "mean" and data["heads"] == [[1, 0], [2, 3]]
+    assert data["n_tokens"] == direct_n_tokens(tiny_model, ABLATE_TEXT) and data["truncated"] is False
     direct = ablation.ablate(tiny_model, ABLATE_TEXT, [(1, 0), (2, 3)], mode="mean", bos=True)
     for key, outcome in (("baseline", direct.baseline), ("ablated", direct.ablated)):
         assert set(data[key]) == {"loss", "top"}
@@ -205,7 +214,8 @@ def test_ablate_importance_lists_the_heads_that_matter(tiny_model_dir, tiny_mode
                             "--bos")
     assert code == 0, err
     data = json.loads(stdout)
-    assert set(data) == {"mode", "importance"} and data["mode"] == "zero"
+    assert set(data) == {"mode", "n_tokens", "truncated", "importance"} and data["mode"] == "zero"
+    assert data["n_tokens"] == direct_n_tokens(tiny_model, ABLATE_TEXT) and data["truncated"] is False
     direct = ablation.importance_map(tiny_model, ABLATE_TEXT, "zero", bos=True)
     assert data["importance"]["baseline_loss"] == pytest.approx(direct.baseline_loss, abs=1e-9)
     np.testing.assert_allclose(data["importance"]["loss_change"], direct.loss_change, atol=1e-9)
