@@ -240,6 +240,7 @@ def test_ablate_a_one_token_text_is_a_sentence(tiny_model_dir, capsys):
 
 
 # ----------------------------------------------------------------------------- bench
+@pytest.mark.slow
 def test_bench_scan_reports_both_speeds_and_their_ratio(tiny_model_dir, capsys):
     from gui.bench import bench_scan
 

@@ -163,13 +163,12 @@ def test_the_rollout_tab_says_it_is_computing_instead_of_showing_empty_axes(qtbo
 
     tab = shown_tab(qtbot, RolloutTab, loaded_worker, 700, 600)
     assert tab.stack.currentWidget() is tab.placeholder and "Run a text" in tab.placeholder.text()
-    with worker_held(loaded_worker):  # the rollout cannot be computed yet
-        tab.state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
-        qtbot.wait(20)
-        assert tab.stack.currentWidget() is tab.placeholder and not tab.plot.isVisible()
-        assert tab.placeholder.isVisible() and tab.placeholder.text() == "Computing the rollout…"
-        with qtbot.waitSignal(tab.state.lens_changed, timeout=WAIT_MS):
-            pass  # released at the end of the block
+    with qtbot.waitSignal(tab.state.lens_changed, timeout=WAIT_MS):  # awaited once the worker is let go
+        with worker_held(loaded_worker):  # the rollout cannot be computed yet
+            tab.state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+            qtbot.wait(20)
+            assert tab.stack.currentWidget() is tab.placeholder and not tab.plot.isVisible()
+            assert tab.placeholder.isVisible() and tab.placeholder.text() == "Computing the rollout…"
     assert tab.stack.currentWidget() is tab.plot and tab.plot.isVisible()
     expected = rollout(tiny_result.attentions)[tab.state.layer]
     finite = np.tri(len(expected), dtype=bool)

@@ -17,6 +17,7 @@ def test_dot_products_have_std_sqrt_dk_and_scaling_restores_one(d_k):
     assert scaling_experiment(d_k, seed=3).std_unscaled == e.std_unscaled  # seeded
 
 
+@pytest.mark.slow
 def test_unscaled_softmax_is_nearly_one_hot_at_large_dk():
     e = scaling_experiment(512)
     assert e.entropy_unscaled < 0.2 and e.max_weight_unscaled > 0.9
