@@ -247,7 +247,10 @@ def entropy(attentions: np.ndarray, *, causal: bool = True, windows=None) -> np.
     for i in range(1, n):
         seen = np.minimum(i + 1, sizes)  # (layer,) keys query i sees
         ok = seen > 1
-        total[ok] += _row_entropy(a[ok, :, i, : i + 1]) / np.log(seen[ok])[:, None]
+        if ok.all():  # the usual case: a view, no copy of the row block
+            total += _row_entropy(a[..., i, : i + 1]) / np.log(seen)[:, None]
+        else:
+            total[ok] += _row_entropy(a[ok, :, i, : i + 1]) / np.log(seen[ok])[:, None]
         rows += ok
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(rows[:, None] > 0, total / rows[:, None], np.nan)

@@ -25,7 +25,7 @@ Every head at once: ``detect`` and ``detect_all`` (the three patterns together) 
 numpy expressions over (head, n, n), never a loop over heads. They read the attention in full once
 (its sum per head, plus a sign check for ``abs``), then only P's non-zero cells, column 0 and the
 diagonal: Σ A′ is Σ A less the excluded column / diagonal, and Σ|A − P| is Σ|A| corrected at P's
-cells. For GPT-2 small at 512 tokens the three patterns take ~40 ms (``mul``) / ~55 ms (``abs``)
+cells. For GPT-2 small at 512 tokens the three patterns take ~30–45 ms (``mul``) / ~45–55 ms (``abs``)
 against 0.5–0.8 s head by head. The results equal the per-head loop (``_detect_per_head``, the
 reference the tests hold them to): ``abs`` exactly, a value whose rounding the summation could tip
 being recomputed by the reference; ``mul`` to the rounding of float64 sums (within 1e-6 relative, also
@@ -206,26 +206,28 @@ class _HeadSums:
 
     ``total`` (K,): Σ_ij A for "mul"; Σ_ij |A| for "abs" (the same sum for attention weights, which are
     ≥ 0: only "abs" pays a pass to check that). ``col0`` A[:, i, 0] and ``diag`` A[:, i, i] (K, n), float64.
-    The full sum accumulates every row in float64 (numpy's pairwise sum, casting as it reads: no
-    float64 copy of the attention), so ``total`` less the excluded cells keeps its precision when
-    almost all attention is excluded (a row of [7e-6, 1 − 7e-6] without its diagonal: float32 row
-    sums lost 0.4% of that remainder). ``error`` (K,) bounds the rounding error of ``total`` (for "mul"
+    The full sum adds each row in the input's precision and the row sums in float64; with ``precise``
+    (an exclusion is on) every row accumulates in float64 too (numpy casts as it reads: no float64
+    copy), so ``total`` less the excluded cells keeps its precision when almost all attention is
+    excluded (a row of [7e-6, 1 − 7e-6] without its diagonal: float32 row sums lost 0.4% of that
+    remainder). Without exclusions ``total`` is the denominator itself and float32 rows suffice. ``error`` (K,) bounds the rounding error of ``total`` (for "mul"
     on signed weights, which no attention has, it bounds it only where rows do not cancel); a score
     that this error could change is recomputed by ``exactly``, the float64 per-head reference.
     """
 
-    def __init__(self, a: np.ndarray, error_measure: str):
+    def __init__(self, a: np.ndarray, error_measure: str, precise: bool = True):
         if a.dtype not in (np.float32, np.float64):
             a = a.astype(np.float64)  # float16, integers: sums in float64
         self.a, self.n = a, a.shape[-1]
         self.flat = a.reshape(a.shape[0], -1)  # (K, n·n) a view: a gather by flat index is one np.take
         self.signed = error_measure == "abs" and bool(a.min() < 0)  # attention weights never are
         rows = np.abs(a) if self.signed else a
-        self.total = rows.sum(axis=-1, dtype=np.float64).sum(axis=-1)  # (K,)
+        accumulate = np.float64 if precise else a.dtype
+        self.total = rows.sum(axis=-1, dtype=accumulate).sum(axis=-1, dtype=np.float64)  # (K,)
         self.col0 = a[:, :, 0].astype(np.float64)  # (K, n)
         self.diag = np.diagonal(a, axis1=-2, axis2=-1).astype(np.float64)  # (K, n)
         # numpy's pairwise sum of a row is within about (19 + log2(n / 128)) ε of the row's Σ|A|
-        self.error = (24 + np.log2(self.n)) * np.finfo(np.float64).eps * np.abs(self.total)
+        self.error = (24 + np.log2(self.n)) * np.finfo(accumulate).eps * np.abs(self.total)
 
     def exactly(self, heads: np.ndarray, p: _Cells, **options) -> np.ndarray:
         """``similarity_score`` (the float64 reference) on the heads where ``heads`` (K,) is True."""
@@ -328,7 +330,8 @@ def _detect(a: np.ndarray, patterns: dict, heads, exclude_bos: bool, exclude_cur
     L, H, n = a.shape[0], a.shape[1], a.shape[-1]
     chosen = _head_mask(heads, L, H)
     every = bool(chosen.all())
-    sums = _HeadSums(a.reshape(L * H, n, n) if every else a[chosen], error_measure)  # (K, n, n), K = heads chosen
+    sums = _HeadSums(a.reshape(L * H, n, n) if every else a[chosen], error_measure,  # (K, n, n), K = heads chosen
+                     precise=exclude_bos or exclude_current_token)
     score = _mul if error_measure == "mul" else _abs
     out = {}
     for key, p in patterns.items():
