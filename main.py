@@ -537,16 +537,14 @@ def _ablate(args, signals: _Signals) -> int:
                         progress=_terminal_progress())
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
     heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
-    tokens = ablation.text_tokens(loaded, text, args.bos)
-    if tokens.warning:
-        warn(tokens.warning)
+    tokens = ablation.text_tokens(loaded, text, args.bos)  # tokenised once, for both
+    for warning in tokens.warnings:
+        warn(warning)
     data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated}
     if heads:
-        result = ablation.ablate(loaded, text, heads, args.mode, bos=args.bos)
-        data.update(result.to_dict())
+        data.update(ablation.ablate(loaded, tokens, heads, args.mode).to_dict())
     if args.importance:
-        importance = ablation.importance_map(loaded, text, args.mode, bos=args.bos,
-                                             progress=_count_progress("ablating each head"))
+        importance = ablation.importance_map(loaded, tokens, args.mode, progress=_count_progress("ablating each head"))
         data["importance"] = {"baseline_loss": importance.baseline_loss,
                               "top": [[layer, head, change] for layer, head, change in importance.top(5)],
                               "loss_change": importance.loss_change.tolist()}

@@ -148,6 +148,7 @@ class AblationResult:
     ablated: Outcome
     n_tokens: int  # tokens run and measured (BOS included): the loss averages over n_tokens − 1 predictions
     truncated: bool  # the text was longer than the context (or the token cap) and only its start was run
+    warnings: tuple[str, ...] = ()  # sentences for the user (a byte-order mark removed, the text cut)
 
     @property
     def loss_change(self) -> float:
@@ -168,8 +169,9 @@ class ImportanceMap:
     baseline_loss: float
     ablated_loss: np.ndarray  # (L, H) nats
     loss_change: np.ndarray  # (L, H) ablated − baseline, nats: > 0 means the head helps on this text
-    n_tokens: int | None = None  # tokens run (BOS included); None when not recorded
-    truncated: bool = False  # only the start of a longer text was run
+    n_tokens: int  # tokens run (BOS included)
+    truncated: bool  # only the start of a longer text was run
+    warnings: tuple[str, ...] = ()  # sentences for the user (a byte-order mark removed, the text cut)
 
     def top(self, k: int = 5) -> list[tuple[int, int, float]]:
         """The k heads whose ablation raises the loss most: (layer, head, loss change)."""
@@ -227,30 +229,38 @@ def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) ->
 
 @dataclass(frozen=True)
 class TextTokens:
-    """What of a text ablation runs: the ids (BOS included where used) and whether the text was cut."""
+    """What of a text ablation runs: the ids (BOS included where used), whether the text was cut, and the
+    sentences to show (a byte-order mark removed, the text cut)."""
 
     ids: tuple[int, ...]
     truncated: bool  # longer than the model's context (or the token cap): only its first tokens are run
-    warning: str | None  # the sentence to show when truncated, else None
+    warnings: tuple[str, ...] = ()
 
     @property
     def n_tokens(self) -> int:
         return len(self.ids)
 
 
-def text_tokens(loaded, text: str, bos: bool | None) -> TextTokens:
-    """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it; cut to the model's
-    context (or :data:`analysis.inference.DEFAULT_MAX_TOKENS`) as ``run_text`` cuts it, with its warning.
-    Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
-    from .inference import token_limit, tokenize, truncation_warning
+def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | None = None) -> TextTokens:
+    """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it: a leading byte-order mark
+    removed and the text cut to the model's context or ``max_tokens`` exactly as ``run_text`` does, with
+    the same sentences. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
+    from .inference import token_limit, tokenize, truncation_warning, without_bom
 
+    text, warnings = without_bom(text)
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
-    ids, _, cut = tokenize(loaded, text, use_bos)
+    use_bos = use_bos and bool(loaded.special_ids([], special=True))
+    ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
     if len(ids) < 2:
         raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
-    warning = (truncation_warning(loaded, ids, use_bos, token_limit(loaded),
-                                  "run: the losses and the top-5 describe that part") if cut else None)
-    return TextTokens(tuple(ids), cut, warning)
+    if cut:
+        warnings.append(truncation_warning(loaded, ids, use_bos, token_limit(loaded, max_tokens),
+                                           "run: the losses and the top-5 describe that part"))
+    return TextTokens(tuple(ids), cut, tuple(warnings))
+
+
+def _tokens(loaded, text: str | TextTokens, bos: bool | None, max_tokens: int | None) -> TextTokens:
+    return text if isinstance(text, TextTokens) else text_tokens(loaded, text, bos, max_tokens)
 
 
 def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
@@ -288,21 +298,22 @@ def _check_mode(mode: str) -> str:
     return mode
 
 
-def ablate(loaded, text: str, heads: Iterable[tuple[int, int]], mode: AblationMode = "zero",
-           bos: bool | None = None) -> AblationResult:
-    """Run ``text`` with and without ``heads`` ablated; loss and top-5 next tokens for both."""
+def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mode: AblationMode = "zero",
+           bos: bool | None = None, max_tokens: int | None = None) -> AblationResult:
+    """Run ``text`` (or the :class:`TextTokens` of :func:`text_tokens`) with and without ``heads`` ablated;
+    loss and top-5 next tokens for both."""
     site = heads_site(loaded)
     mode = _check_mode(mode)
     chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
-    tokens = text_tokens(loaded, text, bos)
+    tokens = _tokens(loaded, text, bos, max_tokens)
     ids = list(tokens.ids)
     return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),
-                          _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated)
+                          _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated, tokens.warnings)
 
 
-def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | None = None,
-                   progress: ProgressCallback | None = None,
-                   cancel: threading.Event | None = None) -> ImportanceMap:
+def importance_map(loaded, text: str | TextTokens, mode: AblationMode = "zero", bos: bool | None = None,
+                   progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
+                   max_tokens: int | None = None) -> ImportanceMap:
     """Loss change when each head alone is ablated: one forward per head (plus the baseline).
 
     ``progress(done, total)`` after each forward; setting ``cancel`` stops between forwards with
@@ -310,7 +321,7 @@ def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | N
     """
     site = heads_site(loaded)
     mode = _check_mode(mode)
-    tokens = text_tokens(loaded, text, bos)
+    tokens = _tokens(loaded, text, bos, max_tokens)
     ids = list(tokens.ids)
     L, H = loaded.n_layer, loaded.n_head
     total = L * H + 1
@@ -328,4 +339,4 @@ def importance_map(loaded, text: str, mode: AblationMode = "zero", bos: bool | N
     change = ablated - baseline
     ablated.setflags(write=False)
     change.setflags(write=False)
-    return ImportanceMap(mode, baseline, ablated, change, tokens.n_tokens, tokens.truncated)
+    return ImportanceMap(mode, baseline, ablated, change, tokens.n_tokens, tokens.truncated, tokens.warnings)

@@ -393,6 +393,13 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
     return need
 
 
+def without_bom(text: str) -> tuple[str, list[str]]:
+    """``text`` without a leading byte-order mark (not text: it would run as tokens), and the warning if one was removed."""
+    if text and text.startswith(BOM):
+        return text[1:], ["The text started with a UTF-8 byte-order mark (BOM); it was removed."]
+    return text, []
+
+
 def truncation_warning(loaded: LoadedModel, ids: list[int], bos: bool, cap: int, done: str = "analysed") -> str:
     """The sentence for a text cut to ``ids`` (special tokens included) by ``cap`` or the model's context."""
     n_kept = len(ids) - len(loaded.special_ids([], special=bos))
@@ -420,10 +427,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     """
     started = time.perf_counter()
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
-    warnings = []
-    if text and text.startswith(BOM):  # a byte-order mark is not text: it would be analysed as 3 tokens
-        text = text[1:]
-        warnings.append("The text started with a UTF-8 byte-order mark (BOM); it was removed.")
+    text, warnings = without_bom(text)
     if use_bos and not loaded.special_ids([], special=True):
         use_bos = False
         if bos:

@@ -246,11 +246,12 @@ class AblationPanel(QtWidgets.QWidget):
         except InputError as exc:
             self._show_message(str(exc), error=True)
             return None
-        text, bos, mode = r.text, bool(r.bos), self.mode_choice.currentData()
+        text, bos, mode, cap = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens
         self.message.hide()
         self.ablate_button.setEnabled(False)
         self.ablated_box.setTitle("Ablated: running…")
-        return self.ablate_job.start(lambda loaded, _progress, _cancel: ablate(loaded, text, heads, mode, bos))
+        return self.ablate_job.start(
+            lambda loaded, _progress, _cancel: ablate(loaded, text, heads, mode, bos, max_tokens=cap))
 
     def _ablated(self, result) -> None:
         self.ablate_button.setEnabled(not self._usable())
@@ -259,6 +260,8 @@ class AblationPanel(QtWidgets.QWidget):
         self.baseline_box.show_outcome(result.baseline)
         self.ablated_box.setTitle(f"Ablated ({result.mode}): {heads}")
         self.ablated_box.show_outcome(result.ablated, f"  ({signed(result.loss_change)} vs baseline)")
+        if result.warnings:  # the same prefix the run analysed, said where these numbers are
+            self._show_message(" ".join(result.warnings))
         self.ablation_shown.emit(result)
 
     def _failed(self, message: str) -> None:
@@ -279,7 +282,7 @@ class AblationPanel(QtWidgets.QWidget):
         r = self.state.result
         if self._usable():
             return None
-        text, bos, mode = r.text, bool(r.bos), self.mode_choice.currentData()
+        text, bos, mode, cap = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens
         self.progress.setRange(0, r.n_layer * r.n_head + 1)
         self.progress.setValue(0)
         self.progress.show()
@@ -287,7 +290,7 @@ class AblationPanel(QtWidgets.QWidget):
         self.importance_cancel.setEnabled(True)
         self.importance_label.setText(f"Ablating each of the {r.n_layer * r.n_head} heads alone ({mode})…")
         return self.importance_job.start(
-            lambda loaded, progress, cancel: importance_map(loaded, text, mode, bos, progress, cancel))
+            lambda loaded, progress, cancel: importance_map(loaded, text, mode, bos, progress, cancel, max_tokens=cap))
 
     def _importance_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, total)
@@ -302,7 +305,7 @@ class AblationPanel(QtWidgets.QWidget):
 
     def _importance_ready(self, importance) -> None:
         self.importance = importance
-        self._importance_stopped(importance_summary(importance))
+        self._importance_stopped(" ".join((importance_summary(importance), *importance.warnings)))
         r = self.state.result
         if self.ablation is None and r is not None:  # the baseline is the text as analysed: show it too
             from analysis.ablation import TOP_K, Outcome

@@ -181,3 +181,27 @@ def test_an_encoder_is_told_why(qtbot, panel, tiny_result):
     assert not panel.ablate_button.isEnabled() and not panel.importance_button.isEnabled()
     assert panel.ablate() is None and panel.start_importance() is None
     assert panel.offscreen_figure() is None
+
+
+def test_the_tab_ablates_the_prefix_the_run_analysed_and_says_it_was_cut(qtbot, panel, worker, tiny_model):
+    """With a token cap below the text's length the tab once ran another prefix (the default cap) than the one
+    on screen, and never said the text was cut."""
+    from analysis.ablation import ablate, importance_map
+
+    long_text = " ".join([TEXT] * 4)
+    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
+        worker.analyse(long_text, bos=True, max_tokens=12)
+    panel.state.set_bundle(blocker.args[0])
+    assert panel.state.result.n_tokens == 12 and panel.state.result.truncated
+    panel.heads_edit.setText("1.2")
+    with qtbot.waitSignal(panel.ablation_shown, timeout=WAIT_MS) as shown:
+        panel.ablate()
+    expected = ablate(tiny_model, long_text, [(1, 2)], bos=True, max_tokens=12)
+    assert shown.args[0].n_tokens == 12 and shown.args[0].baseline.loss == pytest.approx(expected.baseline.loss)
+    assert panel.message.isVisible() and "token cap" in panel.message.text()
+    with qtbot.waitSignal(panel.importance_shown, timeout=WAIT_MS) as done:
+        panel.start_importance()
+    assert done.args[0].n_tokens == 12
+    assert done.args[0].baseline_loss == pytest.approx(importance_map(tiny_model, long_text, bos=True,
+                                                                       max_tokens=12).baseline_loss)
+    assert "token cap" in panel.importance_label.text()

@@ -112,9 +112,9 @@ def test_the_importance_sentence_names_only_heads_that_raise_the_loss():
     from gui.ablation_tab import importance_summary
 
     change = np.array([[0.5, -0.1], [0.0, 0.2]])
-    text = importance_summary(ImportanceMap("zero", 3.0, 3.0 + change, change))
+    text = importance_summary(ImportanceMap("zero", 3.0, 3.0 + change, change, 12, False))
     assert "0.0 +0.500, 1.1 +0.200." in text and "0.1" not in text.split("most:")[1]
-    none = importance_summary(ImportanceMap("mean", 3.0, 3.0 - np.abs(change), -np.abs(change)))
+    none = importance_summary(ImportanceMap("mean", 3.0, 3.0 - np.abs(change), -np.abs(change), 12, False))
     assert "none raises the loss" in none and "+" not in none.split("most:")[1]
 
 
