@@ -48,16 +48,22 @@ class Parser(argparse.ArgumentParser):
 
 def select_spec(text: str) -> str:
     """argparse type of ``--select``: ``L.H`` with non-negative integers (the range is checked once a model is loaded)."""
-    if not re.fullmatch(r"\s*\d+\.\d+\s*", text or ""):
+    if not re.fullmatch(r"\s*[0-9]+\.[0-9]+\s*", text or "", re.ASCII):  # as ablate --heads reads a head
         raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD with non-negative whole numbers, e.g. 3.1")
     return text.strip()
 
 
-def out_folder(text: str) -> Path:
-    """argparse type of ``--out``: a folder name (an empty one would mean the current folder)."""
-    if not text or not text.strip():
-        raise argparse.ArgumentTypeError("needs a folder name, such as out/ (an empty name is not one)")
-    return Path(text)
+def _not_blank(what: str, convert=str):
+    """An argparse type refusing an empty or blank value with "needs ``what`` (an empty name is not one)"."""
+    def check(text: str):
+        if not text or not text.strip():
+            raise argparse.ArgumentTypeError(f"needs {what} (an empty name is not one)")
+        return convert(text)
+
+    return check
+
+
+out_folder = _not_blank("a folder name, such as out/", Path)  # ``--out``: an empty one would mean the current folder
 
 
 #: The model options' defaults. They are set once, on the main parser: a subcommand's copy of an option
@@ -66,18 +72,8 @@ MODEL_DEFAULTS = {"model": None, "device": "auto", "dtype": "float32", "allow_pi
 HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
 
 
-def device_name(text: str) -> str:
-    """argparse type of ``--device``: a name that is not blank (which device exists is checked when loading)."""
-    if not text or not text.strip():
-        raise argparse.ArgumentTypeError("needs a device: auto, cpu, cuda, cuda:N or mps (an empty name is not one)")
-    return text
-
-
-def file_name(text: str) -> Path:
-    """argparse type of a file to write (``--json``): a name that is not blank."""
-    if not text or not text.strip():
-        raise argparse.ArgumentTypeError("needs a file name, such as out.json (an empty name is not one)")
-    return Path(text)
+device_name = _not_blank("a device: auto, cpu, cuda, cuda:N or mps")  # which exists is checked when loading
+file_name = _not_blank("a file name, such as out.json", Path)  # ``--json``
 
 
 def head_list(text: str) -> str:
@@ -303,7 +299,9 @@ def read_text_file(path: Path, limit: int | None = None) -> tuple[str, list[str]
     text, cut = read(path, limit)  # scan's rules: a regular file, UTF-8, no NUL bytes
     warnings = []
     if cut:
-        size = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
+        from analysis.lab import format_bytes
+
+        size = format_bytes(limit)
         warnings.append(f"{path} is longer than {size}; only its first {size} were read.")
     return text, warnings
 

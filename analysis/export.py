@@ -233,14 +233,19 @@ def check_export_target(out_dir: Path) -> Path:
         if entries is not None and not is_attnscope_export(out_dir):
             raise ExportError(f"{out_dir} holds files that are not an AttnScope export; AttnScope replaces only "
                               "its own exports or empty folders: choose a new or empty folder.")
-    existing = out_dir.parent
+    _check_writable_parent(out_dir)
+    return out_dir
+
+
+def _check_writable_parent(target: Path) -> None:
+    """ExportError unless the nearest existing folder above ``target`` is a folder AttnScope may write in."""
+    existing = target.parent
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise ExportError(f"Cannot write to {out_dir}: {existing} is a file, not a folder.")
+        raise ExportError(f"Cannot write to {target}: {existing} is a file, not a folder.")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"Cannot write to {out_dir}: permission denied in {existing}.")
-    return out_dir
+        raise ExportError(f"Cannot write to {target}: permission denied in {existing}.")
 
 
 def _make_parents(folder: Path) -> list[Path]:
@@ -349,13 +354,7 @@ def check_file_target(path: Path) -> Path:
         raise ExportError(f"{path} is a folder: give a file name to export to.")
     if path.exists() and not path.is_file():
         raise ExportError(f"{path} is not a regular file (a device, pipe or socket); give a file name to export to.")
-    existing = path.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ExportError(f"Cannot write {path}: {existing} is a file, not a folder.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"Cannot write {path}: permission denied in {existing}.")
+    _check_writable_parent(path)
     return path
 
 

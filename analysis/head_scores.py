@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, Mapping, get_args
+from typing import Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -47,6 +47,9 @@ import numpy as np
 ScoreName = Literal["previous_token", "sink", "self", "duplicate_token", "induction", "induction_probe", "entropy",
                     "next_token"]
 SCORE_NAMES: tuple[str, ...] = get_args(ScoreName)
+#: Per layer, how many keys back (itself included) a query sees under a sliding window, None for none;
+#: None or () for a model without windows (``LoadedModel.sliding_windows``, ``AttentionResult.sliding_windows``).
+Windows = Sequence[int | None] | None
 
 SCORE_LABELS: Mapping[str, str] = MappingProxyType({
     "previous_token": "previous token",
@@ -133,7 +136,7 @@ def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray
     return _diagonal_mean(attentions, 0, np.arange(1 if causal else 0, n))
 
 
-def _window_sizes(windows, n_layer: int, n: int) -> np.ndarray:
+def _window_sizes(windows: Windows, n_layer: int, n: int) -> np.ndarray:
     """(layer,) how many keys back (itself included) a query sees: the sliding window, or n + 1 (no window)."""
     if not windows:
         return np.full(n_layer, n + 1)
@@ -142,7 +145,7 @@ def _window_sizes(windows, n_layer: int, n: int) -> np.ndarray:
     return np.array([n + 1 if w is None else int(w) for w in windows])
 
 
-def sink(attentions: np.ndarray, windows=None) -> np.ndarray:
+def sink(attentions: np.ndarray, windows: Windows = None) -> np.ndarray:
     """Mean over the queries i ≥ 1 that can see the first token of A[i, 0]: the mass parked on it. (layer, head)
 
     The same for causal and bidirectional models: query 0's own A[0, 0] is self-attention, not a sink.
@@ -165,11 +168,19 @@ def sink(attentions: np.ndarray, windows=None) -> np.ndarray:
     return out
 
 
-def repeat_pairs(token_ids: np.ndarray, min_gap: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
-    """All (i, j) with j ≤ i − ``min_gap`` and token[j] == token[i]; and how many positions i have at least one."""
+def repeat_pairs(token_ids: np.ndarray, min_gap: int = 1, window: int | None = None,
+                 key_offset: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """All (i, j) with j ≤ i − ``min_gap`` and token[j] == token[i]; and how many positions i have at least one.
+
+    ``window``: a sliding window of that many keys; only pairs whose key j + ``key_offset`` query i can see
+    (j + key_offset > i − window) are kept, so a copy out of sight is not counted as a forced zero."""
     ids = np.asarray(token_ids).ravel()
     same = ids[:, None] == ids[None, :]  # (n, n)
-    i, j = np.nonzero(np.tril(same, k=-min_gap))
+    pairs = np.tril(same, k=-min_gap)
+    if window is not None:
+        i, j = np.indices(pairs.shape)
+        pairs &= j + key_offset > i - int(window)
+    i, j = np.nonzero(pairs)
     return i, j, int(np.unique(i).size)
 
 
@@ -181,40 +192,48 @@ DUPLICATE_MIN_GAP = 2
 INDUCTION_MIN_GAP = 3
 
 
-def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+def _pattern_mean(a: np.ndarray, token_ids: np.ndarray, min_gap: int, key_offset: int, windows: Windows) -> np.ndarray:
+    """Mean over positions i with a pair of Σ_pairs A[i, j + key_offset], layer by layer group of equal window."""
+    n_layer, n = a.shape[0], a.shape[-1]
+    sizes = _window_sizes(windows, n_layer, n)
+    out = np.full(a.shape[:2], np.nan)
+    for size in np.unique(sizes):
+        layers = sizes == size
+        i, j, n_positions = repeat_pairs(token_ids, min_gap, None if size > n else int(size), key_offset)
+        if n_positions:
+            out[layers] = a[layers][..., i, j + key_offset].astype(np.float64).sum(axis=-1) / n_positions
+    return out
+
+
+def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
     """Mean, over positions i whose token occurred at least 2 positions earlier, of
     Σ_{j ≤ i−2, tok[j]=tok[i]} A[i, j].
 
     A copy right before the query (j = i−1, "the the") is left out: attending to it is what a
-    previous-token head does anyway. (layer, head); all NaN when no token repeats that far apart.
+    previous-token head does anyway. Under a sliding window (``windows``, per layer) only copies the
+    query can see count. (layer, head); all NaN when no token repeats that far apart.
     Causal models only (see ``applicable_scores``).
     """
-    a = _check(attentions)
-    i, j, n_positions = repeat_pairs(token_ids, DUPLICATE_MIN_GAP)
-    if n_positions == 0:
-        return np.full(a.shape[:2], np.nan)
-    return a[..., i, j].astype(np.float64).sum(axis=-1) / n_positions
+    return _pattern_mean(_check(attentions), token_ids, DUPLICATE_MIN_GAP, 0, windows)
 
 
-def induction(attentions: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+def induction(attentions: np.ndarray, token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
     """Mean, over positions i whose token occurred at least 3 positions earlier, of
     Σ_{j ≤ i−3, tok[j]=tok[i]} A[i, j+1]: the attention on the token that followed each earlier
     occurrence (what an induction head copies).
 
     Copies at j = i−1 and j = i−2 are left out: the token after them is the query itself or its
-    previous token, which self and previous-token heads attend to anyway. (layer, head); all NaN
+    previous token, which self and previous-token heads attend to anyway. Under a sliding window
+    (``windows``, per layer) only pairs whose key j+1 the query can see count. (layer, head); all NaN
     when no token repeats that far apart. Causal models only (see ``applicable_scores``).
     """
-    a = _check(attentions)
-    i, j, n_positions = repeat_pairs(token_ids, INDUCTION_MIN_GAP)
-    if n_positions == 0:
-        return np.full(a.shape[:2], np.nan)
-    return a[..., i, j + 1].astype(np.float64).sum(axis=-1) / n_positions
+    return _pattern_mean(_check(attentions), token_ids, INDUCTION_MIN_GAP, 1, windows)
 
 
-def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray) -> np.ndarray:
-    """``induction`` on the probe sequence (BOS, random tokens R, R again), so it is defined for any text."""
-    return induction(probe_attentions, probe_token_ids)
+def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
+    """``induction`` on the probe sequence (BOS, random tokens R, R again), so it is defined for any text.
+    Under a sliding window shorter than the probe's span a layer's value is NaN: no copy is in sight."""
+    return induction(probe_attentions, probe_token_ids, windows)
 
 
 def _row_entropy(rows: np.ndarray) -> np.ndarray:
@@ -225,7 +244,7 @@ def _row_entropy(rows: np.ndarray) -> np.ndarray:
     return -plogp.sum(axis=-1)
 
 
-def entropy(attentions: np.ndarray, *, causal: bool = True, windows=None) -> np.ndarray:
+def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = None) -> np.ndarray:
     """How spread each row is, normalised to 0 … 1 by the entropy of a uniform row over the keys a query
     can see: 0 when a row puts all weight on one key, 1 when it is uniform over them. (layer, head)
 
@@ -311,12 +330,13 @@ class HeadScores:
 
 
 def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None = None, *,
-                 causal: bool = True, windows=None) -> dict[str, np.ndarray]:
+                 causal: bool = True, windows: Windows = None) -> dict[str, np.ndarray]:
     """Every score in ``SCORE_NAMES`` for one text: (layer, head) float arrays; an all-NaN array for a
     score that does not apply (``applicable_scores(causal)``) — it is never computed.
 
     ``probe``: the (layer, head) ``induction_probe`` values, or None (NaN) when there was no probe run.
-    ``windows``: per layer, the sliding window of a causal mask or None (``sink``, ``entropy``).
+    ``windows``: per layer, the sliding window of a causal mask or None (every score that reads which
+    keys a query sees: sink, entropy, duplicate_token, induction).
     """
     a = _check(attentions)
     nan = np.full(a.shape[:2], np.nan)
@@ -326,8 +346,8 @@ def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarra
         "sink": lambda: sink(a, windows),
         "self": lambda: self_attention(a, causal=causal),
         "next_token": lambda: next_token(a),
-        "duplicate_token": lambda: duplicate_token(a, token_ids),
-        "induction": lambda: induction(a, token_ids),
+        "duplicate_token": lambda: duplicate_token(a, token_ids, windows),
+        "induction": lambda: induction(a, token_ids, windows),
         "induction_probe": lambda: np.array(probe, dtype=np.float64) if probe is not None else nan.copy(),
         "entropy": lambda: entropy(a, causal=causal, windows=windows),
     }
@@ -341,10 +361,10 @@ def all_scores(result) -> HeadScores:
     """
     causal = bool(getattr(result, "causal", True))
     probe = getattr(result, "probe", None)
-    probe_values = (induction_probe(probe.attentions, probe.token_ids)
+    windows = getattr(result, "sliding_windows", None)
+    probe_values = (induction_probe(probe.attentions, probe.token_ids, windows)
                     if probe is not None and causal else None)
-    values = score_values(result.attentions, result.token_ids, probe_values, causal=causal,
-                          windows=getattr(result, "sliding_windows", None))
+    values = score_values(result.attentions, result.token_ids, probe_values, causal=causal, windows=windows)
     for v in values.values():
         v.setflags(write=False)
     return HeadScores(values, applicable_scores(causal), causal)

@@ -119,7 +119,7 @@ class _Capture:
         shape, family = loaded.shape, loaded.family
         L, H, d = shape.n_layer, shape.n_head, shape.d_model
         self.attentions = np.empty((L, H, n_tokens, n_tokens), dtype=np.float32)
-        # thumbnails are pooled from the torch tensor in the hook: one fast pass while it is hot
+        # thumbnails are pooled in the hook from each layer's copy (display.pooled), one layer at a time
         self.thumbnail_px = thumbnail_px if n_tokens > thumbnail_px else 0
         self.thumbnails = (np.empty((L, H, thumbnail_px, thumbnail_px), dtype=np.float32) if self.thumbnail_px
                            else self.attentions)
@@ -325,9 +325,15 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
         whole = window >= len(text)
         cut = len(text) if whole else _whitespace_cut(text, window)
         ids = loaded.tokenizer(text[:cut], add_special_tokens=False, verbose=False)["input_ids"]
-        if whole or (shorter is not None and len(shorter) > limit and shorter[:limit] == ids[:limit]):
+        if whole:
             break
-        shorter, window = ids, window * 2
+        if len(ids) > limit:
+            if cut < window:  # cut at a pre-token boundary (a space): the prefix's tokens are the text's
+                break
+            if shorter is not None and len(shorter) > limit and shorter[:limit] == ids[:limit]:
+                break  # cut inside a word, twice: the first tokens no longer change
+            shorter = ids
+        window *= 2
     n_text = len(ids)
     if n_text == 0:  # a WordPiece tokenizer drops zero-width and control characters
         raise InputError("The text has no tokens once tokenised (this tokenizer drops all of its characters, "

@@ -124,8 +124,10 @@ class AttentionCost:
 
 
 def format_bytes(b: float) -> str:
-    """Bytes for people, in binary units everywhere AttnScope shows a size: KiB below one MiB
-    (1 KiB = 1024 bytes), MiB below one GiB, GiB above."""
+    """Bytes for people, in binary units everywhere AttnScope shows a size: whole bytes below one KiB,
+    KiB below one MiB (1 KiB = 1024 bytes), MiB below one GiB, GiB above."""
+    if b < 2**10:
+        return f"{b:,.0f} bytes"
     if b >= 2**30:
         return f"{b / 2**30:,.2f} GiB"
     return f"{b / 2**10:,.1f} KiB" if b < 2**20 else f"{b / 2**20:,.2f} MiB"

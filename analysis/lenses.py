@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .head_scores import sink
+from .head_scores import Windows, sink
 from .manual_attention import layer_norm
 
 #: Gu et al.'s default threshold on the first-token score.
@@ -163,7 +163,7 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
 def first_token_shares(attentions: np.ndarray, value_norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """How much of each head goes to the first token, by weight and by value-weighted norm.
 
-    raw[l, h]      = mean over i ≥ 1 of A[i, 0]                       (= head_scores.sink)
+    raw[l, h]      = mean over i ≥ 1 of A[i, 0]                       (= head_scores.sink without windows)
     weighted[l, h] = mean over i ≥ 1 of N[i, 0] / Σ_j N[i, j]          (rows with Σ_j N = 0 count 0)
 
     The second is the share of the summed contribution norms ``Σ_j ‖A[i, j] f_h(x_j)‖`` that the first
@@ -212,7 +212,7 @@ class SinkRate:
     scores: np.ndarray  # (L, H) the first-token scores the mask was taken from
 
 
-def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON, windows=None) -> SinkRate:
+def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON, windows: Windows = None) -> SinkRate:
     """Gu et al. 2024: a head is a sink head when its first-token score exceeds ε; the sink rate is
     the share of such heads.
 

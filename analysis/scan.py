@@ -45,8 +45,9 @@ TEXTS_LIMIT = 64 * 2**20
 
 
 def _too_big(what: str, limit: int, hint: str) -> InputError:
-    size = f"{limit // 2**20} MiB" if limit >= 2**20 and limit % 2**20 == 0 else f"{limit:,} bytes"
-    return InputError(f"{what} more than {size} of text{hint}")
+    from .lab import format_bytes  # the one format for sizes
+
+    return InputError(f"{what} more than {format_bytes(limit)} of text{hint}")
 
 
 def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
@@ -164,7 +165,7 @@ class ScanResult:
 
 
 def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None,
-                causal: bool = True, windows=None) -> np.ndarray:
+                causal: bool = True, windows: hs.Windows = None) -> np.ndarray:
     """Every score of ``head_scores.score_values`` for one text, stacked in SCORE_NAMES order;
     a score that does not apply (``applicable_scores(causal)``) is all NaN. (score, layer, head)"""
     values = hs.score_values(attentions, token_ids, probe, causal=causal, windows=windows)
@@ -288,10 +289,12 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     probe = None  # encoders: no induction probe
     if causal:
         probe_result = run_probe(loaded)
-        probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids)  # (L, H), the same for every text
+        probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids,  # (L, H), the same for every text
+                                   loaded.sliding_windows)
 
     L, H = loaded.n_layer, loaded.n_head
     per_text = np.empty((len(texts), len(hs.SCORE_NAMES), L, H))
+    windows = loaded.sliding_windows  # per layer: hoisted out of the loop
     lengths = [len(ids) for ids in token_ids]
     pad_id = next((i for i in (loaded.tokenizer.pad_token_id, loaded.tokenizer.eos_token_id) if i is not None),
                   token_ids[0][0])  # any real id: pads are masked and cut off
@@ -301,7 +304,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
             raise AnalysisCancelled("Scan cancelled.")
         attentions = _forward_batch(loaded, [token_ids[i] for i in batch], pad_id)
         for i, a in zip(batch, attentions):
-            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal, loaded.sliding_windows)
+            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal, windows)
         done += len(batch)
         if progress:
             progress(done, len(texts))

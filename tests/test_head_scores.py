@@ -332,3 +332,21 @@ def test_a_sliding_window_model_reports_the_windows_its_mask_really_has(tmp_path
     assert (result.attentions[..., (j > i - 5) & (j <= i)] > 0).all()
     scores = hs.all_scores(result)
     np.testing.assert_allclose(scores["entropy"], hs.entropy(result.attentions, windows=(5,) * loaded.n_layer))
+
+
+def test_duplicate_and_induction_count_only_copies_in_sight_of_a_sliding_window():
+    """A copy farther back than the window has weight 0 by force: counting it diluted the score."""
+    ids = np.array([7, 1, 2, 3, 7, 4, 5, 6, 1, 2, 3, 4])  # 7 repeats 4 back; 1, 2, 3 repeat 7 back
+    n = len(ids)
+    w = 6
+    head = windowed_uniform(n, w)
+    a = np.stack([head[None], head[None]]).astype(np.float32)  # layer 0: no window; layer 1: window 6 (reads the same map)
+    windows = (None, w)
+    # by hand, layer 1 (key j in sight of query i when j > i − 6): duplicate — only (4, 0); induction (key j+1)
+    # — (4, 0) → key 1 and (11, 5) → key 6 (the copies of 1, 2, 3 at 8, 9, 10 are 7 back: keys 2, 3, 4 out of sight)
+    np.testing.assert_allclose(hs.duplicate_token(a, ids, windows)[1], [head[4, 0]], rtol=1e-6)
+    np.testing.assert_allclose(hs.induction(a, ids, windows)[1], [(head[4, 1] + head[11, 6]) / 2], rtol=1e-6)
+    # layer 0 as without windows: positions 4, 8, 9, 10, 11 (4 repeats 5 back at 11 too)
+    np.testing.assert_allclose(hs.induction(a, ids, windows)[0], hs.induction(a, ids)[0])
+    assert hs.induction(a, ids)[1, 0] < hs.induction(a, ids, windows)[1, 0]  # diluted by copies out of sight
+    assert np.isnan(hs.induction_probe(a, ids, (3, 3))).all()  # no copy 3 back or nearer is in sight of 3 keys
