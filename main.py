@@ -32,7 +32,17 @@ class Parser(argparse.ArgumentParser):
     an unknown option after a command, which argparse reports from the main parser, names the command as well.
     ``--help`` is argparse's own."""
 
+    _argv: list[str] = []  # what the main parser was given, for error() of any parser
+    _known: dict[str | None, set[str]] = {}  # option strings: None → the main parser's, a command → its own too
+
     def parse_args(self, args=None, namespace=None):
+        Parser._argv = list(sys.argv[1:] if args is None else map(str, args))
+        main_options = set(self._option_string_actions)
+        Parser._known = {None: main_options}
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, command in action.choices.items():
+                    Parser._known[name] = main_options | set(command._option_string_actions)
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             command = getattr(parsed, "command", None)
@@ -43,7 +53,29 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str, prog: str | None = None):
         from analysis.errors import one_line
 
+        typo = self._unknown_option()
+        if typo:  # argparse reports a missing --text, or --model's value as a command, before an unknown option
+            message = typo
         self.exit(2, f"attnscope: error: {one_line(message, 600)} (see '{prog or self.prog} --help')\n")
+
+    @classmethod
+    def _unknown_option(cls) -> str | None:
+        """"unknown option --tetx (did you mean --text?)" for the first --word no parser knows, else None."""
+        import difflib
+
+        command = None
+        for token in cls._argv:
+            if token == "--":
+                break
+            if command is None and token in cls._known:
+                command = token  # options after it are the command's (or the main parser's)
+                continue
+            name = token.split("=", 1)[0]
+            known = cls._known.get(command, set())
+            if name.startswith("--") and len(name) > 2 and name not in known:
+                close = difflib.get_close_matches(name, sorted(known), n=1)
+                return f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else "")
+        return None
 
 
 def select_spec(text: str) -> str:

@@ -76,7 +76,7 @@ def run_app(args) -> int:
     if gpt2_missing:
         from .downloads import offer_gpt2_download
 
-        offer_gpt2_download(window)
+        offer_gpt2_download(window, about=source)
     text = args.text if args.text is not None else (DEFAULT_TEXT if screenshot_dir else "")
     if not text:
         recent = window.text_input.recent_texts()

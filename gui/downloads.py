@@ -7,8 +7,9 @@ NOTE = ("Using the bundled model, a 4-layer × 4-head GPT-2-style model trained 
         "downloaded yet (about 550 MB).")
 
 
-def offer_gpt2_download(window) -> None:
-    window.note.show_note(NOTE, "info", [("Download GPT-2", lambda: download_gpt2(window))])
+def offer_gpt2_download(window, about: str = "bundled") -> None:
+    """The note, about the model ``about`` (the bundled one): it goes when another model is loaded."""
+    window.note.show_note(NOTE, "info", [("Download GPT-2", lambda: download_gpt2(window))], about=about)
 
 
 def download_gpt2(window) -> None:

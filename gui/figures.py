@@ -24,6 +24,7 @@ from analysis.display import SCALE_LABELS, apply_scale, elide, shown_weights, wi
 from analysis.errors import ExportError
 
 from .grid_plot import BAR_LABELS, GridPlot, bar_label  # noqa: F401 (BAR_LABELS re-exported)
+from .hover_text import KEY, hover_text
 from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
                          colormap, limit_to_data)
 
@@ -161,10 +162,14 @@ class HeadPlot(ZoomableFigure):
     before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
     title_px = 30  # height of the title row (pyqtgraph's own); the Head tab's figure takes less
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, describe: Callable[[int, int, float], str] | None = None):
+        """``describe(query, key, value as drawn)``: the text of a cell's tooltip; by default
+        :meth:`weight_text`. A view that says more (the Head tab's value-weighted view, the Rollout tab's
+        wording) passes its own, and shows the same text in its hover line."""
         left = TokenAxis("left", on_click=lambda row: self.query_clicked.emit(row))
         bottom = TokenAxis("bottom", rotate=True)
         super().__init__(parent, axisItems={"left": left, "bottom": bottom})
+        self.describe = describe if describe is not None else self.weight_text
         self.left_axis, self.bottom_axis = left, bottom
         self.plot.invertY(True)
         self.image = HoverImage(text_for=self._text_for, on_hover=self._hovered,
@@ -243,18 +248,19 @@ class HeadPlot(ZoomableFigure):
         self.row_highlight.setRect(QtCore.QRectF(0, row, self.matrix.shape[1], 1))
         self.row_highlight.setVisible(True)
 
+    def weight_text(self, q: int, k: int, value: float, to: str = KEY) -> str:
+        """The hover text of cell (query ``q``, key ``k``, ``value`` as drawn) of a weights map
+        (gui/hover_text.py ``hover_text``): the mask, the hidden first key, or the value (renormalised, and
+        the value before, when the first key is hidden). ``to``: the words between query and key."""
+        raw = None if self.before_hiding is None else float(self.before_hiding[q, k])
+        return hover_text(self.tokens, (q, k, value), self.causal, raw, to)
+
     def _text_for(self, cell) -> str:
+        """The cell's tooltip: ``describe`` of (query, key, value as drawn)."""
         if self.matrix is None:
             return ""
         q, k = cell
-        value = self.matrix[q, k]
-        masked = self.causal and k > q
-        shown = "masked (future token)" if masked else ("hidden (first key)" if math.isnan(value) else f"{value:.3f}")
-        if not masked and not math.isnan(value) and self.before_hiding is not None:
-            # the head panel's wording (gui/head_panel.py BEFORE_HIDING): never "was", which can be a token
-            before = float(self.before_hiding[q, k])
-            shown += f" renormalised without the first key (before renormalising: {before:.3f})"
-        return f"query '{self.tokens[q]}' [{q}] → key '{self.tokens[k]}' [{k}]: {shown}"
+        return self.describe(q, k, float(self.matrix[q, k]))
 
     def _hovered(self, cell) -> None:
         if cell is None or self.matrix is None:
@@ -432,7 +438,7 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
     fig = HeadPlot()
     lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
     fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
-                 cmap=cmap, scale=scale, hide_first=hide_first, causal=bool(getattr(result, "causal", True)))
+                 cmap=cmap, scale=scale, hide_first=hide_first, causal=result.causal)
     settle_layout()  # the rotated labels' height changes the layout once
     fig.update_label_density()
     return fig
@@ -445,7 +451,7 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
     lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
     fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
                        title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
-                       causal=bool(getattr(result, "causal", True)))
+                       causal=result.causal)
     if badges is not None:
         fig.set_badges(badges, badge_label)
     return fig

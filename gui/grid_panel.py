@@ -41,7 +41,6 @@ def grid_figure(view, badge_label: str = ""):
     badges = view.scores[view.badge_score] if view.badge_score else None
     fig = offscreen_grid_figure(r, view.colormap, view.scale, badges=badges, hide_first=view.hide_first,
                                 badge_label=badge_label)
-    fig.set_causal(is_causal(r))  # masked cells blank, as on screen
     source, full, _key, quantity, what = grid_data(view)
     if what:
         from .figures import settle_layout
@@ -51,16 +50,11 @@ def grid_figure(view, badge_label: str = ""):
         fig.resize(max(fig.width(), width_for_title(title)), fig.height())  # an export shows its title whole
         settle_layout()
         fig.set_attentions(source, view.colormap, view.scale, key=None, full=full, hide_first=view.hide_first,
-                           sync=True, title=title, causal=is_causal(r))
+                           sync=True, title=title, causal=r.causal)
         fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", quantity)
                                    + (" (first key hidden)" if view.hide_first else ""))
         fit_title(fig)
     return fig
-
-
-def is_causal(result) -> bool:
-    """Whether ``result``'s model masks future keys (a decoder): the grid leaves those cells blank."""
-    return bool(getattr(result, "causal", True))
 
 
 def grid_data(state: ViewState):
@@ -132,7 +126,7 @@ class GridPanel(QtWidgets.QWidget):
             return
         source, full, key, self.plot.quantity, what = grid_data(s)
         self.plot.set_attentions(source, s.colormap, s.scale, key=key, full=full, hide_first=s.hide_first,
-                                 causal=is_causal(s.result))
+                                 causal=s.result.causal)  # a decoder's masked cells blank
         self.title.setText("<b>All heads</b>" + (f" — {what}" if what else ""))
         self.title.setToolTip("Value-weighted attention N = A·‖f_h(x_j)‖, each query row normalised to sum to 1 "
                               "for display; the Head tab's hover line has the raw N" if what else "")

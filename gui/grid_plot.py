@@ -50,7 +50,7 @@ class GridPlot(LayerHeadMap):
         self._hide_first = False
         self._cmap, self._scale, self._title = "viridis", "linear", ""
         self._quantity = "weight"
-        self.causal = False  # blank the masked future cells (a decoder's); set_attentions(causal=…) / set_causal
+        self.causal = False  # blank the masked future cells (a decoder's); set_attentions(causal=…)
         self._mosaic: np.ndarray | None = None
         self.cell = 0  # the pooled size of one head in the mosaic now (pixels of the image)
         self._job = None
@@ -89,24 +89,6 @@ class GridPlot(LayerHeadMap):
         self._cmap, self._scale, self._title, self._quantity = cmap, scale, title, quantity
         if not self._repool(sync) and self._mosaic is not None:
             self._draw()
-
-    def set_causal(self, causal: bool) -> None:
-        """Blank the masked future cells (True, a decoder) or draw every cell (False, an encoder)."""
-        causal = bool(causal)
-        if causal == self.causal:
-            return
-        self.causal = causal
-        if self._mosaic is None:
-            return
-        if causal:  # blank the cells of the mosaic there is
-            L, H = self._full.shape[:2]
-            mask_future(self._mosaic, L, H, self.cell)
-            self._draw()
-        else:  # the blanked cells must come back: pool again
-            self._job = None
-            self._job_timer.stop()
-            self._mosaic, self.cell = None, 0
-            self._repool(sync=False)
 
     # ----------------------------------------------------------------- pooling
     def target_cell(self) -> int:

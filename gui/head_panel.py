@@ -21,6 +21,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from analysis.display import SCALE_LABELS, SCALES
 
 from .figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, bar_label, settle_layout  # noqa: F401
+from .hover_text import NORMS_NOT_READY, hover_text, value_hover_text  # noqa: F401 (hover_text re-exported)
 from .lens_data import VALUE_NORMS, LensData
 from .plot_items import plain_tooltip
 from .view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
@@ -62,60 +63,12 @@ def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
         shortcut.activated.connect(lambda s=step: state.move_selection(*s))
 
 
-BEFORE_HIDING = "before renormalising"  # the cell's value before the first key was dropped (never "was": a token)
-NORMS_NOT_READY = "value norms not ready yet"
-
-
-def _where(tokens, q: int, k: int) -> str:
-    return f"query '{tokens[q]}' [{q}] → key '{tokens[k]}' [{k}]"
-
-
-def hover_text(tokens, cell, causal: bool = True, raw: float | None = None) -> str:
-    """The hover line (and cell tooltip) for ``cell`` = (query, key, value as drawn) of a weights map; plain text.
-
-    ``causal``: a key after its query is the model's mask (an encoder masks nothing). ``raw``: the cell
-    before renormalising (the model's own weight) when the map shows it renormalised (first key hidden)."""
-    if cell is None:
-        return " "
-    q, k, value = cell
-    where = _where(tokens, q, k)
-    if causal and k > q:
-        return f"{where}: masked (a future token)"
-    if value is None or not math.isfinite(value):
-        return f"{where}: hidden (first key)"
-    if raw is not None:
-        return f"{where}: {value:.3f} renormalised without the first key ({BEFORE_HIDING}: {raw:.3f})"
-    return f"{where}: {value:.3f}"
-
-
-def value_hover_text(tokens, cell, attention: float | None, key_norm: float | None, causal: bool = True,
-                     before: float | None = None) -> str:
-    """The hover line in the value-weighted view: the share of the row as drawn, then A, ‖f_h(x_j)‖ and the
-    raw N = A·‖f_h(x_j)‖. ``before``: the share before renormalising when the first key is hidden.
-    ``key_norm`` None: the value norms are not there (yet); the share alone, and that said."""
-    if cell is None:
-        return " "
-    q, k, value = cell
-    if (causal and k > q) or value is None or not math.isfinite(value):
-        return hover_text(tokens, cell, causal)  # the mask, or the hidden first key
-    share = f"{_where(tokens, q, k)}: share {value:.3f}"  # the colour bar says "share of row N (first key hidden)"
-    share += f" ({BEFORE_HIDING}: {before:.3f})" if before is not None else " of the row"
-    if attention is None or key_norm is None:
-        return f"{share} ({NORMS_NOT_READY})"
-    return f"{share} · N = A·‖f(x)‖ = {attention:.3f} × {key_norm:.3g} = {attention * key_norm:.4g}"
-
-
 def label_scores(scores, layer: int, head: int) -> list[tuple[str, float]]:
     """(name, value) of each HEAD_LABEL_SCORES score defined (finite) for head ``layer``.``head``, in that order."""
-    found = []
-    for name in HEAD_LABEL_SCORES if scores is not None else ():
-        try:
-            value = float(scores[name][layer, head])
-        except KeyError:  # a score this bundle does not carry
-            continue
-        if math.isfinite(value):
-            found.append((name, value))
-    return found
+    if scores is None:
+        return []
+    values = ((name, float(scores[name][layer, head])) for name in HEAD_LABEL_SCORES)
+    return [(name, value) for name, value in values if math.isfinite(value)]
 
 
 def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
@@ -182,23 +135,21 @@ def view_to_draw(state: ViewState) -> str:
 
 
 def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
-              title: str) -> str:
-    """Draw head ``layer``.``head`` of the state's result as the state says (weights, or value-weighted when
-    its value norms are there); returns what was drawn (:func:`view_to_draw`)."""
+              title: str) -> None:
+    """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
+    value-weighted when its value norms are there)."""
     r, values = state.result, state.lens(VALUE_NORMS)
-    causal = bool(getattr(r, "causal", True))
     if view_to_draw(state) == "value-weighted":
         figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
-                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=causal,
+                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
                         quantity="share of row N")
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
-        return "value-weighted"
+        return
     figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
-                    hide_first=state.hide_first, causal=causal)
+                    hide_first=state.hide_first, causal=r.causal)
     if strip is not None:
         strip.set_norms(None)
-    return "weights"
 
 
 class ElidingComboBox(QtWidgets.QComboBox):
@@ -237,7 +188,7 @@ class ElidedLabel(QtWidgets.QLabel):
     inside one, nor right after a dash, colon or comma). ``text()`` keeps the whole text (and the caller puts
     it in the tooltip); only the painting is cut."""
 
-    DANGLING = "—–-·:,;"  # a cut right after one of these reads as a half sentence: cut before its word too
+    DANGLING = "—–-·:,;&"  # a cut right after one of these reads as a half sentence: cut before its word too
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -269,10 +220,12 @@ class ElidedLabel(QtWidgets.QLabel):
             doc = self._document(text)
             if doc.idealWidth() <= room:
                 return doc
+        # the shortest wording (``text``, HTML) is cut in its own rich document, so that its bold and italics and
+        # its escaped "&lt;" stay as they are; its plain text only finds where the words end
         end = doc.characterCount() - 1  # without the closing paragraph separator
-        text = doc.toPlainText()  # one block: character i is document position i
-        cuts = [0] + [i for i in range(1, len(text)) if text[i].isspace() and not text[i - 1].isspace()
-                      and text[i - 1] not in self.DANGLING]
+        plain = doc.toPlainText()  # one block: character i is document position i
+        cuts = [0] + [i for i in range(1, len(plain)) if plain[i].isspace() and not plain[i - 1].isspace()
+                      and plain[i - 1] not in self.DANGLING]
 
         def cut(keep: int) -> QtGui.QTextDocument:
             shorter = self._document(text)
@@ -318,14 +271,13 @@ class HeadPanel(QtWidgets.QWidget):
     def __init__(self, state: ViewState, worker=None, parent=None):
         super().__init__(parent)
         self.state = state
-        self.plot = HeadPlot()
+        self.plot = HeadPlot(describe=self.describe_cell)  # the cell's tooltip is the hover line's text
         self.plot.setMinimumSize(200, 200)
         self.plot.ci.setContentsMargins(1, 1, 1, 5)  # on screen only (exports are fresh figures); "key" needs 5 below
         self.plot.title_px = 24
         show_focus_ring(self.plot)
         add_arrow_keys(self.plot, state)
         self.plot.query_clicked.connect(state.toggle_query_row)
-        self.plot.image.text_for = lambda cell: self.describe_cell(*cell, self.plot.matrix[cell])  # the tooltip
         self.plot.cell_hovered.connect(self._hovered)
         self.colormap_choice = choice_box(COLORMAPS, COLORMAP_LABELS, state.colormap, state.set_colormap,
                                           "Colour map of every heatmap", chars=7)
@@ -398,17 +350,18 @@ class HeadPanel(QtWidgets.QWidget):
         top = strongest_score(s.scores, layer, head)
         name = f"<b>L{layer} H{head}</b>"
         texts = [name]
+        note = None  # what the value view is waiting for (plain text), whole in the tooltip too
         if s.attention_view == "value-weighted" and self.drawn == "weights":
             error = s.lens_error(VALUE_NORMS)
-            texts = [name + (" — <i>value-weighted view: " + html.escape(error) + " Showing the weights.</i>" if error
-                             else " — <i>computing the value norms…</i>")]
+            note = f"value-weighted view: {error} Showing the weights." if error else "computing the value norms…"
+            texts = [f"{name} — <i>{html.escape(note)}</i>"]
         elif top is not None:
             score = f"{top[0].replace('_', ' ')} {top[1]:.2f}"
             texts = [f"{name} · top score: {score}", f"{name} · top: {score}", name]
         self.head_label.set_texts(*texts)
         tip = [f"Layer {layer}, head {head}."]
-        if len(texts) == 1 and texts[0] != name:  # what the value view is waiting for, whole
-            tip.append(self.head_label.plain_text().split(" — ", 1)[1])
+        if note is not None:
+            tip.append(note)
         scores = [f"{n.replace('_', ' ')} {value:.2f}" for n, value in label_scores(s.scores, layer, head)]
         if scores:
             tip.append("Scores (each a mean attention weight on one pattern, 0 … 1; all of them in the Head "
@@ -424,17 +377,15 @@ class HeadPanel(QtWidgets.QWidget):
         s, r = self.state, self.state.result
         if r is None or self.plot.matrix is None or max(q, k) >= len(r.tokens):
             return ""
-        causal = bool(getattr(r, "causal", True))
-        cell = (q, k, value)
-        shown = math.isfinite(value) and not (causal and k > q)
-        before = self.plot.before_hiding  # the map before the first key was dropped, as set_head got it
-        before = float(before[q, k]) if shown and before is not None else None
+        shown = math.isfinite(value) and not (r.causal and k > q)
         if self.drawn == "value-weighted":
             values = s.lens(VALUE_NORMS)
+            before = self.plot.before_hiding  # the shares before the first key was dropped, as set_head got them
+            before = float(before[q, k]) if shown and before is not None else None
             attention = float(r.attentions[s.layer, s.head, q, k])
             key_norm = None if values is None else float(values.key_norms[s.layer, s.head, k])
-            return value_hover_text(r.tokens, cell, attention, key_norm, causal, before)
-        text = hover_text(r.tokens, cell, causal, before)
+            return value_hover_text(r.tokens, (q, k, value), attention, key_norm, r.causal, before)
+        text = self.plot.weight_text(q, k, value)
         if shown and s.attention_view == "value-weighted":  # chosen, but the weights are drawn
             text += (" (the weight: the value-weighted view is not available)" if s.lens_error(VALUE_NORMS)
                      else f" (the weight: {NORMS_NOT_READY})")

@@ -26,6 +26,7 @@ class NoteBar(QtWidgets.QFrame):
         super().__init__(parent)
         self.one_line = one_line
         self._text = ""
+        self.about: str | None = None  # the model source the note is about (see show_note)
         self.setFrameShape(QtWidgets.QFrame.Shape.StyledPanel)
         self.label = QtWidgets.QLabel(self)
         self.label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -46,8 +47,10 @@ class NoteBar(QtWidgets.QFrame):
         layout.addWidget(close)
         self.hide()
 
-    def show_note(self, text: str, kind: str = "info", actions=()) -> None:
-        """Show ``text``; ``actions`` is a list of (button label, callback)."""
+    def show_note(self, text: str, kind: str = "info", actions=(), about: str | None = None) -> None:
+        """Show ``text``; ``actions`` is a list of (button label, callback). ``about``: the model source the
+        note describes (the window hides the note once another model is loaded), None for any."""
+        self.about = about
         bg, fg = NOTE_COLOURS[kind]
         self.setStyleSheet(f"NoteBar {{ background: {bg}; border: 1px solid {fg}33; border-radius: 4px; }}"
                            f"QLabel {{ color: {fg}; }}")

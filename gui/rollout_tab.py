@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from .figures import HeadPlot, apply_theme
-from .head_panel import hover_text, show_focus_ring
+from .head_panel import show_focus_ring
 from .lens_data import ROLLOUT, LensData
 from .view_state import ViewState
 
@@ -30,7 +30,7 @@ class RolloutTab(QtWidgets.QWidget):
         super().__init__(parent)
         self.state = state
         self.lenses = LensData.for_state(state, worker)
-        self.plot = HeadPlot()
+        self.plot = HeadPlot(describe=self.describe_cell)  # the cell's tooltip is the hover line's text
         self.plot.setMinimumSize(200, 200)
         show_focus_ring(self.plot)
         self.plot.cell_hovered.connect(self._hovered)
@@ -129,18 +129,18 @@ class RolloutTab(QtWidgets.QWidget):
     def _draw(self, figure: HeadPlot, r, title: str) -> None:
         s = self.state
         figure.set_head(r[s.layer], s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
-                        causal=bool(getattr(s.result, "causal", True)), quantity="rollout R")
+                        causal=s.result.causal, quantity="rollout R")
         figure.plot.setLabel("bottom", "input token")
 
+    def describe_cell(self, q: int, k: int, value: float) -> str:
+        """The one text of cell (position ``q``, input ``k``, ``value`` of R as drawn): the hover line and the
+        cell's tooltip both show it. R itself, or R renormalised without the first input and R before, when the
+        first token is hidden; a causal model's future input is its mask."""
+        return self.plot.weight_text(q, k, value, to="draws on input")
+
     def _hovered(self, cell) -> None:
-        s = self.state
-        if s.result is None or cell is None:
-            self.hover_label.setText(" ")
-            return
-        causal = bool(getattr(s.result, "causal", True))
-        text = hover_text(s.result.tokens, cell, causal)
-        self.hover_label.setText(text.replace("→ key", "draws on input", 1) if not (causal and cell[1] > cell[0])
-                                 else text)
+        """The hover line for HeadPlot.cell_hovered's (query, key, value as drawn), or None (outside)."""
+        self.hover_label.setText(" " if cell is None else self.describe_cell(*cell))
 
     def offscreen_figure(self):
         """A fresh export figure of the rollout shown (the caller disposes it); None before it is computed."""

@@ -4,9 +4,14 @@ A run analyses at most ``min(cap, the model's context)`` tokens (``analysis.infe
 the menu shows that number, and says which of the two it is when the model's context is the smaller."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.inference import DEFAULT_MAX_TOKENS
+
+if TYPE_CHECKING:
+    from analysis.loading import ModelInfo
 
 MAX_TOKENS_LIMIT = 1_000_000  # the most the dialog accepts (the model's context caps it anyway)
 
@@ -37,10 +42,9 @@ class TokenLimit:
         self.settings.setValue("run/max_tokens", int(value))
         self._show()
 
-    def set_context(self, model) -> None:
-        """The loaded model's context: a ``ModelInfo`` (its ``context_length``), a number of tokens, or None."""
-        context = getattr(model, "context_length", model)
-        self.context = None if context is None else int(context)
+    def set_context(self, model: ModelInfo) -> None:
+        """The loaded model's context (its ``context_length``, in tokens)."""
+        self.context = int(model.context_length)
         self._show()
 
     def ask(self, parent: QtWidgets.QWidget) -> None:

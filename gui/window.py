@@ -167,6 +167,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.closed or request_id != self.latest_load_id:
             return
         self.error.hide()
+        if self.note.about is not None and self.note.about != (self.loading_source or info.label):
+            self.note.hide()  # it described another model (the bundled one's note after a switch to minilm)
         self.model_info = info
         if self.state.bundle is None:
             self.state.set_placeholder("Type a text to see its attention" if not self.text_input.text().strip()

@@ -49,7 +49,7 @@ def tiny_result(tiny_model):
 @pytest.fixture(scope="module")
 def worker(tiny_model_dir):
     """A real worker thread with the tiny model loaded through it, one per test module (loading costs seconds).
-    A module that needs another worker defines its own ``worker``."""
+    A test that needs a fresh worker of its own takes ``loaded_worker``."""
     from PySide6 import QtCore
 
     from gui.qt import ensure_qapp
@@ -65,6 +65,20 @@ def worker(tiny_model_dir):
     while not loaded and not deadline.hasExpired():
         QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
     assert loaded
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def loaded_worker(qtbot, tiny_model):
+    """A real worker thread holding the session's tiny model as after a load (no load through it: that costs
+    seconds), one per test; stopped at the end. For tests that ask the worker for lenses or scores."""
+    from gui.qt import ensure_qapp
+    from gui.worker import Worker
+
+    ensure_qapp()
+    w = Worker()
+    w._loaded = tiny_model
     yield w
     w.stop()
 

@@ -198,8 +198,8 @@ def test_bench_json_is_written_whole(tmp_path, capsys, monkeypatch):
 
 # ----------------------------------------------------------------------------- D: parse errors are one line
 @pytest.mark.parametrize("argv, words, command", [
-    (["--bogus"], "unrecognized arguments: --bogus", ""),
-    (["export", "--text", "a", "--out", "o", "--bogus"], "unrecognized arguments: --bogus", " export"),
+    (["--bogus"], "unknown option --bogus", ""),
+    (["export", "--text", "a", "--out", "o", "--bogus"], "unknown option --bogus", " export"),
     (["scan", "--out", "o", "extra"], "unrecognized arguments: extra", " scan"),
     (["export", "--text", "a"], "required: --out", " export"),
     (["ablate", "--text", "a", "--heads", "1.0", "--mode", "sum"], "invalid choice: 'sum'", " ablate"),
@@ -207,6 +207,11 @@ def test_bench_json_is_written_whole(tmp_path, capsys, monkeypatch):
     (["calc", "--q", "[1]"], "required: --k, --v", " calc"),
     (["nosuchcommand"], "invalid choice: 'nosuchcommand'", ""),
     (["--select", "1"], "LAYER.HEAD", ""),
+    # a typo is named, with the nearest option of the parser it was typed for: argparse reported the missing
+    # --text, or --modle's value as an invalid command, and never the typo itself
+    (["--modle", "gpt2"], "unknown option --modle (did you mean --model?)", ""),
+    (["export", "--tetx", "hi", "--out", "o"], "unknown option --tetx (did you mean --text?)", " export"),
+    (["ablate", "--text", "a", "--mdoe", "zero"], "unknown option --mdoe (did you mean --mode?)", " ablate"),
 ])
 def test_every_parse_error_is_one_line_naming_the_help(argv, words, command, capsys, no_model_load):
     code, stdout, err = run(capsys, *argv)

@@ -229,7 +229,7 @@ def test_svg_export_looks_like_the_png(qtbot, tmp_path):
     class Result:
         n, n_layer, n_head = 14, 3, 2
         attentions = np.stack([np.stack([causal(14, seed=l * 2 + h) for h in range(2)]) for l in range(3)])
-        thumbnails, tokens, n_tokens, model_label = None, tuple(f"tok{i}" for i in range(14)), 14, "m"
+        thumbnails, tokens, n_tokens, model_label, causal = None, tuple(f"tok{i}" for i in range(14)), 14, "m", True
 
     for make in (lambda: offscreen_head_figure(Result, 1, 1), lambda: offscreen_grid_figure(Result)):
         fig = make()
@@ -268,7 +268,7 @@ def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
     class Result:
         n_layer, n_head = 2, 2
         attentions = np.stack([np.stack([causal(5, seed=l + h) for h in range(2)]) for l in range(2)])
-        thumbnails, tokens, n_tokens, model_label = None, tuple("abcde"), 5, "m"
+        thumbnails, tokens, n_tokens, model_label, causal = None, tuple("abcde"), 5, "m", True
 
     calls = []
     written = write_result_images(Result, tmp_path, check=lambda: calls.append(1), png_width=300)
@@ -350,13 +350,38 @@ def test_colour_bar_names_the_quantity_and_hide_first_tooltip_gives_the_weight_b
     assert f"{without_first_key(w)[4, 2]:.3f} renormalised" in tip and f"(before renormalising: {w[4, 2]:.3f})" in tip
 
 
+def test_a_head_figures_tooltip_is_the_hover_text(qtbot, head):
+    """HeadPlot's tooltip was a hand-copied twin of the Head tab's hover text and had drifted ("masked (future
+    token)"): it is gui/hover_text.py's text now, and a view passes its own through ``describe``."""
+    from gui.figures import HeadPlot
+    from gui.hover_text import hover_text
+
+    w, tokens = causal(6), list("abcdef")
+    for hide_first in (False, True):
+        head.set_head(w, tokens, "x", hide_first=hide_first)
+        shown = without_first_key(w) if hide_first else w
+        for q, k in ((4, 2), (1, 3), (3, 0)):
+            value = float(head.matrix[q, k])
+            assert head._text_for((q, k)) == hover_text(tokens, (q, k, value), True, w[q, k] if hide_first else None)
+            if k <= q and not (hide_first and k == 0):
+                assert f": {shown[q, k]:.3f}" in head._text_for((q, k))
+    assert head._text_for((1, 3)) == "query 'b' [1] → key 'd' [3]: masked (a future token)"
+    seen = []
+    own = HeadPlot(describe=lambda q, k, value: seen.append((q, k, value)) or f"cell {q},{k}")
+    try:
+        own.set_head(w, tokens, "x")
+        assert own._text_for((4, 2)) == "cell 4,2" and seen == [(4, 2, pytest.approx(w[4, 2]))]
+    finally:
+        dispose_figure(own)
+
+
 def test_grid_colour_bar_quantity(qtbot, grid):
     grid.set_attentions(grid_result(n=20), scale="log", key=3, quantity="share of row N", sync=True)
     assert grid.colorbar.axis.labelText == "log₁₀ share of row N"
 
 
 def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
-    from gui.head_panel import hover_text
+    from gui.hover_text import hover_text
 
     tokens = ("<s>", "a", "b")
     assert hover_text(tokens, (2, 1, 0.678), raw=0.225) == \
@@ -378,7 +403,7 @@ def test_svg_text_falls_back_to_a_css_generic_family(qtbot, tmp_path):
     class Result:
         n_layer, n_head = 1, 1
         attentions = causal(5)[None, None]
-        thumbnails, tokens, n_tokens, model_label = None, tuple("abcde"), 5, "m"
+        thumbnails, tokens, n_tokens, model_label, causal = None, tuple("abcde"), 5, "m", True
 
     fig = offscreen_head_figure(Result, 0, 0)
     try:

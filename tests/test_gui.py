@@ -961,3 +961,21 @@ def test_predictions_fit_two_lines_beside_the_token_strip(qtbot, window):
     assert label.text().startswith("Next&nbsp;token:") and label.isVisible()
     assert all(p.token in label.toolTip() or "&" in p.token or "<" in p.token
                for p in window.bundle.result.predictions)
+
+
+@pytest.mark.slow
+def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settings, tiny_model_dir):
+    """After a switch to minilm the note still said "Using the bundled model, a 4-layer × 4-head …"."""
+    from gui.downloads import offer_gpt2_download
+
+    window = make_window(qtbot, settings, tiny_model_dir)  # its own window: loads twice
+
+    offer_gpt2_download(window, about=str(tiny_model_dir))  # a note about the model being loaded stays
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+    assert window.note.isVisible()
+    offer_gpt2_download(window)  # about the bundled model
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+    assert not window.note.isVisible()
+    window.close()

@@ -143,18 +143,6 @@ def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, cont
 
 
 # ----------------------------------------------------------------------------- 4. the Rollout placeholder
-@pytest.fixture
-def loaded_worker(qtbot, tiny_model):
-    from gui.qt import ensure_qapp
-    from gui.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    w._loaded = tiny_model  # as after a load (loading it again costs seconds)
-    yield w
-    w.stop()
-
-
 def test_the_rollout_tab_says_it_is_computing_instead_of_showing_empty_axes(qtbot, loaded_worker, tiny_result):
     from analysis.head_scores import all_scores
     from analysis.lenses import rollout

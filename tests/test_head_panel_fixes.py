@@ -13,30 +13,18 @@ from helpers import WAIT_MS, bundle, plain  # noqa: E402
 
 
 @pytest.fixture
-def worker(qtbot, tiny_model):
-    from gui.qt import ensure_qapp
-    from gui.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    w._loaded = tiny_model  # as after a load (loading it again costs seconds)
-    yield w
-    w.stop()
-
-
-@pytest.fixture
-def panel(qtbot, worker):
+def panel(qtbot, loaded_worker):
     """A Head tab on its own state, shown at the width it gets in a 1366 px window."""
     from gui.head_panel import HeadPanel
     from gui.view_state import ViewState
 
     state = ViewState()
-    head = HeadPanel(state, worker)
+    head = HeadPanel(state, loaded_worker)
     qtbot.addWidget(head)
     head.resize(816, 560)  # its width in a 1366 px window
     head.show()
     qtbot.waitExposed(head)
-    head.worker = worker
+    head.worker = loaded_worker
     return head
 
 
@@ -135,7 +123,7 @@ def test_the_line_follows_every_change_of_the_view_under_a_resting_pointer(qtbot
 
 
 def test_hover_text_wording():
-    from gui.head_panel import hover_text, value_hover_text
+    from gui.hover_text import hover_text, value_hover_text
 
     tokens = ("<s>", "was", "b")
     assert hover_text(tokens, (2, 1, 0.678), raw=0.225) == \
@@ -180,18 +168,54 @@ def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_to
             assert f"{k.replace('_', ' ')} {v:.2f}" in tip
 
 
+def format_at(doc, position: int):
+    """The character format of ``doc``'s character at ``position``."""
+    from PySide6 import QtGui
+
+    cursor = QtGui.QTextCursor(doc)
+    cursor.setPosition(position + 1)  # a cursor's format is the one of the character before it
+    return cursor.charFormat()
+
+
 def test_an_elided_label_is_cut_between_words(qtbot):
+    from PySide6 import QtGui
+
     from gui.head_panel import ElidedLabel
 
     label = ElidedLabel()
     qtbot.addWidget(label)
     label.setText("<b>L0 H0</b> — <i>value-weighted view: this model family has no value view at all</i>")
     label.resize(label.fontMetrics().horizontalAdvance("L0 H0 — value-weighted view: this mod"), 30)
-    shown = label.shown_document().toPlainText()
-    assert shown.endswith("…") and label.shown_document().idealWidth() <= label.contentsRect().width()
+    doc = label.shown_document()
+    shown = doc.toPlainText()
+    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
     words = shown[:-1].split()
     assert words and words == label.plain_text().split()[:len(words)]  # whole words only
     assert not shown[:-1].rstrip().endswith(("—", ":", ","))
+    # the cut text keeps its markup: the head in bold, the rest in italics (it lost both when it was re-read as HTML)
+    assert format_at(doc, 0).fontWeight() == QtGui.QFont.Weight.Bold
+    assert format_at(doc, shown.index("value")).fontItalic() and not format_at(doc, shown.index("value")).fontWeight() \
+        == QtGui.QFont.Weight.Bold
+
+
+def test_an_elided_label_keeps_an_escaped_token(qtbot, qtlog):
+    """Tokens are user text, HTML-escaped in the label: the cut must not read "&lt;pad&gt;" back as a tag (it
+    printed "QTextCursor::setPosition: Position … out of range" and painted "…" before the whole text)."""
+    from gui.head_panel import ElidedLabel
+
+    label = ElidedLabel()
+    qtbot.addWidget(label)
+    label.setText("<b>L1 H2</b> — <i>value-weighted view: a &lt;pad&gt; token &amp; more words to make it long "
+                  "enough to cut here and there.</i>")
+    whole = label.plain_text()
+    assert "a <pad> token & more" in whole
+    label.resize(label.fontMetrics().horizontalAdvance("L1 H2 — value-weighted view: a <pad> token & mo"), 30)
+    doc = label.shown_document()
+    shown = doc.toPlainText()
+    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
+    assert shown.startswith("L1 H2 — value-weighted view: a <pad>") and whole.startswith(shown[:-1].rstrip())
+    assert not shown[:-1].rstrip().endswith("&")  # "… token &…" reads as a half sentence
+    assert not [m for m in qtlog.records if "out of range" in m.message]
 
 
 def test_a_narrow_head_label_shows_a_shorter_wording_whole(qtbot, panel, tiny_result):

@@ -15,19 +15,7 @@ from helpers import WAIT_MS, bundle  # noqa: E402
 
 
 @pytest.fixture
-def worker(qtbot, tiny_model):
-    from gui.qt import ensure_qapp
-    from gui.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    w._loaded = tiny_model  # as after a load (loading it again costs seconds)
-    yield w
-    w.stop()
-
-
-@pytest.fixture
-def views(qtbot, worker):
+def views(qtbot, loaded_worker):
     """The grid, the Head tab and the Rollout tab side by side on one state, shown."""
     from gui.grid_panel import GridPanel
     from gui.head_panel import HeadPanel
@@ -37,14 +25,14 @@ def views(qtbot, worker):
     state = ViewState()
     box = QtWidgets.QWidget()
     layout = QtWidgets.QHBoxLayout(box)
-    grid, head, roll = GridPanel(state), HeadPanel(state, worker), RolloutTab(state, worker)
+    grid, head, roll = GridPanel(state), HeadPanel(state, loaded_worker), RolloutTab(state, loaded_worker)
     for widget in (grid, head, roll):
         layout.addWidget(widget)
     qtbot.addWidget(box)
     box.resize(1700, 760)
     box.show()
     qtbot.waitExposed(box)
-    box.state, box.grid, box.head, box.roll, box.worker = state, grid, head, roll, worker
+    box.state, box.grid, box.head, box.roll, box.worker = state, grid, head, roll, loaded_worker
     return box
 
 
@@ -137,6 +125,38 @@ def test_the_rollout_tab_shows_lenses_rollout_for_the_chosen_layer(qtbot, views,
     state.select(1, 0)  # a head chosen elsewhere moves the tab's layer
     assert roll.layer_box.value() == 1
     np.testing.assert_allclose(roll.plot.image.image, masked(expected[1]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("hide_first", [False, True])
+def test_the_hover_line_and_the_tooltip_are_one_text_in_the_rollout_and_the_head_tab(
+        qtbot, views, tiny_result, hide_first):
+    """The Rollout tab's line said a bare R while its tooltip said "renormalised … (before renormalising: …)"."""
+    from analysis.lenses import rollout
+    from helpers import plain
+
+    show(qtbot, views, tiny_result, view="weights", kind="rollout")
+    state, roll, head = views.state, views.roll, views.head
+    state.select(2, 1)
+    state.set_hide_first(hide_first)
+    r, a = rollout(tiny_result.attentions)[2], tiny_result.attentions[2, 1]
+    t = tiny_result.tokens
+    q, k = 7, 3
+    for tab, m, to in ((roll, r, "draws on input"), (head, a, "→ key")):
+        tab.plot.image.hover_cell((q, k))
+        line = tab.hover_label.text()
+        assert line == plain(tab.plot.image.toolTip()), tab.title
+        start = f"query '{t[q]}' [{q}] {to} '{t[k]}' [{k}]: "
+        if hide_first:
+            assert line == (f"{start}{m[q, k] / m[q, 1:].sum():.3f} renormalised without the first key "
+                            f"(before renormalising: {m[q, k]:.3f})"), tab.title
+        else:
+            assert line == f"{start}{m[q, k]:.3f}", tab.title
+        for cell, end in (((2, 5), "masked (a future token)"), ((q, 0), "hidden (first key)" if hide_first else None)):
+            tab.plot.image.hover_cell(cell)
+            assert tab.hover_label.text() == plain(tab.plot.image.toolTip()), (tab.title, cell)
+            if end is not None:
+                assert tab.hover_label.text().endswith(end)
+        assert "→ key" in tab.hover_label.text() or tab is roll  # the mask reads "→ key" in both
 
 
 def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tiny_result, tiny_model):
