@@ -419,7 +419,7 @@ def export_bundle(out_dir: Path, result: AttentionResult, scores: HeadScores, pa
 
 
 # ----------------------------------------------------------------------------- scans over many texts
-SCAN_FILES = ("scores_mean.csv", "scores_std.csv", "scores_per_text.csv", "summary.json")
+SCAN_FILES = ("scores_mean.csv", "scores_std.csv", "scores_per_text.csv", "texts.csv", "summary.json")
 
 
 def write_scan_table(scan: ScanResult, path: Path, which: str = "mean") -> Path:
@@ -452,6 +452,16 @@ def write_scan_per_text_csv(scan: ScanResult, path: Path) -> Path:
     return Path(path)
 
 
+def write_scan_texts_csv(scan: ScanResult, path: Path) -> Path:
+    """``text,n_tokens,truncated,content``: what each ``text`` number of ``scores_per_text.csv`` is."""
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "n_tokens", "truncated", "content"])
+        for t, (n, cut, content) in enumerate(zip(scan.n_tokens, scan.truncated, scan.texts)):
+            writer.writerow([t, n, int(cut), content])
+    return Path(path)
+
+
 def write_scan(scan: ScanResult, out_dir: Path, sink_epsilon: float = SINK_EPSILON,
                check: Callable[[], None] | None = None) -> list[Path]:
     """The scan folder (:data:`SCAN_FILES`), written with :func:`write_folder_atomically`: the whole new
@@ -462,6 +472,7 @@ def write_scan(scan: ScanResult, out_dir: Path, sink_epsilon: float = SINK_EPSIL
         if check is not None:
             check()
         write_scan_per_text_csv(scan, folder / "scores_per_text.csv")
+        write_scan_texts_csv(scan, folder / "texts.csv")
         write_json(scan.summary(sink_epsilon), folder / "summary.json")
 
     return write_folder_atomically(out_dir, write, check)

@@ -108,6 +108,7 @@ class ScanResult:
     batch_size: int
     seconds: float  # wall time of the whole scan (tokenising, forwards, scoring)
     model_label: str = ""
+    texts: tuple[str, ...] = ()  # the texts scanned, in order (what ``text`` numbers in the per-text table refer to)
 
     @property
     def n_texts(self) -> int:
@@ -173,13 +174,18 @@ def text_scores(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray
 
 
 def _mean_std(per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and population std over axis 0, skipping NaN texts; NaN where no text defines a value."""
+    """Mean and population std over axis 0, skipping NaN texts; NaN where no text defines a value.
+    Where every defined value is the same (the induction probe, the same for every text) the mean is
+    that value and the std exactly 0, not a rounding residue (1.3e-17)."""
     ok = ~np.isnan(per_text)
     count = ok.sum(axis=0)  # (score, L, H)
     values = np.where(ok, per_text, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(count > 0, values.sum(axis=0) / count, np.nan)
         var = np.where(count > 0, (np.where(ok, per_text - mean, 0.0) ** 2).sum(axis=0) / count, np.nan)
+    low, high = np.where(ok, per_text, np.inf).min(axis=0), np.where(ok, per_text, -np.inf).max(axis=0)
+    same = (count > 0) & (low == high)
+    mean[same], var[same] = low[same], 0.0
     return mean, np.sqrt(var), count.reshape(count.shape[0], -1).max(axis=1)
 
 
@@ -312,7 +318,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
-                      loaded.source.label)
+                      loaded.source.label, tuple(texts))
 
 
 # ----------------------------------------------------------------------------- benchmark
