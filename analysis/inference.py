@@ -318,8 +318,8 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
     n_special = len(loaded.special_ids([], special=bos))
     limit = total - n_special  # text tokens that fit beside the special tokens
     if limit < 1:
-        raise InputError(f"A cap of {total} tokens leaves no room for text beside the model's {n_special} special "
-                         "tokens; raise the cap.")
+        raise InputError(f"A cap of {total} token{'' if total == 1 else 's'} leaves no room for text beside the "
+                         f"model's {n_special} special token{'' if n_special == 1 else 's'}; raise the cap.")
     window, shorter = max(64, total * CHARS_PER_TOKEN_FIRST), None
     while True:
         whole = window >= len(text)

@@ -32,7 +32,8 @@ class ImportanceView(LayerHeadMap):
         top = float(np.abs(finite).max()) if finite.size else 1.0
         top = top if top > 0 else 1.0
         self.set_image(change.astype(np.float32), change.shape, (-top, top), DIVERGING,
-                       title or f"loss change, each head {importance.mode}-ablated alone", "loss change (nats)")
+                       # short enough for 1366 px (it was cut to "loss change, each head z…"); the mode is on the bar
+                       title or "loss change per head", f"loss change (nats), {importance.mode}-ablated alone")
         self.set_badges(change, "loss change")
 
     def forget(self) -> None:

@@ -3,15 +3,12 @@
 - :class:`HeadPlot`: one head, query tokens down the left (row 0 at the top), key tokens along
   the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
 - :class:`GridPlot` (gui/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
-- :func:`save_figure`: PNG (size/DPI), SVG or PDF of a figure widget, the SVG and PDF drawn like the PNG: the
-  PDF's images lossless (the PNG's exact colours), the SVG's enlarged so that cells stay crisp in any renderer.
+- :func:`save_figure` (gui/figure_files.py, re-exported here): PNG, SVG or PDF of a figure widget, drawn like the PNG.
 """
 from __future__ import annotations
 
-import base64
 import html
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,21 +18,16 @@ import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import SCALE_LABELS, apply_scale, elide, shown_weights, without_first_key  # noqa: F401 (re-exported)
-from analysis.errors import ExportError
 
+from .figure_files import (SVG_FONT_FALLBACK, SVG_IMAGE_MAX_PIXELS, SVG_IMAGE_MIN_UPSCALE,  # noqa: F401 (re-exported)
+                           save_figure, settle_layout, svg_image_upscale, svg_with_crisp_images,
+                           svg_with_font_fallback, upscaled_png)
 from .grid_plot import BAR_LABELS, GridPlot, bar_label  # noqa: F401 (BAR_LABELS re-exported)
 from .hover_text import KEY, hover_text
 from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
                          colormap, limit_to_data)
 
 ROW_HIGHLIGHT = "#ff2d55"
-#: What an SVG's text falls back to in viewers without Qt's font (Qt writes its own alias, "Sans Serif",
-#: which is no CSS family: a browser would draw serif text).
-SVG_FALLBACK_FAMILIES = ("DejaVu Sans", "Arial", "Helvetica")
-SVG_FONT_FALLBACK = ", ".join(f"'{name}'" for name in SVG_FALLBACK_FAMILIES) + ", sans-serif"
-QT_FONT_ALIASES = {"sans serif", "sans", "sansserif", "sans-serif"}
-
-
 def tick_font() -> QtGui.QFont:
     font = QtGui.QFont(QtWidgets.QApplication.font())
     font.setPointSizeF(8.5)
@@ -45,6 +37,9 @@ def tick_font() -> QtGui.QFont:
 #: A rotated token label (token and index) is elided to this many characters, so that one long token
 #: ("<|endoftext|> [0]") does not take the map's height.
 ROTATED_LABEL_CHARS = 11
+LABEL_TOP_PX = 4  # a rotated label starts this far below its axis line
+AXIS_TITLE_GAP_PX = 5  # at least this much air between the longest rotated label and the axis title below it
+AXIS_LABEL_NUDGE_PX = 5  # pyqtgraph's AxisItem.resizeEvent moves a bottom axis' title this far down
 
 
 def token_label(token: str, index: int, limit: int | None = None) -> str:
@@ -85,12 +80,36 @@ class TokenAxis(pg.AxisItem):
         else:
             self._labels = [token_label(t, i) if with_index else elide(t) for i, t in enumerate(tokens)]
         metrics = QtGui.QFontMetrics(self.style["tickFont"])
-        self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
-                             default=metrics.height())
+        if self.rotate:  # the rotated labels' thickness along the axis, fallback glyphs (␣) included
+            self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
+                                 default=metrics.height())
+        else:  # one line of text: labels one line height apart read as lines of a text, a fallback glyph's
+            self._label_px = metrics.height()  # taller box notwithstanding (it thinned ~15 px rows: n4 #5)
         if self.rotate:
-            longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
-            self.setHeight(min(longest + 14, 220))
+            self._longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
+            self._fit_height()
         self.set_stride(1)
+
+    def _fit_height(self) -> None:
+        """A rotated axis is as tall as its longest label (up to 206 px) plus its title ("key") below it, with
+        AXIS_TITLE_GAP_PX between them (the title touched the longest labels: n4 #3)."""
+        if not getattr(self, "rotate", False):  # (pyqtgraph's __init__ may set a label before ours has run)
+            return
+        labels_end = LABEL_TOP_PX + min(getattr(self, "_longest", 10), 206) + 2  # drawPicture's rect is width + 2
+        title = 0.0
+        if self.label is not None and self.label.isVisible():  # pyqtgraph puts the title's box AXIS_LABEL_NUDGE_PX
+            box = self.label.boundingRect().height()  # below the axis; its text starts a document margin in
+            title = box - AXIS_LABEL_NUDGE_PX - self.label.document().documentMargin()
+        self.setHeight(int(math.ceil(labels_end + AXIS_TITLE_GAP_PX + title)))
+
+    def setLabel(self, *args, **kwargs):  # noqa: N802 (pyqtgraph's name): the title's height changes ours
+        super().setLabel(*args, **kwargs)
+        self._fit_height()
+
+    def showLabel(self, show=True):  # noqa: N802
+        super().showLabel(show)
+        if getattr(self, "_labels", None) is not None:
+            self._fit_height()
 
     def index_at(self, scene_pos) -> int | None:
         """The token whose label lies at ``scene_pos`` along this axis, or None outside the tokens."""
@@ -113,7 +132,9 @@ class TokenAxis(pg.AxisItem):
         self.on_click(index)
 
     def label_px(self) -> float:
-        return self._label_px + 2  # a little air between neighbours
+        """The room one label needs along the axis: a rotated label its thickness and a little air; a
+        horizontal one the text's line height (labels are thinned only when rows are shorter than that)."""
+        return self._label_px + 2 if self.rotate else self._label_px
 
     def set_stride(self, stride: int) -> None:
         ticks = [(i + 0.5, self._labels[i]) for i in range(0, len(self._labels), max(1, stride))]
@@ -133,7 +154,7 @@ class TokenAxis(pg.AxisItem):
         p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
         metrics = p.fontMetrics()
-        top = axisSpec[1].y() + 4
+        top = axisSpec[1].y() + LABEL_TOP_PX
         for _pen, p1, _p2 in tickSpecs:
             value = view.mapSceneToView(self.mapToScene(QtCore.QPointF(p1.x(), 0))).x()
             text = self._labels_by_index.get(int(math.floor(value)))
@@ -269,156 +290,9 @@ class HeadPlot(ZoomableFigure):
             self.cell_hovered.emit((int(cell[0]), int(cell[1]), float(self.matrix[cell])))
 
 
-# ----------------------------------------------------------------------------- saving
-def svg_with_font_fallback(text: str) -> str:
-    """SVG text whose every ``font-family`` ends in generic CSS fallbacks (:data:`SVG_FONT_FALLBACK`); Qt's own
-    alias ("Sans Serif") is dropped, a real family is kept in front."""
-    def fallback(match: re.Match) -> str:
-        names = [n.strip().strip("'\"") for n in match.group(1).split(",")]
-        kept = [n for n in names if n and n.lower() not in QT_FONT_ALIASES and n not in SVG_FALLBACK_FAMILIES]
-        return 'font-family="' + ", ".join([f"'{n}'" for n in kept] + [SVG_FONT_FALLBACK]) + '"'
-
-    return re.sub(r'font-family="([^"]*)"', fallback, text)
-
-
-#: An SVG's embedded images (heatmap, colour bar) are enlarged by nearest neighbour to at least this many pixels
-#: per data cell, and to at least :data:`SVG_IMAGE_OVERSAMPLE` pixels per figure pixel that a cell covers ...
-SVG_IMAGE_MIN_UPSCALE = 16
-SVG_IMAGE_OVERSAMPLE = 1
-#: ... but never past this many pixels per image (4096²: a 1024-token head gets 4 pixels a cell, a 128-token head
-#: 16; measured ~0.5 s and ~0.3 MB for 128 tokens). Renderers that smooth embedded images (rsvg-convert and
-#: ImageMagick ignore image-rendering) then blur only within a fraction of a cell, so cells and the causal
-#: mask's edge stay crisp.
-SVG_IMAGE_MAX_PIXELS = 4096 * 4096
-_SVG_PNG_IMAGE = re.compile(r'<image\b(?P<attrs>[^>]*?)\s*xlink:href="data:image/png;base64,(?P<data>[^"]*)"')
-_SVG_MATRIX = re.compile(r'transform="matrix\(([^)]*)\)"')
-
-
-def svg_image_upscale(width: int, height: int, drawn_x: float = 1.0, drawn_y: float = 1.0) -> tuple[int, int]:
-    """Integer (x, y) factors by which an SVG's ``width`` × ``height`` image is enlarged (nearest neighbour):
-    per axis max(:data:`SVG_IMAGE_MIN_UPSCALE`, ⌈:data:`SVG_IMAGE_OVERSAMPLE` · drawn⌉), ``drawn`` being the
-    figure pixels one image pixel covers; both shrunk together (never below 1) so that the enlarged image has at
-    most :data:`SVG_IMAGE_MAX_PIXELS` pixels, unless the image alone is larger."""
-    fx = max(SVG_IMAGE_MIN_UPSCALE, math.ceil(SVG_IMAGE_OVERSAMPLE * abs(drawn_x) - 1e-9))
-    fy = max(SVG_IMAGE_MIN_UPSCALE, math.ceil(SVG_IMAGE_OVERSAMPLE * abs(drawn_y) - 1e-9))
-    pixels = width * height * fx * fy
-    if pixels > SVG_IMAGE_MAX_PIXELS:
-        shrink = math.sqrt(SVG_IMAGE_MAX_PIXELS / pixels)
-        fx, fy = max(1, math.floor(fx * shrink)), max(1, math.floor(fy * shrink))
-    return fx, fy
-
-
-def upscaled_png(image: QtGui.QImage, fx: int, fy: int) -> bytes:
-    """``image`` as PNG with every pixel repeated ``fx`` times across and ``fy`` times down (colours and alpha
-    kept exactly)."""
-    image = image.convertToFormat(QtGui.QImage.Format.Format_ARGB32)
-    w, h = image.width(), image.height()
-    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(h, image.bytesPerLine())[:, : 4 * w]
-    pixels = np.repeat(np.repeat(pixels.reshape(h, w, 4), fy, axis=0), fx, axis=1)  # (h·fy, w·fx, BGRA)
-    pixels = np.ascontiguousarray(pixels)
-    big = QtGui.QImage(pixels.data, w * fx, h * fy, 4 * w * fx, QtGui.QImage.Format.Format_ARGB32)
-    buffer = QtCore.QBuffer()
-    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-    big.save(buffer, "PNG")
-    return bytes(buffer.data())
-
-
-def svg_with_crisp_images(text: str) -> str:
-    """SVG text whose embedded PNG images are enlarged by :func:`svg_image_upscale` (drawn at the same place and
-    size) and ask for pixelated drawing (``style="image-rendering:pixelated"`` for browsers; the SVG 1.1
-    ``optimizeSpeed`` attribute stays for the rest), so that a heatmap's cells have sharp edges even in a renderer
-    that smooths images. Qt writes each image right after a group whose ``matrix(a,b,c,d,e,f)`` places it."""
-    def crisp(match: re.Match) -> str:
-        data = base64.b64decode(match.group("data"))
-        image = QtGui.QImage.fromData(data, "PNG")
-        if image.isNull():
-            return match.group(0)
-        matrix = _SVG_MATRIX.findall(text, 0, match.start())
-        drawn_x = drawn_y = 1.0
-        if matrix:
-            try:
-                a, b, c, d = (float(v) for v in matrix[-1].split(",")[:4])
-                drawn_x, drawn_y = math.hypot(a, b), math.hypot(c, d)
-            except ValueError:
-                pass
-        fx, fy = svg_image_upscale(image.width(), image.height(), drawn_x, drawn_y)
-        attrs = match.group("attrs")
-        if "style=" not in attrs:
-            attrs += ' style="image-rendering:pixelated"'
-        encoded = base64.b64encode(upscaled_png(image, fx, fy)).decode("ascii")
-        return f'<image{attrs} xlink:href="data:image/png;base64,{encoded}"'
-
-    return _SVG_PNG_IMAGE.sub(crisp, text)
-
-
-def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
-    """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension.
-
-    PDF: images are Flate-compressed (QPainter's LosslessImageRendering hint; without it QPdfEngine stores colour
-    images as JPEG, whose colours drift). SVG: see :func:`svg_with_crisp_images` and :func:`svg_with_font_fallback`."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    settle_layout()
-    try:
-        if fmt == "png":
-            exporter = pg.exporters.ImageExporter(widget.scene())
-            if width_px:
-                exporter.parameters()["width"] = int(width_px)
-            exporter.parameters()["antialias"] = True
-            ok = exporter.export(str(path))
-            if ok is False:
-                raise OSError("the image could not be saved")
-        elif fmt in ("svg", "pdf"):
-            # Vector output through Qt's own paint devices: pyqtgraph 0.14's SVGExporter fails on
-            # Qt 6.11's path data ("not enough values to unpack"), and it has no PDF exporter.
-            scene = widget.scene()
-            source = widget.mapToScene(widget.viewport().rect()).boundingRect()
-            if fmt == "svg":
-                from PySide6.QtSvg import QSvgGenerator
-
-                device = QSvgGenerator()
-                device.setFileName(str(path))
-                device.setSize(source.size().toSize())
-                # the scene is laid out at 96 logical dpi; the generator's default 72 would draw text and
-                # axes at 0.75 of their size around a full-size heatmap (the misaligned SVG of issue 11)
-                device.setResolution(96)
-                device.setViewBox(QtCore.QRectF(0, 0, source.width(), source.height()))
-                device.setTitle(widget.windowTitle() or "AttnScope figure")
-            else:
-                device = QtGui.QPdfWriter(str(path))
-                device.setResolution(96)
-                device.setPageSize(QtGui.QPageSize(QtCore.QSizeF(source.width(), source.height()),
-                                                   QtGui.QPageSize.Unit.Point))
-                device.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
-            painter = QtGui.QPainter()
-            if not painter.begin(device):
-                raise OSError(f"the {fmt.upper()} file could not be opened for writing")
-            painter.setRenderHint(QtGui.QPainter.RenderHint.LosslessImageRendering, True)
-            scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()) if fmt == "svg"
-                         else QtCore.QRectF(painter.viewport()), source)
-            painter.end()
-            del painter, device  # finish the file now, not at interpreter exit
-            if fmt == "svg":
-                text = svg_with_crisp_images(svg_with_font_fallback(path.read_text(encoding="utf-8")))
-                path.write_text(text, encoding="utf-8")
-        else:
-            raise ExportError(f"Unknown image format '{fmt}'; use png, svg or pdf.")
-    except OSError as exc:
-        raise ExportError(f"Cannot write {path}: {exc}") from None
-    if not path.exists() or path.stat().st_size == 0:
-        raise ExportError(f"Cannot write {path}: nothing was written (is the folder writable?).")
-    return path
-
-
 def grid_source(result) -> np.ndarray:
     """What the grid draws: the thumbnails pooled during the run, or the attentions themselves."""
     return result.thumbnails if result.thumbnails is not None else result.attentions
-
-
-def settle_layout() -> None:
-    """Let pending layout requests run: a change of axis text can re-lay out the figure twice."""
-    for _ in range(3):
-        QtWidgets.QApplication.processEvents()
 
 
 def lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:

@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import SCALE_LABELS, SCALES
+from analysis.head_scores import SCORE_NAMES
 
 from .figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, bar_label, settle_layout  # noqa: F401
 from .hover_text import NORMS_NOT_READY, hover_text, value_hover_text  # noqa: F401 (hover_text re-exported)
 from .lens_data import VALUE_NORMS, LensData
-from .plot_items import plain_tooltip
+from .plot_items import RunDimmer, plain_tooltip
 from .view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
 
 FOCUS_STYLE = "QGraphicsView {{ border: 2px solid {}; }}"
 FOCUS_COLOUR = "#3d8ee0"
-HEAD_LABEL_SCORES = ("previous_token", "sink", "induction_probe")
+#: The pattern scores the head label compares: every AttnScope score but entropy (a spread, not a pattern).
+HEAD_LABEL_SCORES = tuple(name for name in SCORE_NAMES if name != "entropy")
+#: A head is named by its largest pattern score only from this value on (the sink heads' ε): below it no
+#: pattern takes even 30% of the head's attention, and the label says "no pattern ≥ 0.3".
+STRONG_PATTERN = 0.3
 VALUE_VIEW_TIP = ("Value-weighted attention (Kobayashi et al. 2020): N[i, j] = A[i, j] · ‖f_h(x_j)‖, "
                   "f_h(x) = (x W_V^h + b_V^h) W_O^h — how far key j really moves query i's output, not only how "
                   "much it is looked at. Drawn row-normalised (each query row as shares of its sum); the raw N "
@@ -64,19 +70,30 @@ def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
 
 
 def label_scores(scores, layer: int, head: int) -> list[tuple[str, float]]:
-    """(name, value) of each HEAD_LABEL_SCORES score defined (finite) for head ``layer``.``head``, in that order."""
+    """(name, value) of each HEAD_LABEL_SCORES score that applies to the model (``scores.applies``) and is
+    defined (finite) for head ``layer``.``head``, in that order."""
     if scores is None:
         return []
-    values = ((name, float(scores[name][layer, head])) for name in HEAD_LABEL_SCORES)
+    applies = getattr(scores, "applies", lambda name: True)
+    held = scores.values if isinstance(getattr(scores, "values", None), Mapping) else scores  # HeadScores or a dict
+    names = [name for name in HEAD_LABEL_SCORES if name in held and applies(name)]
+    values = ((name, float(scores[name][layer, head])) for name in names)
     return [(name, value) for name, value in values if math.isfinite(value)]
 
 
 def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
-    """The largest finite score of head ``layer``.``head`` among HEAD_LABEL_SCORES, as (name, value); None when
-    there are no scores or none is defined. Each of these scores is a mean attention weight on one pattern
-    (analysis/head_scores.py), so they share the scale 0 … 1 and the largest is the head's strongest pattern."""
+    """The largest of :func:`label_scores` as (name, value); None when there are no scores or none is defined.
+    Each of these scores is a mean attention weight on one pattern (analysis/head_scores.py), so they share
+    the scale 0 … 1 and the largest is the head's strongest pattern — a strong one only from STRONG_PATTERN on."""
     found = label_scores(scores, layer, head)
     return max(found, key=lambda item: item[1]) if found else None
+
+
+def top_score_text(top: tuple[str, float]) -> str:
+    """What follows "top score:" in the head label: "sink 0.93", or "no pattern ≥ 0.3" when even the largest
+    pattern score is below STRONG_PATTERN (a head is never named by a weak score; the tooltip names the largest)."""
+    score = f"{top[0].replace('_', ' ')} {top[1]:.2f}"
+    return score if top[1] >= STRONG_PATTERN else f"no pattern ≥ {STRONG_PATTERN:g}"
 
 
 class KeyNormStrip:
@@ -293,6 +310,7 @@ class HeadPanel(QtWidgets.QWidget):
                                       state.set_attention_view, VALUE_VIEW_TIP, chars=10)
         self.strip = KeyNormStrip(self.plot)
         self.lenses = LensData.for_state(state, worker)
+        self.dimmer = RunDimmer(self.plot, worker)  # while a new text runs the map is the previous text's: dimmed
         self.drawn = "weights"  # what the map shows now
         self.head_label = ElidedLabel()  # the whole of it is in its tooltip
         self.hover_label = QtWidgets.QLabel(" ")
@@ -356,7 +374,7 @@ class HeadPanel(QtWidgets.QWidget):
             note = f"value-weighted view: {error} Showing the weights." if error else "computing the value norms…"
             texts = [f"{name} — <i>{html.escape(note)}</i>"]
         elif top is not None:
-            score = f"{top[0].replace('_', ' ')} {top[1]:.2f}"
+            score = html.escape(top_score_text(top), quote=False)
             texts = [f"{name} · top score: {score}", f"{name} · top: {score}", name]
         self.head_label.set_texts(*texts)
         tip = [f"Layer {layer}, head {head}."]
@@ -365,8 +383,10 @@ class HeadPanel(QtWidgets.QWidget):
         scores = [f"{n.replace('_', ' ')} {value:.2f}" for n, value in label_scores(s.scores, layer, head)]
         if scores:
             tip.append("Scores (each a mean attention weight on one pattern, 0 … 1; all of them in the Head "
-                       "scores tab): " + ", ".join(scores) + "." + (" The top score is the largest of them."
-                                                                     if top is not None else ""))
+                       "scores tab): " + ", ".join(scores) + "." + (
+                f" The top score is the largest of them (entropy, a spread, is not a pattern): "
+                f"{top[0].replace('_', ' ')} {top[1]:.2f}. A head is named by it only from {STRONG_PATTERN:g} "
+                f"on, else \"no pattern ≥ {STRONG_PATTERN:g}\"." if top is not None else ""))
         self.head_label.setToolTip(plain_tooltip(" ".join(tip)))
 
     def describe_cell(self, q: int, k: int, value: float) -> str:

@@ -18,6 +18,27 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
 
 SELECTION_COLOR = "#ff2d55"
+BADGE_INSET_PX = 2  # a badge's gap to its cell's top and left edges: clear of the separators and selection frame
+BADGE_MARGIN_PX = 1  # the empty border of a badge's text box
+
+
+def compact_value(v: float) -> str:
+    """``v`` in fewer characters that still read right: 0.891 → ".89", -0.123 → "-.12", 2.345 → "2.3",
+    12.6 → "13" (rounded, never cut)."""
+    if not math.isfinite(v):
+        return f"{v}"
+    if abs(round(v, 2)) < 1:
+        return f"{v:.2f}".replace("0.", ".", 1)
+    return f"{v:.1f}" if abs(v) < 9.95 else f"{v:.0f}"
+
+
+def badge_wordings(v: float, best: bool) -> list[str]:
+    """A badge's texts, longest first: the value to 2 decimals, then :func:`compact_value`; the best head's
+    with a ★ (dropped last: its gold background still marks it)."""
+    full, short = f"{v:.2f}", compact_value(v)
+    if best:
+        return [f"★ {full}", f"★{short}", short]
+    return [full, short] if short != full else [full]
 
 
 def tick_stride(count: int, pixels: float, label_px: float) -> int:
@@ -49,7 +70,9 @@ class LayerHeadMap(ZoomableFigure):
         self.selection.setZValue(10)
         self.selection.setVisible(False)
         self.plot.addItem(self.selection, ignoreBounds=True)
-        self.badges: list[pg.TextItem] = []
+        self.badges: list[pg.TextItem] = []  # the value badges shown now (set_badges)
+        self._badge_items: list[pg.TextItem] = []  # every badge, shown or hidden for want of room
+        self._badge_texts: list[tuple[int, int, list[str]]] = []  # (layer, head, wordings longest first)
         self.colorbar = None
         if colorbar:
             self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
@@ -61,6 +84,8 @@ class LayerHeadMap(ZoomableFigure):
         self.badge_label = ""
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._update_ticks())
         self.plot.getViewBox().sigResized.connect(lambda *_: self._update_ticks())
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._layout_badges())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._layout_badges())
 
     # ----------------------------------------------------------------- drawing
     def set_image(self, image: np.ndarray, shape: tuple[int, int], levels: tuple[float, float], cmap: str,
@@ -154,25 +179,59 @@ class LayerHeadMap(ZoomableFigure):
 
     def set_badges(self, values: np.ndarray | None, label: str = "") -> None:
         """Mark the heads that stand out for a score: the top k (k = 10% of the heads, 3 to 10) get a
-        badge with their value in the cell's top-left corner (the last column's in its top-right corner, so
-        it is not cut at the plot's edge), the best one a gold ★ badge. Every head's value is in its tooltip."""
-        for item in self.badges:
+        badge with their value inside the cell's top-left corner, the best one a gold ★ badge. Every head's
+        value is in its tooltip. A badge never leaves its cell: :meth:`_layout_badges` picks the longest
+        wording that fits the cell as drawn now ("★ 0.89", "★.89", ".89") and hides the badge when none does."""
+        for item in self._badge_items:
             self.plot.removeItem(item)
-        self.badges = []
+        self._badge_items, self._badge_texts, self.badges = [], [], []
         self.badge_values, self.badge_label = values, label
         if values is None:
             return
         for rank, (layer, head) in enumerate(top_heads(values)):
             best = rank == 0
-            style = ("background:#ffd60a;font-weight:bold" if best else "background:rgba(255,243,176,0.85)")
-            last = head == values.shape[1] - 1  # its badge ends at the cell's right edge, not past the plot
-            text = pg.TextItem(html=f"<span style='{style};color:#000;font-size:8pt'>"
-                                    f"{'★ ' if best else ''}{values[layer, head]:.2f}</span>",
-                               anchor=(1, 0) if last else (0, 0))
-            text.setPos(head + 1 if last else head, layer)
-            text.setZValue(5)
+            back = "background:#ffd60a" if best else "background:rgba(255,243,176,0.85)"
+            wordings = badge_wordings(float(values[layer, head]), best)
+            text = pg.TextItem(anchor=(0, 0))
+            text.textItem.document().setDocumentMargin(BADGE_MARGIN_PX)
+            text.setZValue(self.selection.zValue() + 1)  # over the selection frame: it never hides a digit
             self.plot.addItem(text, ignoreBounds=True)
-            self.badges.append(text)
+            self._badge_items.append(text)
+            bold = ";font-weight:bold"  # the best one's ★ wordings; its last, narrowest, is plain on gold
+            self._badge_texts.append((layer, head, [f"<span style='{back}{bold if '★' in w else ''};color:#000;"
+                                                    f"font-size:8pt'>{html.escape(w)}</span>" for w in wordings]))
+        self._layout_badges()
+
+    def _layout_badges(self) -> None:
+        """Place each badge BADGE_INSET_PX in from its cell's top-left corner (clear of the separators and the
+        selection frame) in the longest wording whose whole box fits inside the cell; hide it when none fits.
+        ``self.badges`` is the badges shown now."""
+        items = getattr(self, "_badge_items", [])
+        if not items:
+            self.badges = []
+            return
+        vb = self.plot.getViewBox()
+        if vb.width() > 1 and vb.height() > 1:
+            px_x, px_y = (abs(v) for v in vb.viewPixelSize())
+        else:
+            px_x = px_y = 0.01  # not laid out yet: lay out as for large cells, redone on the first resize
+        room_w, room_h = 1 / px_x - 2 * BADGE_INSET_PX, 1 / px_y - 2 * BADGE_INSET_PX
+        shown = []
+        for item, (layer, head, wordings) in zip(items, self._badge_texts):
+            fits = False
+            for wording in wordings:
+                if getattr(item, "wording", None) != wording:  # setHtml re-lays the text out: only on a change
+                    item.setHtml(wording)
+                    item.wording = wording
+                size = item.textItem.boundingRect()
+                if size.width() <= room_w and size.height() <= room_h:
+                    fits = True
+                    break
+            item.setPos(head + BADGE_INSET_PX * px_x, layer + BADGE_INSET_PX * px_y)
+            item.setVisible(fits)
+            if fits:
+                shown.append(item)
+        self.badges = shown
 
     # ----------------------------------------------------------------- mouse and keys
     def cell_head(self, cell) -> tuple[int, int] | None:

@@ -54,6 +54,27 @@ def ask(parent, title: str, text: str, info: bool = False) -> bool:
     return QtWidgets.QMessageBox.question(parent, title, text, buttons.Yes | buttons.No, buttons.Yes) == buttons.Yes
 
 
+class ElidedComboBox(QtWidgets.QComboBox):
+    """A combo box whose closed face shows the current item elided with "…" when it is wider than the box (a
+    plain QComboBox clips it: "minilm · all-MiniLM-L6-v2 · 2" read as a wrong size); the list shows it whole."""
+
+    def shown_text(self) -> str:
+        """The current item's text as the closed box draws it."""
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        room = self.style().subControlRect(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option,
+                                           QtWidgets.QStyle.SubControl.SC_ComboBoxEditField, self).width()
+        return self.fontMetrics().elidedText(self.currentText(), QtCore.Qt.TextElideMode.ElideRight, max(0, room - 4))
+
+    def paintEvent(self, _event):  # noqa: N802
+        painter = QtWidgets.QStylePainter(self)
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        option.currentText = self.shown_text()
+        painter.drawComplexControl(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option)
+        painter.drawControl(QtWidgets.QStyle.ControlElement.CE_ComboBoxLabel, option)
+
+
 class ModelBar(QtWidgets.QToolBar):
     load_requested = QtCore.Signal(str)  # a source: bundled, a hub id, a folder
     open_folder_requested = QtCore.Signal()
@@ -66,7 +87,7 @@ class ModelBar(QtWidgets.QToolBar):
         self.ask = ask
         self.loaded_source: str | None = None
         self._download_samples: list[tuple[float, int]] = []
-        self.model_choice = QtWidgets.QComboBox()
+        self.model_choice = ElidedComboBox()
         self.model_choice.addItem("bundled (demo model)", BUNDLED)
         self.model_choice.setItemData(0, BUNDLED_DESCRIPTION, QtCore.Qt.ItemDataRole.ToolTipRole)
         families = list(dict.fromkeys(m.family for m in HUB_MODEL_TABLE))

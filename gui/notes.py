@@ -35,7 +35,7 @@ class NoteBar(QtWidgets.QFrame):
         if one_line:
             self.label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         self.buttons = QtWidgets.QHBoxLayout()
-        close = QtWidgets.QToolButton(self)
+        self.close_button = close = QtWidgets.QToolButton(self)
         close.setText("✕")
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
@@ -65,7 +65,19 @@ class NoteBar(QtWidgets.QFrame):
             button = QtWidgets.QPushButton(label)
             button.clicked.connect(lambda _=False, c=callback: c())
             self.buttons.addWidget(button)
+        self._chain_buttons()
         self.show()
+
+    def _chain_buttons(self) -> None:
+        """Tab visits the buttons as they sit, left to right, then ✕, where ✕ was in the window's focus chain (so
+        notes keep their top-to-bottom order). New buttons join the chain at its end: Tab reached ✕ first."""
+        buttons = self.action_buttons()
+        before = self.close_button.previousInFocusChain()
+        while before in buttons:
+            before = before.previousInFocusChain()
+        chain = [before, *buttons, self.close_button]
+        for first, second in zip(chain, chain[1:]):
+            QtWidgets.QWidget.setTabOrder(first, second)
 
     def text(self) -> str:
         """The whole text of the note (the label may show it elided)."""

@@ -14,11 +14,15 @@ from PySide6 import QtCore, QtWidgets
 from .figures import HeadPlot, apply_theme
 from .head_panel import show_focus_ring
 from .lens_data import ROLLOUT, LensData
+from .plot_items import RunDimmer
 from .view_state import ViewState
 
 EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over heads of A + 0.5·I (the "
                "residual), rows renormalised; R(l) = Â(l)·…·Â(0) — which input tokens each position draws on "
                "after layers 0…l.")
+
+
+UPDATING = "updating… (the map is the previous text's)"
 
 
 class RolloutTab(QtWidgets.QWidget):
@@ -69,6 +73,8 @@ class RolloutTab(QtWidgets.QWidget):
         self.stack.addWidget(self.placeholder)
         layout.addLayout(self.stack, 1)
         layout.addWidget(self.hover_label)
+        # while a new text runs the map is the previous text's: dimmed, and the status says so
+        self.dimmer = RunDimmer(self.plot, worker, self._updating)
         state.bundle_changed.connect(lambda _: self._bundle_changed())
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
@@ -116,10 +122,14 @@ class RolloutTab(QtWidgets.QWidget):
             self.status.setText(error or "computing…")
             self._placeholder(error or "Computing the rollout…")
             return
-        self.status.setText(" ")
+        self.status.setText(UPDATING if self.dimmer.updating else " ")
         self.stack.setCurrentWidget(self.plot)
         self._draw(self.plot, r, f"rollout R({s.layer}): layers 0…{s.layer} composed")
         self.plot.highlight_row(s.query_row)
+
+    def _updating(self, updating: bool) -> None:
+        if self.stack.currentWidget() is self.plot:
+            self.status.setText(UPDATING if updating else " ")
 
     def _placeholder(self, text: str) -> None:
         """Show ``text`` where the plot goes (never an empty plot while R is being computed)."""

@@ -161,6 +161,8 @@ RECENT_TIP = ("Recent texts: the texts you ran with Run or Ctrl+Enter (and examp
               "texts that only ran automatically while you typed are not kept")
 
 
+EMPTY_TEXT_HINT = "Type a sentence to see its attention."  # shown only while the box is empty
+
 class TextInput(QtWidgets.QWidget):
     run_requested = QtCore.Signal(str, bool, bool)  # text, bos, explicit
     head_requested = QtCore.Signal(int, int)  # an example named this head and its result is on screen
@@ -273,6 +275,8 @@ class TextInput(QtWidgets.QWidget):
         self.text_edit.blockSignals(True)
         self.text_edit.setPlainText(text)
         self.text_edit.blockSignals(False)
+        if self.warning.text() == EMPTY_TEXT_HINT and text.strip():
+            self.warning.hide()
         self._update_stale()
         if run:
             self.run(explicit=True)
@@ -296,15 +300,19 @@ class TextInput(QtWidgets.QWidget):
         if self._pending_head is not None and self._pending_head[0] != text:
             self._pending_head = None  # another text: the example's head is no longer wanted
         if not text.strip():
-            self.warning.setText("Type a sentence to see its attention.")
+            self.warning.setText(EMPTY_TEXT_HINT)
             self.warning.show()
             return False
+        if self.warning.text() == EMPTY_TEXT_HINT:
+            self.warning.hide()
         if explicit:
             self.remember(text)
         self.run_requested.emit(text, self.bos_box.isChecked(), explicit)
         return True
 
     def _text_changed(self) -> None:
+        if self.warning.text() == EMPTY_TEXT_HINT and self.text().strip():  # the hint is about an empty box
+            self.warning.hide()
         if self.auto_box.isChecked():
             self.auto_timer.start()
         self._update_stale()

@@ -10,7 +10,8 @@ grid, head map, score table, from-scratch). Exports: File → Export… → gui/
 
 Layout: the model bar (a toolbar); then a vertical splitter: above it the input area (the notes, the
 text box, the predictions and the token strip), below it the grid beside the tabs.
-Tab visits model bar → text → run row → token strip → grid → tabs → the tab's contents → notes → back.
+Tab visits model bar → text → run row → token strip → grid → tabs → the tab's contents → the notes'
+buttons (top to bottom, each left to right) → back.
 """
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ TABS = (HeadPanel, ScoresPanel, ScratchPanel, RolloutTab, AblationPanel)
 LOADING_NOTE = "loading the model…"
 
 
+def analysed_as_now(result, applies: int) -> bool:
+    """Whether ``result`` (an AttentionResult) is what a run under a limit of ``applies`` tokens would give:
+    all its ``n_tokens`` fit in ``applies``, and, when the text was cut, it was cut at that same limit
+    (``result.max_tokens``: the limit it ran under, the model's context or the cap, whichever was smaller)."""
+    return result.n_tokens <= applies and (not result.truncated or result.max_tokens == applies)
+
+
 class MainWindow(QtWidgets.QMainWindow):
     """The app. ``settings`` may be given (tests and --screenshot pass a private INI file)."""
 
@@ -63,6 +71,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.model_bar = ModelBar(self.settings)
         self.addToolBar(self.model_bar)
         self.note, self.error = NoteBar(one_line=True), NoteBar()
+        self.cap_note = NoteBar(one_line=True)  # the result shown was analysed under another token limit
         self.text_input = TextInput(self.state, self.settings)
         self.grid_panel = GridPanel(self.state)
         self.tabs = QtWidgets.QTabWidget()
@@ -74,7 +83,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 tab.head_activated.connect(self.open_head)
         self.head_panel = self.tab(HeadPanel)
         self.grid_panel.plot.head_activated.connect(self.open_head)
-        self.area = MainArea([self.note, self.error, self.text_input], self.grid_panel, self.tabs, self.settings)
+        self.area = MainArea([self.note, self.error, self.cap_note, self.text_input], self.grid_panel, self.tabs,
+                             self.settings)
         self.input_area, self.splitter, self.vsplitter = self.area.input_area, self.area.splitter, self.area.vsplitter
         self.setCentralWidget(self.area)
         self.status = StatusLine(self)
@@ -85,8 +95,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.exporter.copied.connect(self.status.copied)
         actions = build_menus(self)
         self.download_action, self.max_tokens_action = actions.download, actions.token_limit
-        self.token_limit = TokenLimit(self.settings, self.max_tokens_action)
+        self.token_limit = TokenLimit(self.settings, self.max_tokens_action, self)
         self.model_ready.connect(self.token_limit.set_context)
+        self.token_limit.changed.connect(self._token_limit_changed)
         self._connect()
         self.area.restore(self, self.settings)
         bar = self.model_bar
@@ -202,6 +213,27 @@ class MainWindow(QtWidgets.QMainWindow):
     def ask_max_tokens(self) -> None:
         self.token_limit.ask(self)
 
+    def _token_limit_changed(self) -> None:
+        """A new cap and a result on screen it would change: run the text again as Auto would (Auto on),
+        else say on screen that the result was analysed under the old cap."""
+        bundle = self.state.bundle
+        changes = bundle is not None and not analysed_as_now(bundle.result, self.token_limit.applies())
+        if changes and self.text_input.auto_box.isChecked() and self.text_input.run(explicit=False):
+            return  # the new result will say
+        self._show_cap_note()
+
+    def _show_cap_note(self) -> None:
+        """The cap note, shown while the result on screen was analysed under another limit than today's."""
+        bundle, applies = self.state.bundle, self.token_limit.applies()
+        if bundle is None or analysed_as_now(bundle.result, applies):
+            self.cap_note.hide()
+            return
+        r = bundle.result
+        self.cap_note.show_note(
+            f"This result was analysed under the old token limit of {r.max_tokens:,} tokens; the limit is now "
+            f"{applies:,}. Run the text again (F5) to apply it.", "info",
+            [("Run again", lambda: self.text_input.run(explicit=True))])
+
     def _analyse(self, text: str, bos: bool) -> None:
         if self.model_info is None:
             return  # runs when the model arrives
@@ -219,6 +251,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.state.set_placeholder(None)
         self.status.shown(bundle)
         self.state.set_bundle(bundle)
+        self._show_cap_note()
         self.result_shown.emit(bundle.request_id)
 
     def _failed(self, failure: Failure) -> None:

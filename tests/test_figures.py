@@ -109,13 +109,34 @@ def test_labels_are_thinned_so_that_neighbours_never_touch(qtbot, head, n):
     vb = head.plot.getViewBox()
     row_px, col_px = vb.height() / n, vb.width() / n
     metrics = QtGui.QFontMetrics(head.left_axis.style["tickFont"])
-    height = max(metrics.boundingRect(t).height() for t in head.left_axis._labels)
     for axis, px in ((head.left_axis, row_px), (head.bottom_axis, col_px)):
+        # a line of text on the left; a rotated label's thickness, fallback glyphs included, underneath
+        height = metrics.height() if axis is head.left_axis else \
+            max(metrics.boundingRect(t).height() for t in axis._labels)
         positions = [v for v, _ in axis._tickLevels[0]]
         gaps = np.diff(positions) * px
         assert gaps.min() >= height, (axis.orientation, gaps.min(), height)
         assert all(len(label) <= 24 + len(f" [{n}]") for _, label in axis._tickLevels[0])  # 24 + " [index]"
 
+
+
+@pytest.mark.parametrize("height", [330, 420, 560])
+def test_query_labels_are_thinned_only_when_rows_are_shorter_than_a_line(qtbot, shown_figure, height):
+    """n4 #5: on a laptop every other query label was dropped from ~20 tokens with rows ~15 px tall."""
+    from gui.figures import HeadPlot
+
+    head = shown_figure(HeadPlot, 700, height)
+    n = 20
+    head.set_head(causal(n), ["<|endoftext|>"] + [f"␣w{i}" for i in range(1, n)], "x")
+    settle(qtbot, 100)
+    vb = head.plot.getViewBox()
+    row_px = vb.height() / n
+    line = QtGui.QFontMetrics(head.left_axis.style["tickFont"]).height()
+    shown = [label for _, label in head.left_axis._tickLevels[0]]
+    if row_px >= line:
+        assert len(shown) == n and "␣w1 [1]" in shown, (row_px, line)
+    else:
+        assert len(shown) == -(-n // -(-line // row_px)), (row_px, line)
 
 
 def test_rotated_key_labels_are_cut_harder_and_keep_the_index(qtbot, head):
@@ -426,3 +447,56 @@ def test_colour_bars_show_weights_without_an_si_prefix(qtbot, head, grid):
     settle(qtbot)
     for axis in (head.colorbar.axis, grid.colorbar.axis):
         assert "x0.001" not in axis.labelString() and axis.autoSIPrefixScale == 1.0
+
+
+@pytest.mark.parametrize("export", [False, True])
+def test_the_key_title_leaves_a_gap_below_the_longest_rotated_label(qtbot, head, export):
+    """n4 #3: the "␣" of "␣reque… [7]" sat on the "key" title, in the app and in exports."""
+    from gui.figures import AXIS_TITLE_GAP_PX, LABEL_TOP_PX, offscreen_head_figure
+
+    tokens = ["<|endoftext|>", "The", "␣server", "␣rejected", "␣the", "␣request", "␣because", "␣it"]
+    if export:
+        class Result:
+            n = n_tokens = 8
+            model_label, causal, attentions = "m", True, causal(8)[None, None]
+        Result.tokens = tuple(tokens)
+        fig = offscreen_head_figure(Result, 0, 0)
+    else:
+        head.set_head(causal(8), tokens, "x")
+        settle(qtbot)
+        fig = head
+    axis = fig.bottom_axis
+    metrics = QtGui.QFontMetrics(axis.style["tickFont"])
+    longest = max(metrics.horizontalAdvance(label) for label in axis._labels)
+    labels_end = axis.mapToScene(QtCore.QPointF(0, LABEL_TOP_PX + longest + 2)).y()
+    title = axis.label
+    title_top = title.mapToScene(QtCore.QPointF(0, title.document().documentMargin())).y()
+    assert title.isVisible() and title.toPlainText().strip() == "key"
+    assert title_top - labels_end >= AXIS_TITLE_GAP_PX - 0.5, (title_top, labels_end)
+    if export:
+        dispose_figure(fig)
+
+
+def test_an_svg_has_the_figures_background(qtbot, tmp_path):
+    """n4 #4: the SVG was transparent (PNG and PDF are white): black labels vanished on a dark viewer."""
+    import re
+
+    from gui.figures import offscreen_head_figure, save_figure
+
+    class Result:
+        n = n_tokens = 4
+        model_label, causal, attentions, tokens = "m", True, causal(4)[None, None], ("a", "b", "c", "d")
+
+    fig = offscreen_head_figure(Result, 0, 0)
+    svg = save_figure(fig, tmp_path / "f.svg").read_text(encoding="utf-8")
+    dispose_figure(fig)
+    size = re.search(r'viewBox="0 0 (\S+) (\S+)"', svg).groups()
+    first = re.search(r"<g fill=\"#([0-9a-f]{6})\"[^>]*>\s*<rect x=\"0\" y=\"0\" width=\"(\S+)\" height=\"(\S+)\"", svg)
+    assert first and first.group(1) == "ffffff" and first.groups()[1:] == size
+    drawn = QtGui.QImage(int(float(size[0])), int(float(size[1])), QtGui.QImage.Format.Format_ARGB32)
+    drawn.fill(QtCore.Qt.GlobalColor.transparent)
+    from PySide6 import QtSvg
+    painter = QtGui.QPainter(drawn)
+    QtSvg.QSvgRenderer(str(tmp_path / "f.svg")).render(painter)
+    painter.end()
+    assert drawn.pixelColor(10, 10) == QtGui.QColor("white")

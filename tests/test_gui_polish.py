@@ -86,7 +86,10 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
     tab_bar = from_bar.index(window.tabs.tabBar())
     head_tab = [w for w in from_bar[tab_bar + 1:] if window.head_panel.isAncestorOf(w)]
     assert from_bar[tab_bar + 1: tab_bar + 1 + len(head_tab)] == head_tab  # the tab's controls follow the tab bar
-    assert set(from_bar[tab_bar + 1 + len(head_tab):]) == {w for w in cycle if note.isAncestorOf(w)}  # then the note
+    # then the note's buttons as they sit on screen, left to right (was: ✕ before "Download GPT-2" at its left)
+    note_stops = sorted((w for w in cycle if note.isAncestorOf(w)), key=lambda w: w.mapTo(window, QtCore.QPoint()).x())
+    assert len(note_stops) >= 2 and note_stops[-1] is note.close_button
+    assert from_bar[tab_bar + 1 + len(head_tab):] == note_stops
     backward = walk(qtbot, window, box, QtCore.Qt.Key.Key_Backtab)
     assert backward == list(reversed(forward))  # Shift+Tab walks the same stops the other way
 
@@ -131,7 +134,7 @@ def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, cont
     limit = TokenLimit(settings, action)
     limit.set(cap)
     assert action.text() == f"Token limit ({cap:,})…"  # no model yet: the cap
-    limit.set_context(SimpleNamespace(context_length=context))  # a ModelInfo
+    limit.set_context(SimpleNamespace(context_length=context, bos_token="<|endoftext|>", causal=True))  # a ModelInfo
     applies = token_limit(SimpleNamespace(context_length=context), cap)  # what a run analyses
     assert limit.applies() == applies
     assert action.text().startswith(f"Token limit ({applies:,}")

@@ -136,8 +136,9 @@ def test_hover_text_wording():
     assert value_hover_text(tokens, (1, 2, float("nan")), 0.25, 2.0).endswith("masked (a future token)")
 
 
-def test_strongest_score_is_the_largest_finite_of_the_label_scores():
-    from gui.head_panel import strongest_score
+def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
+    from analysis.head_scores import HeadScores
+    from gui.head_panel import strongest_score, top_score_text
 
     scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
               "induction_probe": np.array([[0.01, 0.2]])}
@@ -146,26 +147,42 @@ def test_strongest_score_is_the_largest_finite_of_the_label_scores():
     nan = {name: np.full((1, 1), np.nan) for name in scores}
     assert strongest_score(nan, 0, 0) is None
     assert strongest_score(None, 0, 0) is None
+    # n4 #2: every pattern score counts (self 0.41 beat sink 0.14), entropy (a spread) never does, nor a score
+    # that does not apply to the model
+    full = HeadScores({"previous_token": np.array([[0.1]]), "sink": np.array([[0.14]]), "self": np.array([[0.41]]),
+                       "entropy": np.array([[0.9]]), "next_token": np.array([[np.nan]]),
+                       "induction": np.array([[np.nan]])},
+                      applicable=frozenset({"previous_token", "sink", "self", "entropy"}))
+    assert strongest_score(full, 0, 0) == ("self", pytest.approx(0.41))
+    assert top_score_text(("self", 0.41)) == "self 0.41"
+    assert top_score_text(("sink", 0.141)) == "no pattern ≥ 0.3"  # never named by a weak score
+    assert top_score_text(("sink", 0.3)) == "sink 0.30"
 
 
 def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
     """n3 #3: the label was always cut as "— previous toke…" at 1366 px."""
-    from gui.head_panel import HEAD_LABEL_SCORES
+    from gui.head_panel import STRONG_PATTERN
 
     state, label = panel.state, panel.head_label
     scores = all_scores(tiny_result)
     state.set_bundle(bundle(tiny_result, scores, 1))
+    patterns = [k for k in scores.values if k != "entropy" and scores.applies(k)]
     for layer, head in ((0, 0), (1, 3), (2, 2)):
         state.select(layer, head)
         qtbot.wait(10)
-        values = {k: float(scores[k][layer, head]) for k in HEAD_LABEL_SCORES if np.isfinite(scores[k][layer, head])}
+        values = {k: float(scores[k][layer, head]) for k in patterns if np.isfinite(scores[k][layer, head])}
         top = max(values, key=values.get)
-        assert label.plain_text() == f"L{layer} H{head} · top score: {top.replace('_', ' ')} {values[top]:.2f}"
+        score = f"{top.replace('_', ' ')} {values[top]:.2f}"
+        if values[top] < STRONG_PATTERN:
+            assert f"largest of them (entropy, a spread, is not a pattern): {score}." in label.toolTip()
+            score = "no pattern ≥ 0.3"
+        assert label.plain_text() == f"L{layer} H{head} · top score: {score}"
         assert not label.is_elided(), label.contentsRect().width()  # the Head tab's width in a 1366 px window
         tip = label.toolTip()
         assert f"Layer {layer}, head {head}" in tip
         for k, v in values.items():
             assert f"{k.replace('_', ' ')} {v:.2f}" in tip
+        assert "entropy" not in tip.split("Scores")[1].split(".")[0]
 
 
 def format_at(doc, position: int):

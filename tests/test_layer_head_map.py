@@ -63,3 +63,61 @@ def test_badges_mark_only_the_top_heads_best_first(qtbot, lh_map):
     assert len(top_heads(big)) == 10 and top_heads(big)[0] == np.unravel_index(big.argmax(), big.shape)
     lh_map.set_badges(None)
     assert not lh_map.badges
+
+
+def test_compact_badge_values_round_and_never_cut():
+    from gui.layer_head_map import badge_wordings, compact_value
+
+    assert [compact_value(v) for v in (0.891, 0.3, -0.123, 0.996, 2.345, 12.6)] == \
+        [".89", ".30", "-.12", "1.0", "2.3", "13"]
+    assert badge_wordings(0.891, True) == ["★ 0.89", "★.89", ".89"]
+    assert badge_wordings(0.17, False) == ["0.17", ".17"]
+
+
+@pytest.mark.parametrize("size", [(330, 420), (290, 400), (240, 420), (420, 500), (900, 600)])
+def test_every_badge_lies_inside_its_own_cell_at_any_width(qtbot, shown_figure, size):
+    """n4 #1: at 1366 px with 72 heads the best badge was cut to "★ 0.8" and ran into its neighbour's 0.88
+    ("★ 0.80.88"), and the selection frame cut "0.17" into "0.|7". A badge is drawn whole inside its cell,
+    in fewer digits or not at all, over the selection frame."""
+    from gui.layer_head_map import BADGE_INSET_PX
+    from gui.score_map import ScoreMap
+
+    L, H = 6, 12  # minilm
+    values = np.random.default_rng(5).random((L, H))
+    values[2, 7], values[2, 8], values[1, 9], values[1, 11] = 0.999, 0.998, 0.997, 0.996
+    fig = shown_figure(ScoreMap, *size)
+    fig.set_score("sink", values)
+    fig.select(1, 11)
+    qtbot.wait(50)
+    vb = fig.plot.getViewBox()
+    cell_px = vb.mapViewToScene(QtCore.QRectF(0, 0, 1, 1)).boundingRect()
+    hidden = [item for item in fig._badge_items if item not in fig.badges]
+    assert all(not item.isVisible() for item in hidden) and all(item.isVisible() for item in fig.badges)
+    for item, (layer, head, _) in zip(fig._badge_items, fig._badge_texts):
+        if not item.isVisible():
+            continue
+        cell = vb.mapViewToScene(QtCore.QRectF(head, layer, 1, 1)).boundingRect()
+        box = item.mapRectToScene(item.boundingRect())
+        inner = cell.adjusted(BADGE_INSET_PX - 0.5, BADGE_INSET_PX - 0.5, -BADGE_INSET_PX + 0.5, -BADGE_INSET_PX + 0.5)
+        assert inner.contains(box), (size, layer, head, box, cell)
+        assert item.zValue() > fig.selection.zValue()
+    text = [item.textItem.toPlainText() for item in fig.badges]
+    if cell_px.width() >= 60:  # room for the whole wording
+        assert text[0] == "★ 1.00" and len(fig.badges) == len(fig._badge_items)
+    for t in text:  # whatever is shown is the value, rounded, never a cut-off piece of it
+        assert t.lstrip("★ ") in {f"{v:.2f}" for v in values.ravel()} | {f"{v:.2f}"[1:] for v in values.ravel()} \
+            | {"1.0"}
+
+
+def test_badges_follow_a_resize(qtbot, shown_figure):
+    from gui.score_map import ScoreMap
+
+    values = np.random.default_rng(1).random((6, 12))
+    fig = shown_figure(ScoreMap, 900, 600)
+    fig.set_score("sink", values)
+    qtbot.wait(50)
+    wide = len(fig.badges)
+    fig.resize(200, 400)
+    qtbot.waitUntil(lambda: len(fig.badges) < wide)
+    fig.resize(900, 600)
+    qtbot.waitUntil(lambda: len(fig.badges) == wide)
