@@ -141,6 +141,7 @@ def window(qtbot, tmp_path, tiny_model_dir):
     return w
 
 
+@pytest.mark.slow  # a whole window with a model loaded (~0.9 s)
 def test_with_auto_on_a_new_cap_runs_the_text_again(qtbot, window):
     before = window.bundle.result
     assert before.n_tokens > 10 and window.text_input.auto_box.isChecked()
@@ -151,6 +152,7 @@ def test_with_auto_on_a_new_cap_runs_the_text_again(qtbot, window):
     assert not window.cap_note.isVisible()
 
 
+@pytest.mark.slow  # a whole window with a model loaded (~0.9 s)
 def test_with_auto_off_a_new_cap_says_the_result_was_analysed_under_the_old_one(qtbot, window):
     window.text_input.auto_box.setChecked(False)
     old = window.bundle.result
@@ -172,6 +174,7 @@ def test_with_auto_off_a_new_cap_says_the_result_was_analysed_under_the_old_one(
     assert window.bundle.result.n_tokens == 10 and not window.cap_note.isVisible()
 
 
+@pytest.mark.slow  # a whole window with a model loaded (~0.9 s)
 def test_a_cap_that_does_not_change_the_result_runs_nothing(qtbot, window):
     r = window.bundle.result
     assert not r.truncated
@@ -197,6 +200,7 @@ def test_analysed_as_now(n_tokens, truncated, ran_under, applies, same):
     assert analysed_as_now(result, applies) is same
 
 
+@pytest.mark.slow  # a whole window with a model loaded (~0.9 s)
 def test_tab_visits_the_notes_top_to_bottom_each_left_to_right(qtbot, window):
     from gui.downloads import offer_gpt2_download
     from test_gui_polish import walk
