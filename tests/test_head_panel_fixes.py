@@ -1,7 +1,6 @@
 """The Head tab's hover line, cell tooltip and head label (the n3 walk-through): a resting pointer survives a
 new result whose value norms are still being computed, the line and the tooltip say the same words and follow
 every change of the view, and the label is short, true and never cut inside a word."""
-import threading
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from analysis.head_scores import all_scores  # noqa: E402
-from helpers import WAIT_MS, bundle, plain  # noqa: E402
+from helpers import WAIT_MS, bundle, plain, worker_held  # noqa: E402
 
 
 @pytest.fixture
@@ -60,16 +59,12 @@ def test_a_new_result_under_a_resting_pointer_in_the_value_view_says_the_norms_a
     head.plot.image.hover_cell((q, k))  # the pointer rests on a cell
     assert "N = A·‖f(x)‖" in head.hover_label.text()
     other = run_text(tiny_model, "The dog sat on the mat because it was late.", bos=True)
-    release = threading.Event()
-    panel.worker.submit("block", lambda _loaded: release.wait(30))  # the new norms cannot arrive yet
-    try:
+    with worker_held(panel.worker):  # the new norms cannot arrive yet
         state.set_bundle(bundle(other, all_scores(other), 2))  # the automatic re-run
         assert state.lens("value_norms") is None and head.drawn == "weights"
         line = head.hover_label.text()
         assert f"{other.attentions[1, 2, q, k]:.3f}" in line and "value norms not ready yet" in line
         assert "N = " not in line and tooltip_of(head) == line
-    finally:
-        release.set()
     qtbot.waitUntil(lambda: state.lens("value_norms") is not None, timeout=WAIT_MS)
     n, key_norms = expected_value_norms(tiny_model, other)
     share = n[1, 2, q, k] / n[1, 2, q].sum()

@@ -2,7 +2,6 @@
 
 What is drawn is compared with analysis/lenses.py's numbers, row-normalised here in numpy; answers
 are computed on the worker and an answer for a result no longer on screen is dropped."""
-import threading
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtWidgets  # noqa: E402
 
 from analysis.head_scores import all_scores  # noqa: E402
-from helpers import WAIT_MS, bundle  # noqa: E402
+from helpers import WAIT_MS, bundle, worker_held  # noqa: E402
 
 
 @pytest.fixture
@@ -166,15 +165,13 @@ def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tin
     state, worker = views.state, views.worker
     other = run_text(tiny_model, "A different text.", bos=True)
     assert other.n_tokens != tiny_result.n_tokens
-    release = threading.Event()
-    worker.submit("block", lambda _loaded: release.wait(30))  # the worker is busy: requests queue up
     answers, arrived = [], []  # value views computed by the worker, and kept by the state
     worker.task_done.connect(lambda rid, name, value: isinstance(value, ValueView) and answers.append(value))
     state.lens_changed.connect(lambda kind: kind == "value_norms" and arrived.append(state.lens(kind)))
-    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
-    state.set_attention_view("value-weighted")  # asks for result 1 …
-    state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
-    release.set()
+    with worker_held(worker):  # the worker is busy: requests queue up
+        state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+        state.set_attention_view("value-weighted")  # asks for result 1 …
+        state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
     qtbot.waitUntil(lambda: len(answers) == 2 and bool(arrived), timeout=WAIT_MS)
     qtbot.wait(50)
     assert {a.shown.shape[-1] for a in answers} == {tiny_result.n_tokens, other.n_tokens}  # both were computed

@@ -8,6 +8,7 @@ pytest.importorskip("pytestqt")
 
 from analysis.errors import HubUnreachableError, PickleWeightsError  # noqa: E402
 from gui.worker import AnalyseRequest, Failure, LoadRequest, RequestKind, TaskRequest, Worker  # noqa: E402
+from helpers import worker_held  # noqa: E402
 
 
 def ids(requests):
@@ -46,18 +47,14 @@ def test_the_running_thread_skips_superseded_requests(qtbot, worker, monkeypatch
     monkeypatch.setattr(worker, "_do_analyse", lambda r: ran.append(("analyse", r.request_id)))
     monkeypatch.setattr(worker, "_do_load", lambda r: ran.append(("load", r.request_id)))
     worker._loaded = object()
-    release = threading.Event()
-    started = threading.Event()
-    worker.submit("block", lambda _loaded: (started.set(), release.wait(10)))
-    assert started.wait(10)
-    first = worker.analyse("one")
-    worker.analyse("two")
-    load = worker.load("bundled")
-    last = worker.analyse("three")
     finished = []
     worker.task_done.connect(lambda _rid, name, _value: finished.append(name))
-    marker = worker.submit("marker", lambda _loaded: None)
-    release.set()
+    with worker_held(worker):
+        first = worker.analyse("one")
+        worker.analyse("two")
+        load = worker.load("bundled")
+        last = worker.analyse("three")
+        marker = worker.submit("marker", lambda _loaded: None)
     qtbot.waitUntil(lambda: "marker" in finished, timeout=10_000)
     assert ran == [("load", load), ("analyse", last)]
     assert first < load < last < marker
