@@ -371,8 +371,8 @@ def check_weights(model, loading_info: dict, folder: Path) -> None:
                                "folder the weights were saved with.")
 
 
-def safetensors_elements(folder: Path) -> int | None:
-    """How many numbers the folder's safetensors files hold, read from their headers (no weights loaded);
+def safetensors_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
+    """Every tensor's shape in the folder's safetensors files, read from their headers (no weights loaded);
     None when a header cannot be read (from_pretrained then says the file is corrupt)."""
     import struct
 
@@ -382,10 +382,10 @@ def safetensors_elements(folder: Path) -> int | None:
             names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
         except (OSError, ValueError, KeyError, AttributeError):
             return None
-        files = [folder / name for name in names]
+        files = [folder / name for name in sorted(names)]
     else:
         files = [folder / "model.safetensors"]
-    total = 0
+    shapes = {}
     for path in files:
         try:
             with open(path, "rb") as f:
@@ -395,10 +395,29 @@ def safetensors_elements(folder: Path) -> int | None:
                 header = json.loads(f.read(size))
             for name, entry in header.items():
                 if name != "__metadata__":
-                    total += int(np.prod(entry["shape"], dtype=np.int64))
-        except (OSError, ValueError, KeyError, TypeError, struct.error):
+                    shapes[name] = tuple(int(d) for d in entry["shape"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
             return None
-    return total
+    return shapes
+
+
+def safetensors_elements(folder: Path) -> int | None:
+    """How many numbers the folder's safetensors files hold (:func:`safetensors_shapes`); None when a
+    header cannot be read."""
+    shapes = safetensors_shapes(folder)
+    return None if shapes is None else sum(int(np.prod(shape, dtype=np.int64)) for shape in shapes.values())
+
+
+def _meta_skeleton(model_class, config):
+    """The model ``config`` describes, built on torch's meta device (no memory); None when the config cannot
+    even build one (from_pretrained will then say why)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            return model_class._from_config(config, attn_implementation="eager")
+    except Exception:
+        return None
 
 
 #: More numbers missing than this (and than the file holds) is refused before loading (40 MB of float32).
@@ -410,15 +429,9 @@ def check_weight_count(model_class, config, folder: Path) -> None:
     memory), must not need more numbers than the safetensors files hold. A config for another, larger
     model (a 7-billion-parameter default where the file holds a tiny GPT-2) would otherwise be allocated
     and filled with random numbers before the tensor-by-tensor check could refuse it."""
-    import torch
-
     held = safetensors_elements(folder)
-    if held is None:
-        return
-    try:
-        with torch.device("meta"):
-            skeleton = model_class._from_config(config, attn_implementation="eager")
-    except Exception:  # the config cannot even build a model: from_pretrained will say why
+    skeleton = None if held is None else _meta_skeleton(model_class, config)
+    if skeleton is None:
         return
     needed = sum(p.numel() for p in skeleton.parameters())  # tied weights counted once
     # a small shortfall is left to check_weights, which names the missing tensors once they are known
@@ -433,31 +446,16 @@ def shape_mismatches(model_class, config, folder: Path) -> list[tuple[str, tuple
     """(name, shape in the file, shape the config asks for) of every tensor whose shapes differ, read from
     the safetensors headers and the model built on torch's meta device (no weights loaded, no memory).
     Names are matched as saved or without/with the model's base prefix (``transformer.``, ``bert.``)."""
-    import torch
-    from safetensors import safe_open
-
-    try:
-        with torch.device("meta"):
-            skeleton = model_class._from_config(config, attn_implementation="eager")
-    except Exception:
+    skeleton, held = _meta_skeleton(model_class, config), safetensors_shapes(folder)
+    if skeleton is None or held is None:  # an unreadable header: the caller says the file is corrupt
         return []
     expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
     prefix = f"{getattr(skeleton, 'base_model_prefix', '')}."
-    index = folder / "model.safetensors.index.json"
-    try:
-        files = (sorted({folder / f for f in json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()})
-                 if index.is_file() else [folder / "model.safetensors"])
-        found = []
-        for file in files:
-            with safe_open(str(file), framework="pt") as f:
-                for name in f.keys():
-                    want = next((expected[k] for k in (name, name.removeprefix(prefix), prefix + name)
-                                 if k in expected), None)
-                    have = tuple(f.get_slice(name).get_shape())
-                    if want is not None and want != have:
-                        found.append((name, have, want))
-    except Exception:  # an unreadable header: the caller says the file is corrupt
-        return []
+    found = []
+    for name, have in held.items():
+        want = next((expected[k] for k in (name, name.removeprefix(prefix), prefix + name) if k in expected), None)
+        if want is not None and want != have:
+            found.append((name, have, want))
     return sorted(found)
 
 
