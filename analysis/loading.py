@@ -669,6 +669,7 @@ class LoadedModel:
             n_kv_head=shape.n_kv_head, d_head=shape.d_head, token_style=self.token_style,
             bos_token=self.bos_token, predicts_next_token=self.predicts_next_token,
             steps=tuple(self.family.steps), model_type=str(getattr(self.config, "model_type", "")),
+            n_special=len(self.special_ids([], special=True)),
         )
 
     def attention_weights(self, layer: int) -> AttentionWeights:
@@ -737,6 +738,7 @@ class ModelInfo:
     predicts_next_token: bool = True  # False for encoders: there are no predictions to show
     steps: tuple[str, ...] = ()  # the family's recompute steps, in order (see analysis.families.base)
     model_type: str = "gpt2"  # config.model_type: gpt2, llama, qwen2, mistral, gpt_neox, bert, roberta, distilbert
+    n_special: int = 1  # special tokens BOS on puts around a text (special_ids): 0 without a BOS, 2 for [CLS] … [SEP]
 
 
 def load_model(

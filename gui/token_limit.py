@@ -19,14 +19,6 @@ MAX_TOKENS_LIMIT = 1_000_000  # the most the dialog accepts (the model's context
 MIN_TOKENS_NO_MODEL = 2  # before a model is loaded: a BOS and one token of text
 
 
-def special_tokens(model: ModelInfo) -> int:
-    """How many special tokens a run with BOS on puts around a text of ``model``: none when it has no BOS
-    token, BOS in front for a decoder, [CLS] … [SEP] for an encoder (``analysis.families``' ``wrap``)."""
-    if model.bos_token is None:
-        return 0
-    return 1 if model.causal else 2
-
-
 class TokenLimit(QtCore.QObject):
     """The cap, saved as ``run/max_tokens`` in ``settings``, shown in ``action``'s text together with the
     loaded model's context (:meth:`set_context`, e.g. connected to the window's ``model_ready``).
@@ -55,7 +47,7 @@ class TokenLimit(QtCore.QObject):
         return self.value() if self.context is None else min(self.value(), self.context)
 
     def minimum(self) -> int:
-        """The smallest cap the dialog accepts: the loaded model's special tokens (:func:`special_tokens`)
+        """The smallest cap the dialog accepts: the loaded model's special tokens (``ModelInfo.n_special``)
         plus one token of text; :data:`MIN_TOKENS_NO_MODEL` before a model is loaded."""
         return MIN_TOKENS_NO_MODEL if self.n_special is None else self.n_special + 1
 
@@ -70,7 +62,7 @@ class TokenLimit(QtCore.QObject):
     def set_context(self, model: ModelInfo) -> None:
         """The loaded model's context (its ``context_length``, in tokens) and special tokens."""
         self.context = int(model.context_length)
-        self.n_special = special_tokens(model)
+        self.n_special = int(model.n_special)
         self._show()
 
     def dialog(self, parent: QtWidgets.QWidget) -> QtWidgets.QInputDialog:

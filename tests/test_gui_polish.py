@@ -134,7 +134,8 @@ def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, cont
     limit = TokenLimit(settings, action)
     limit.set(cap)
     assert action.text() == f"Token limit ({cap:,})…"  # no model yet: the cap
-    limit.set_context(SimpleNamespace(context_length=context, bos_token="<|endoftext|>", causal=True))  # a ModelInfo
+    limit.set_context(SimpleNamespace(context_length=context, bos_token="<|endoftext|>", causal=True,
+                                      n_special=1))  # a ModelInfo (BOS in front)
     applies = token_limit(SimpleNamespace(context_length=context), cap)  # what a run analyses
     assert limit.applies() == applies
     assert action.text().startswith(f"Token limit ({applies:,}")

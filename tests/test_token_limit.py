@@ -83,7 +83,8 @@ def test_the_dialog_text_is_true_for_whatever_is_typed(qtbot, tmp_path, cap):
     ensure_qapp()
     limit = TokenLimit(settings_in(tmp_path), QtGui.QAction())
     limit.set(cap)
-    limit.set_context(SimpleNamespace(context_length=256, bos_token="<|endoftext|>", causal=True))  # a ModelInfo
+    limit.set_context(SimpleNamespace(context_length=256, bos_token="<|endoftext|>", causal=True,
+                                      n_special=1))  # a ModelInfo (BOS in front)
     dialog = limit.dialog(None)
     qtbot.addWidget(dialog)
     text = dialog.labelText()
