@@ -310,7 +310,7 @@ class HeadPanel(QtWidgets.QWidget):
                                       state.set_attention_view, VALUE_VIEW_TIP, chars=10)
         self.strip = KeyNormStrip(self.plot)
         self.lenses = LensData.for_state(state, worker)
-        self.dimmer = RunDimmer(self.plot, worker)  # while a new text runs the map is the previous text's: dimmed
+        self.dimmer = RunDimmer(self.plot, state)  # while a new text runs the map is the previous text's: dimmed
         self.drawn = "weights"  # what the map shows now
         self.head_label = ElidedLabel()  # the whole of it is in its tooltip
         self.hover_label = QtWidgets.QLabel(" ")

@@ -221,25 +221,15 @@ DIM_OPACITY = 0.45  # a figure that still shows the previous text's result while
 
 
 class RunDimmer(QtCore.QObject):
-    """Dims ``widget`` (drawn at DIM_OPACITY) from the moment the worker starts analysing a text until its result
-    or a failure arrives: what the widget shows is then the previous text's. ``on_change(updating)`` is called
-    too (e.g. to say "updating…" in a title). Cheap: one opacity effect, no redraw of the figure."""
+    """Dims ``widget`` (drawn at DIM_OPACITY) while the view state says a newer text is being analysed
+    (``ViewState.running``, which the window sets for the newest request only): what the widget shows is
+    then the previous text's. ``on_change(updating)`` is called too (e.g. to say "updating…" in a title).
+    Cheap: one opacity effect, no redraw of the figure."""
 
-    def __init__(self, widget: QtWidgets.QWidget, worker, on_change=None):
+    def __init__(self, widget: QtWidgets.QWidget, state, on_change=None):
         super().__init__(widget)
         self.widget, self.on_change, self.updating = widget, on_change, False
-        if worker is not None:  # bound slots of a GUI-thread object: the worker's signals arrive queued
-            worker.analysis_started.connect(self._started)
-            worker.analysis_ready.connect(self._ended)
-            worker.failed.connect(self._ended)
-
-    @QtCore.Slot(int)
-    def _started(self, _rid: int) -> None:
-        self.set_updating(True)
-
-    @QtCore.Slot(object)
-    def _ended(self, _value) -> None:
-        self.set_updating(False)
+        state.running_changed.connect(self.set_updating)
 
     def set_updating(self, updating: bool) -> None:
         if updating == self.updating:

@@ -74,7 +74,7 @@ class RolloutTab(QtWidgets.QWidget):
         layout.addLayout(self.stack, 1)
         layout.addWidget(self.hover_label)
         # while a new text runs the map is the previous text's: dimmed, and the status says so
-        self.dimmer = RunDimmer(self.plot, worker, self._updating)
+        self.dimmer = RunDimmer(self.plot, state, self._updating)
         state.bundle_changed.connect(lambda _: self._bundle_changed())
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):

@@ -48,6 +48,7 @@ class ViewState(QtCore.QObject):
     lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
     sink_epsilon_changed = QtCore.Signal(float)
     placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
+    running_changed = QtCore.Signal(bool)  # a newer text is being analysed: the bundle on screen is the previous one
 
     def __init__(self, settings: QtCore.QSettings | None = None, parent: QtCore.QObject | None = None):
         super().__init__(parent)
@@ -66,6 +67,7 @@ class ViewState(QtCore.QObject):
         self._lens_errors: dict[str, str] = {}
         self._sink_epsilon = SINK_EPSILON
         self._placeholder: str | None = None
+        self._running = False
         if settings is not None:
             self.load_settings()
 
@@ -129,6 +131,11 @@ class ViewState(QtCore.QObject):
     def placeholder(self) -> str | None:
         """One line that views without a result show instead of empty axes ("loading the model…"), or None."""
         return self._placeholder
+
+    @property
+    def running(self) -> bool:
+        """True while the newest text asked for is being analysed: what views show is the previous text's."""
+        return self._running
 
     def lens(self, kind: str):
         """The lens ``kind`` of the bundle on screen, or None while it is not (yet) computed."""
@@ -227,6 +234,9 @@ class ViewState(QtCore.QObject):
     def set_placeholder(self, text: str | None) -> None:
         text = str(text) if text else None
         self._change("placeholder", text, self.placeholder_changed)
+
+    def set_running(self, running: bool) -> None:
+        self._change("running", bool(running), self.running_changed)
 
     def set_lens(self, request_id: int, kind: str, value) -> bool:
         """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that

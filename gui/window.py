@@ -113,7 +113,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.analysis_sized.connect(self._analysis_sized)
         w.load_progress.connect(bar.show_progress)
         w.model_loaded.connect(self._model_loaded)
-        w.analysis_started.connect(lambda rid: rid == self.latest_analyse_id and self.status.running())
+        w.analysis_started.connect(self._analysis_started)
         w.analysis_ready.connect(self._analysis_ready)
         w.failed.connect(self._failed)
         bar.load_requested.connect(self.load_model)
@@ -244,9 +244,15 @@ class MainWindow(QtWidgets.QMainWindow):
         if request_id == self.latest_analyse_id and self.model_info is not None:
             self.status.running(n_tokens, self.model_info)
 
+    def _analysis_started(self, request_id: int) -> None:
+        if request_id == self.latest_analyse_id:  # superseded requests are skipped by the worker anyway
+            self.status.running()
+            self.state.set_running(True)
+
     def _analysis_ready(self, bundle) -> None:
         if self.closed or bundle.request_id != self.latest_analyse_id:
             return  # closed, or stale: a newer request was made since
+        self.state.set_running(False)
         self.error.hide()
         self.state.set_placeholder(None)
         self.status.shown(bundle)
@@ -274,6 +280,7 @@ class MainWindow(QtWidgets.QMainWindow):
                     actions.append(("Open the bundled model", lambda: self.load_model(BUNDLED)))
             self.show_error(f"Could not load the model: {message}", actions)
         elif failure.kind is RequestKind.ANALYSE and failure.request_id == self.latest_analyse_id:
+            self.state.set_running(False)
             self.status.run_failed()
             if self.state.bundle is None:
                 self.state.set_placeholder("the text could not be analysed (see the message above)")

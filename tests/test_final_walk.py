@@ -68,15 +68,33 @@ def test_rollout_and_head_maps_are_dimmed_while_a_new_text_runs(qtbot):
     for tab in (rollout, head):
         qtbot.addWidget(tab)
     rollout.stack.setCurrentWidget(rollout.plot)  # as when a map is shown
-    from gui.worker import Failure
-
-    failure = Failure(99, "analyse", "analyse", ValueError("x"), "x")
-    for end in (lambda: worker.analysis_ready.emit(object()), lambda: worker.failed.emit(failure)):
-        worker.analysis_started.emit(1)
+    for _ in range(2):
+        state.set_running(True)  # the window: the newest text's analysis started
         for figure in (rollout.plot, head.plot):
             effect = figure.graphicsEffect()
             assert isinstance(effect, QtWidgets.QGraphicsOpacityEffect) and effect.opacity() == DIM_OPACITY
         assert rollout.status.text() == UPDATING
-        end()  # a result or a failure: the map is current again (or stays as the newest there is)
+        state.set_running(False)  # its result or its failure: the map is current again (or the newest there is)
         assert rollout.plot.graphicsEffect() is None and head.plot.graphicsEffect() is None
         assert rollout.status.text() == " "
+
+
+@pytest.mark.slow  # a whole window
+def test_the_window_says_running_for_the_newest_text_only(qtbot, tmp_path):
+    """The maps once dimmed for any analysis the worker started and lit up for any failure (a lens's, an
+    export's) or a stale result; now the window sets ``ViewState.running`` for the newest request only."""
+    from gui.window import MainWindow
+    from gui.worker import Failure, RequestKind
+
+    w = MainWindow(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.latest_analyse_id = latest = 7  # as after a few runs
+    w._analysis_started(latest - 1)  # a superseded request
+    assert not w.state.running
+    w._analysis_started(latest)
+    assert w.state.running
+    w._failed(Failure(latest + 5, RequestKind.TASK, "value_norms", ValueError("x"), "x"))  # not the run
+    assert w.state.running
+    w._failed(Failure(latest, RequestKind.ANALYSE, "analyse", ValueError("x"), "x"))
+    assert not w.state.running
+    w.close()
