@@ -453,12 +453,13 @@ def write_scan_per_text_csv(scan: ScanResult, path: Path) -> Path:
 
 
 def write_scan_texts_csv(scan: ScanResult, path: Path) -> Path:
-    """``text,n_tokens,truncated,content``: what each ``text`` number of ``scores_per_text.csv`` is."""
+    """``text,n_tokens,truncated,chars,content``: what each ``text`` number of ``scores_per_text.csv`` is.
+    ``content`` is the part analysed (a cut text up to its last analysed token), ``chars`` the whole text's length."""
     with Path(path).open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["text", "n_tokens", "truncated", "content"])
-        for t, (n, cut, content) in enumerate(zip(scan.n_tokens, scan.truncated, scan.texts)):
-            writer.writerow([t, n, int(cut), content])
+        writer.writerow(["text", "n_tokens", "truncated", "chars", "content"])
+        for t, (n, cut, chars, content) in enumerate(zip(scan.n_tokens, scan.truncated, scan.chars, scan.texts)):
+            writer.writerow([t, n, int(cut), chars, content])
     return Path(path)
 
 

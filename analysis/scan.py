@@ -5,16 +5,28 @@ text sees exactly what it would see alone), scores every head of every text with
 of ``analysis.head_scores``, and returns per-head mean and standard deviation over the texts, the
 per-text scores, and how fast it went.
 
-Batching: texts are sorted by length and cut into batches of at most ``batch_size`` texts whose copied
-attention stays under ``MEMORY_BUDGET_BYTES``, so short texts are not padded to the longest one.
-With right padding no real token sees a pad (a decoder's pads come after it; an encoder's are masked
-as keys), and position ids count from 0 as in a single run, so the scores equal one-at-a-time runs up to float rounding.
+Batching: texts are sorted by length and cut into batches of at most ``batch_size`` texts, so short
+texts are not padded to the longest one. With right padding no real token sees a pad (a decoder's pads
+come after it; an encoder's are masked as keys), and position ids count from 0 as in a single run, so
+the scores equal one-at-a-time runs up to float rounding.
+
+Memory: the rule of every run (``inference.attention_memory_budget``). A text whose attention alone
+takes more than the budget is refused with the sentence ``export`` gives
+(``inference.check_attention_memory``), before any forward pass; every batch holds at most the budget
+at once, counting what :func:`batch_bytes` counts (the attention copied, the model's tensors of one
+layer, the scoring's copies). A long text is scored a few layers at a time, so scoring never copies
+its whole attention.
+
+Tokenising checks ``cancel`` between texts (100,000 lines take a minute). A cut text keeps only its
+analysed part (the text up to its last analysed token) and its length in characters.
 
 ``induction_probe`` does not depend on the text: it is computed once on the model's seeded probe and
 repeated for every text (its std is 0).
 """
 from __future__ import annotations
 
+import errno
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -28,7 +40,17 @@ from .errors import AnalysisCancelled, InputError  # AnalysisCancelled: also imp
 from .textfiles import read_text_file
 
 DEFAULT_BATCH = 16
-MEMORY_BUDGET_BYTES = 512 * 2**20  # attention copied per batch: B · L · H · n² · 4 bytes
+#: Eager attention's (B, H, T, T) tensors alive at once inside one layer's forward (the scores, the masked
+#: scores, the softmax), counted at 4 bytes a value: an upper bound for float16 and for a GPU's.
+FORWARD_COPIES = 3
+#: A text's scores are computed on at most this much of its attention at a time (at least one layer):
+#: the scorers' gathers copy what they are given (``head_scores._pattern_mean``).
+SCORE_CHUNK_BYTES = 64 * 2**20
+#: What scoring copies of a chunk of attention at most: the repeated-token pairs' gather in float32
+#: and float64 (up to 1.5 × the chunk) …
+SCORE_COPIES = 2
+#: … and, per n², the pair masks and positions (``head_scores.repeat_pairs``: (n, n) bools, int64 indices).
+SCORE_BYTES_PER_PAIR = 32
 ProgressCallback = Callable[[int, int], None]  # (texts done, texts in all)
 
 
@@ -50,20 +72,89 @@ def _too_big(what: str, limit: int, hint: str) -> InputError:
     return InputError(f"{what} more than {format_bytes(limit)} of text{hint}")
 
 
-def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
-    """A text file (one text per non-blank line) or a folder (each ``*.txt`` in it, by name, is one text).
+class Texts(list):
+    """The texts read (a list of str) and ``warnings``: a sentence for each kind of entry a folder held that
+    was skipped. ``scan_texts`` carries the warnings into its result."""
+
+    def __init__(self, texts: Iterable[str] = (), warnings: Iterable[str] = ()):
+        super().__init__(texts)
+        self.warnings: tuple[str, ...] = tuple(warnings)
+
+
+def text_lines(text: str) -> list[str]:
+    """The non-blank lines of ``text``, one text each: split at a newline (``\\n`` or ``\\r\\n``) only, not at
+    the other breaks ``str.splitlines`` knows (\\x0b, \\x0c, \\x1c–\\x1e, NEL, U+2028, U+2029, a lone \\r)."""
+    return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
+
+
+#: How many names a skipped-entries warning lists before "and N more".
+SKIPPED_NAMES = 3
+
+
+def _not_a_file(entry: Path) -> tuple[str, str] | None:
+    """None for a regular file (links followed); else what ``entry`` is, singular and plural."""
+    try:
+        mode = entry.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop", "symbolic link loops"
+        if exc.errno == errno.ENOENT and entry.is_symlink():
+            return "broken symbolic link", "broken symbolic links"
+        return "entry that cannot be examined", "entries that cannot be examined"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "folder", "folders"
+    if stat.S_ISFIFO(mode):
+        return "named pipe", "named pipes"
+    if stat.S_ISSOCK(mode):
+        return "socket", "sockets"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device", "devices"
+    return "special file", "special files"
+
+
+def _shown_name(entry: Path) -> str:
+    return entry.name if entry.name.isprintable() else ascii(entry.name)
+
+
+def _skipped_kinds(skipped: dict[tuple[str, str], list[Path]]) -> list[tuple[str, str]]:
+    """('5 named pipes', 'a.txt, b.txt, c.txt and 2 more') for each kind, in the order first met."""
+    kinds = []
+    for (one, many), entries in skipped.items():
+        names = ", ".join(_shown_name(e) for e in entries[:SKIPPED_NAMES])
+        more = f" and {len(entries) - SKIPPED_NAMES} more" if len(entries) > SKIPPED_NAMES else ""
+        kinds.append((f"{len(entries)} {one if len(entries) == 1 else many}", names + more))
+    return kinds
+
+
+def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> Texts:
+    """A text file (one text per non-blank line, :func:`text_lines`) or a folder (each regular ``*.txt`` in
+    it, by name, is one text; the other entries so named are skipped and ``warnings`` names them by kind).
 
     At most ``limit`` bytes in all (a folder's files together); a missing path, a pipe, a device, a
     binary or non-UTF-8 file, or nothing to scan is an InputError with one sentence. Files are read by
     :func:`analysis.textfiles.read_text_file`, as ``--text-file`` is; a leading byte-order mark is removed."""
     p = Path(path).expanduser()
+    warnings: list[str] = []
     if p.is_dir():
         try:
-            files = sorted(f for f in p.glob("*.txt") if f.is_file())
+            entries = sorted(p.glob("*.txt"))
         except OSError as exc:
             raise InputError(f"Cannot read {p}: {exc.strerror or exc}.") from None
+        files, skipped = [], {}
+        for entry in entries:
+            kind = _not_a_file(entry)
+            if kind is None:
+                files.append(entry)
+            else:
+                skipped.setdefault(kind, []).append(entry)
+        kinds = _skipped_kinds(skipped)
         if not files:
-            raise InputError(f"{p} has no .txt files to scan.")
+            raise InputError(f"{p} has no regular .txt files to scan "
+                             f"({'; '.join(f'{what}: {names}' for what, names in kinds)})." if kinds
+                             else f"{p} has no .txt files to scan.")
+        warnings = [f"Skipped {what} in {p}: {names} (only regular .txt files are scanned)." for what, names in kinds]
         texts, left = [], limit
         for f in files:
             text, cut = read_text_file(f, left)
@@ -79,12 +170,12 @@ def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> list[str]:
         text, cut = read_text_file(p, limit)
         if cut:
             raise _too_big(f"{p} holds", limit, "; scan a part of it (split the file, or pass fewer lines).")
-        texts = [line for line in text.removeprefix("\ufeff").splitlines() if line.strip()]
+        texts = text_lines(text.removeprefix("\ufeff"))
     else:
         raise InputError(f"Texts not found: {p} does not exist.")
     if not texts:
         raise InputError(f"{p} holds no text to scan (every line is blank).")
-    return texts
+    return Texts(texts, warnings)
 
 
 # ----------------------------------------------------------------------------- result
@@ -108,7 +199,11 @@ class ScanResult:
     batch_size: int
     seconds: float  # wall time of the whole scan (tokenising, forwards, scoring)
     model_label: str = ""
-    texts: tuple[str, ...] = ()  # the texts scanned, in order (what ``text`` numbers in the per-text table refer to)
+    # per text, in order (what ``text`` numbers in the per-text table refer to): the part analysed — the
+    # whole text, or a cut text up to the end of its last analysed token — and the whole text's length
+    texts: tuple[str, ...] = ()
+    chars: tuple[int, ...] = ()  # characters
+    warnings: tuple[str, ...] = ()  # what reading the texts said (entries of a folder that were skipped)
 
     @property
     def n_texts(self) -> int:
@@ -134,6 +229,10 @@ class ScanResult:
                 f"(the model's context or the token cap{specials}) and were cut; their scores describe only "
                 f"their first {limit:,} tokens.")
 
+    def warning_lines(self) -> list[str]:
+        """Every sentence to show with the scan: the entries of a folder that were skipped, the texts cut."""
+        return [*self.warnings, *filter(None, [self.truncation_warning()])]
+
     def mean_scores(self) -> hs.HeadScores:
         """Per-head means over the texts, as the Head scores table takes them."""
         return hs.HeadScores({name: self.mean[k] for k, name in enumerate(self.score_names)}, self.applicable)
@@ -155,12 +254,14 @@ class ScanResult:
 
     def summary(self, sink_epsilon: float | None = None) -> dict:
         """What ``summary.json`` holds: texts, tokens (BOS included), seconds, tokens per second, and
-        ``sink_rate``: the share of heads whose mean first-token score over the texts exceeds ``sink_epsilon``."""
+        ``sink_rate``: the share of heads whose mean first-token score over the texts exceeds ``sink_epsilon``,
+        and ``warnings``: the entries of a folder that were skipped, the texts that were cut."""
         sinks = self.sink_rate(sink_epsilon)
         return {"generator": "attnscope", "kind": "scan", "model": self.model_label, "texts": self.n_texts,
                 "tokens": self.tokens, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
                 "batch_size": self.batch_size, "bos": self.bos, "truncated_texts": int(sum(self.truncated)),
                 "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
+                "warnings": self.warning_lines(),
                 "texts_defining": {name: int(self.defined[k]) for k, name in enumerate(self.score_names)
                                    if name in self.applicable}}
 
@@ -190,13 +291,37 @@ def _mean_std(per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 # ----------------------------------------------------------------------------- running
-def _batches(lengths: list[int], batch_size: int, per_token2_bytes: int, budget: int) -> list[list[int]]:
-    """Text indices, shortest first, in batches of ≤ batch_size whose copied attention fits ``budget``."""
+def _score_layers(n_layer: int, n_head: int, n_tokens: int) -> int:
+    """How many layers of a text of ``n_tokens`` are scored at once: as many as fit SCORE_CHUNK_BYTES, ≥ 1."""
+    from .inference import attention_memory_bytes
+
+    return max(1, min(n_layer, SCORE_CHUNK_BYTES // attention_memory_bytes(1, n_head, n_tokens)))
+
+
+def batch_bytes(n_layer: int, n_head: int, lengths: list[int]) -> int:
+    """Bytes a batch of texts of ``lengths`` tokens holds at once while it is scanned (T = max(lengths), B texts):
+
+        the attention copied, every text      Σ_b L·H·n_b²·4         (export's count for one text)
+        the model's tensors of one layer      FORWARD_COPIES·B·H·T²·4  (the batch is padded to T)
+        scoring the longest text, c layers    SCORE_COPIES·c·H·T²·4 + SCORE_BYTES_PER_PAIR·T²
+    """
+    from .inference import attention_memory_bytes
+
+    longest = max(lengths)
+    copied = sum(attention_memory_bytes(n_layer, n_head, n) for n in lengths)
+    forward = FORWARD_COPIES * attention_memory_bytes(1, n_head, longest) * len(lengths)
+    scoring = (SCORE_COPIES * attention_memory_bytes(_score_layers(n_layer, n_head, longest), n_head, longest)
+               + SCORE_BYTES_PER_PAIR * longest**2)
+    return copied + forward + scoring
+
+
+def _batches(lengths: list[int], batch_size: int, cost: Callable[[list[int]], int], budget: int) -> list[list[int]]:
+    """Text indices, shortest first, in batches of ≤ batch_size whose ``cost`` (of their lengths) fits ``budget``;
+    a text whose cost alone is over it runs alone."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches, current = [], []
     for i in order:
-        longest = lengths[i]  # sorted: the newcomer is the longest so far
-        if current and (len(current) >= batch_size or (len(current) + 1) * per_token2_bytes * longest**2 > budget):
+        if current and (len(current) >= batch_size or cost([lengths[j] for j in current] + [lengths[i]]) > budget):
             batches.append(current)
             current = []
         current.append(i)
@@ -262,35 +387,111 @@ def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.n
     return capture.attentions
 
 
+def _score_text(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None, causal: bool,
+                windows: hs.Windows) -> np.ndarray:
+    """:func:`text_scores` of one text, a chunk of layers at a time (:func:`_score_layers`): the scorers
+    copy what they gather, so a long text's whole attention is never copied. (score, layer, head)"""
+    L, H, n, _ = attentions.shape  # (layer, head, n, n)
+    step = _score_layers(L, H, n)
+    if step >= L:
+        return text_scores(attentions, token_ids, probe, causal, windows)
+    out = np.empty((len(hs.SCORE_NAMES), L, H))
+    for start in range(0, L, step):
+        part = slice(start, start + step)
+        out[:, part] = text_scores(attentions[part], token_ids, None if probe is None else probe[part], causal,
+                                   windows[part] if windows else windows)
+    return out
+
+
+def _cancelled(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise AnalysisCancelled("Scan cancelled.")
+
+
+def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[list[int]], bool]) -> int | None:
+    """Where the ``n_kept``-th token of ``text[:window]`` ends, when its first tokens are the run's (``ran``) and
+    more follow (so the last of them is whole); else None. With offsets when the tokenizer has them, else the
+    shortest prefix whose first tokens are the run's (a binary search)."""
+    def first(prefix: str, **kwargs):
+        return tokenizer(prefix, add_special_tokens=False, verbose=False, **kwargs)
+
+    if getattr(tokenizer, "is_fast", False):
+        encoded = first(text[:window], return_offsets_mapping=True)
+        ids = encoded["input_ids"]
+        ok = ran(list(ids[:n_kept])) and (len(ids) > n_kept or window >= len(text))
+        return int(encoded["offset_mapping"][n_kept - 1][1]) if ok else None
+    ids = first(text[:window])["input_ids"]
+    if not (ran(list(ids[:n_kept])) and (len(ids) > n_kept or window >= len(text))):
+        return None
+    low, high = 1, min(window, len(text))  # text[:high] starts with the run's tokens
+    while low < high:
+        middle = (low + high) // 2
+        if ran(list(first(text[:middle])["input_ids"][:n_kept])):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:
+    """The start of ``text`` that a run of ``ids`` (its first tokens, in their special tokens) analysed: up to
+    the end of its last token. Only a prefix is tokenised, doubled until it holds those tokens and more."""
+    from .inference import CHARS_PER_TOKEN_FIRST
+
+    n_kept = len(ids) - len(loaded.special_ids([], special=bos))
+    window = max(64, n_kept * CHARS_PER_TOKEN_FIRST)
+    while True:
+        end = _prefix_end(loaded.tokenizer, text, window, n_kept,
+                          lambda first: loaded.special_ids(first, special=bos) == ids)
+        if end is not None or window >= len(text):
+            return text if end is None else text[:end]
+        window *= 2
+
+
 def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, max_texts: int | None = None,
                progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-               bos: bool | None = None) -> ScanResult:
+               bos: bool | None = None, max_tokens: int | None = None) -> ScanResult:
     """Score every head on every text; per-head mean and std over the texts.
 
-    ``bos=None`` uses the model's default. ``progress(done, total)`` after each batch; setting
-    ``cancel`` stops between batches with AnalysisCancelled. An empty text is an InputError.
+    ``bos=None`` uses the model's default; ``max_tokens`` caps the tokens of a text as a run's cap does
+    (default ``inference.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
+    ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
+    text is an InputError, and so is a text whose attention alone exceeds the memory budget (export's
+    rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings to the result.
     """
-    from .inference import run_probe, tokenize
+    from .inference import attention_memory_budget, check_attention_memory, run_probe, tokenize
 
     started = time.perf_counter()
     if batch_size < 1:
         raise InputError(f"The batch size must be at least 1, got {batch_size}.")
     if max_texts is not None and max_texts < 1:
         raise InputError(f"The number of texts to scan must be at least 1, got {max_texts}.")
+    warnings = texts.warnings if isinstance(texts, Texts) else ()
     texts = list(texts)[:max_texts] if max_texts is not None else list(texts)
     if not texts:
         raise InputError("No texts to scan.")
+    budget = attention_memory_budget()  # before the slow part: a mistyped budget is said at once
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
-    token_ids, truncated = [], []
+    token_ids, truncated, parts, chars = [], [], [], []
     for k, text in enumerate(texts):
+        _cancelled(cancel)
         if text is None or not text.strip():
             raise InputError(f"Text {k + 1} is empty; every text needs at least one token.")
         try:
-            ids, _, cut = tokenize(loaded, text, use_bos)
+            ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
         except InputError as exc:  # e.g. a text with no tokens: say which text
             raise InputError(f"Text {k + 1}: {exc}") from None
         token_ids.append(ids)
         truncated.append(cut)
+        parts.append(_analysed_part(loaded, text, ids, use_bos) if cut else text)
+        chars.append(len(text))
+    L, H = loaded.n_layer, loaded.n_head
+    lengths = [len(ids) for ids in token_ids]
+    longest = max(range(len(lengths)), key=lengths.__getitem__)
+    try:
+        check_attention_memory(L, H, lengths[longest], budget)
+    except InputError as exc:
+        raise InputError(f"Text {longest + 1}: {exc}") from None
     causal = bool(getattr(loaded, "causal", True))
     probe = None  # encoders: no induction probe
     if causal:
@@ -298,19 +499,18 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
         probe = hs.induction_probe(probe_result.attentions, probe_result.token_ids,  # (L, H), the same for every text
                                    loaded.sliding_windows)
 
-    L, H = loaded.n_layer, loaded.n_head
     per_text = np.empty((len(texts), len(hs.SCORE_NAMES), L, H))
     windows = loaded.sliding_windows  # per layer: hoisted out of the loop
-    lengths = [len(ids) for ids in token_ids]
     pad_id = next((i for i in (loaded.tokenizer.pad_token_id, loaded.tokenizer.eos_token_id) if i is not None),
                   token_ids[0][0])  # any real id: pads are masked and cut off
     done = 0
-    for batch in _batches(lengths, batch_size, L * H * 4, MEMORY_BUDGET_BYTES):
-        if cancel is not None and cancel.is_set():
-            raise AnalysisCancelled("Scan cancelled.")
+    for batch in _batches(lengths, batch_size, lambda batch_lengths: batch_bytes(L, H, batch_lengths), budget):
+        _cancelled(cancel)
         attentions = _forward_batch(loaded, [token_ids[i] for i in batch], pad_id)
-        for i, a in zip(batch, attentions):
-            per_text[i] = text_scores(a, np.asarray(token_ids[i]), probe, causal, windows)
+        for b, i in enumerate(batch):
+            per_text[i] = _score_text(attentions[b], np.asarray(token_ids[i]), probe, causal, windows)
+            attentions[b] = None  # scored: let it go before the next text's scoring copies
+        del attentions  # before the next batch's forward: one batch held at a time
         done += len(batch)
         if progress:
             progress(done, len(texts))
@@ -318,7 +518,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
-                      loaded.source.label, tuple(texts))
+                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings))
 
 
 # ----------------------------------------------------------------------------- benchmark

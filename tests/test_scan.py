@@ -71,10 +71,25 @@ def test_batch_size_does_not_change_the_numbers(tiny_model):
 
 def test_batches_respect_size_and_memory():
     lengths = [5, 1, 3, 10, 2]
-    assert scan._batches(lengths, 2, 1, 10**9) == [[1, 4], [2, 0], [3]]
-    # 99 bytes at 1 byte per n²: lengths 1, 2, 3 pad to 3 (3·9 = 27); adding 5 would take 4·25 = 100;
-    # 10 alone (100) exceeds the budget but must still run, alone
-    assert scan._batches(lengths, 8, 1, 99) == [[1, 4, 2], [0], [3]]
+
+    def padded(batch):  # 1 byte per n², every text padded to the longest
+        return len(batch) * max(batch) ** 2
+
+    assert scan._batches(lengths, 2, padded, 10**9) == [[1, 4], [2, 0], [3]]
+    # 99 bytes: lengths 1, 2, 3 pad to 3 (3·9 = 27); adding 5 would take 4·25 = 100;
+    # 10 alone (100) exceeds the budget but runs, alone (scan_texts refuses a text the rule refuses first)
+    assert scan._batches(lengths, 8, padded, 99) == [[1, 4, 2], [0], [3]]
+
+
+def test_batch_bytes_counts_the_attention_the_forward_and_the_scoring():
+    from analysis.inference import attention_memory_bytes
+
+    L, H = 30, 9
+    one = scan.batch_bytes(L, H, [2048])
+    assert one > attention_memory_bytes(L, H, 2048)  # the forward's tensors and the scoring come on top
+    # a long text is scored a layer at a time: the extras are a few layers' worth, not a second copy
+    assert one < attention_memory_bytes(L, H, 2048) + 6 * attention_memory_bytes(1, H, 2048)
+    assert scan.batch_bytes(L, H, [10, 20]) > attention_memory_bytes(L, H, 10) + attention_memory_bytes(L, H, 20)
 
 
 def test_progress_max_texts_and_cancel(tiny_model):
@@ -171,3 +186,145 @@ def test_compare_batched_reports_both_speeds(tiny_model):
     assert report["ratio"] == pytest.approx(report["batched_tokens_per_second"]
                                             / report["one_at_a_time_tokens_per_second"])
     assert report["max_abs_diff"] < 1e-5
+
+
+# ----------------------------------------------------------------------------- memory: export's rule (issue 17.4)
+LONG = " ".join(["word"] * 300)  # more than the tiny model's 64-token context
+
+
+def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_it(tiny_model, monkeypatch):
+    from analysis import inference
+
+    n = len(inference.tokenize(tiny_model, LONG, True)[0])
+    need = inference.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
+    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
+    with pytest.raises(InputError) as export_refusal:
+        inference.run_text(tiny_model, LONG, bos=True)
+    with pytest.raises(InputError) as scan_refusal:
+        scan.scan_texts(tiny_model, ["Hello world", LONG, "A cat"], bos=True)
+    assert str(scan_refusal.value) == f"Text 2: {export_refusal.value}"
+    assert scan.scan_texts(tiny_model, ["Hello world", "A cat"], bos=True).n_texts == 2  # short texts fit
+
+
+@pytest.mark.slow
+def test_a_scan_holds_no_more_than_the_budget_at_once(tiny_model, monkeypatch):
+    import tracemalloc
+
+    from analysis import inference
+
+    texts = [" ".join(["word", "cat", "the"] * k) for k in range(3, 24)]  # 9 … 64 tokens
+    inference.run_probe(tiny_model)  # cached on the model: not part of the scan's peak
+    L, H = tiny_model.n_layer, tiny_model.n_head
+    budget = 6 * inference.attention_memory_bytes(L, H, 64)  # the longest text and its extras fit, alone
+    unlimited = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
+    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr(budget / 2**20))
+    tracemalloc.start()
+    try:
+        result = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
+        _, peak = tracemalloc.get_traced_memory()  # numpy's arrays and every Python object (not torch's tensors)
+    finally:
+        tracemalloc.stop()
+    assert peak <= budget
+    np.testing.assert_allclose(result.per_text, unlimited.per_text, atol=1e-5, equal_nan=True)
+
+
+def test_scoring_a_layer_at_a_time_gives_the_same_scores(monkeypatch):
+    rng = np.random.default_rng(0)
+    a = np.tril(rng.random((3, 2, 12, 12), dtype=np.float32))
+    a /= a.sum(axis=-1, keepdims=True)  # (layer, head, query, key), causal rows summing to 1
+    ids = np.array([1, 2, 3, 1, 2, 3, 4, 1, 2, 5, 3, 1])
+    probe, windows = rng.random((3, 2)), (4, None, 6)  # sliding windows on layers 0 and 2
+    whole = scan.text_scores(a, ids, probe, True, windows)
+    monkeypatch.setattr(scan, "SCORE_CHUNK_BYTES", 1)  # a layer at a time
+    assert scan._score_layers(3, 2, 12) == 1
+    np.testing.assert_array_equal(scan._score_text(a, ids, probe, True, windows), whole)
+    np.testing.assert_array_equal(scan._score_text(a, ids, None, True, None), scan.text_scores(a, ids, None, True))
+
+
+# ----------------------------------------------------------------------------- Cancel while tokenising (17.9)
+def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch):
+    from analysis import inference
+
+    cancel, calls, real = threading.Event(), [], inference.tokenize
+
+    def tokenize(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            cancel.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "tokenize", tokenize)
+    with pytest.raises(scan.AnalysisCancelled):
+        scan.scan_texts(tiny_model, TEXTS * 10, batch_size=2, cancel=cancel)
+    assert len(calls) == 3  # of 70 texts: not one more after the Cancel
+
+
+# ----------------------------------------------------------------------------- what a folder skipped (17.10)
+def test_a_folder_names_what_it_skipped_by_kind(tiny_model, tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("text a", encoding="utf-8")
+    os.symlink("loop.txt", folder / "loop.txt")  # a link to itself
+    os.symlink("/dev/null", folder / "null.txt")
+    for k in range(5):
+        os.mkfifo(folder / f"pipe{k}.txt")
+    (folder / "sub.txt").mkdir()
+    os.symlink(tmp_path / "gone", folder / "gone.txt")
+    texts = scan.read_texts(folder)
+    assert texts == ["text a"]
+    why = "(only regular .txt files are scanned)"
+    assert texts.warnings == (
+        f"Skipped 1 broken symbolic link in {folder}: gone.txt {why}.",
+        f"Skipped 1 symbolic link loop in {folder}: loop.txt {why}.",
+        f"Skipped 1 device in {folder}: null.txt {why}.",
+        f"Skipped 5 named pipes in {folder}: pipe0.txt, pipe1.txt, pipe2.txt and 2 more {why}.",
+        f"Skipped 1 folder in {folder}: sub.txt {why}.",
+    )
+    result = scan.scan_texts(tiny_model, texts)
+    assert result.warnings == texts.warnings and result.summary()["warnings"] == list(texts.warnings)
+    assert scan.read_texts(folder / "a.txt").warnings == ()
+    (folder / "a.txt").unlink()
+    with pytest.raises(InputError) as caught:
+        scan.read_texts(folder)
+    message = str(caught.value)
+    assert message.startswith(f"{folder} has no regular .txt files to scan") and "5 named pipes" in message
+    assert "\n" not in message
+
+
+# ----------------------------------------------------------------------------- the analysed part (17.11)
+def test_a_cut_text_keeps_the_part_analysed_and_its_length(tiny_model, tmp_path):
+    from analysis.export import write_scan_texts_csv
+    from analysis.inference import run_text
+
+    long_text = "The cat sat on the mat. " * 4000  # 96,000 characters on one line
+    result = scan.scan_texts(tiny_model, ["Hello world", long_text], bos=True)
+    assert result.chars == (11, len(long_text)) and result.truncated == (False, True)
+    part = result.texts[1]
+    assert long_text.startswith(part) and len(part) < 400
+    ran = run_text(tiny_model, long_text, bos=True).token_ids.tolist()
+    assert tiny_model.special_ids(tiny_model.tokenizer(part)["input_ids"], special=True) == ran  # exactly those tokens
+    assert result.texts[0] == "Hello world"
+    path = write_scan_texts_csv(result, tmp_path / "texts.csv")
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["text", "n_tokens", "truncated", "chars", "content"]
+    assert rows[2] == ["1", str(len(ran)), "1", str(len(long_text)), part]
+    assert path.stat().st_size < 1000
+
+
+def test_the_analysed_part_without_offsets_is_the_same(tiny_model, monkeypatch):
+    long_text = "A dog barked at the mailman twice, then once more. " * 50
+    fast = scan.scan_texts(tiny_model, [long_text], bos=False).texts
+    # a tokenizer without offsets (a Python one): the shortest prefix holding the run's tokens
+    monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
+    assert scan.scan_texts(tiny_model, [long_text], bos=False).texts == fast
+    assert len(fast[0]) < len(long_text)
+
+
+# ----------------------------------------------------------------------------- one text a newline (17.12)
+def test_a_file_is_split_at_newlines_only(tiny_model, tmp_path):
+    inside = "one\x0btwo\x0cthree\x1cfour\x1dfive\x1esix\x85seven\u2028eight\u2029nine\rten"
+    f = tmp_path / "t.txt"
+    f.write_bytes(f"{inside}\r\nsecond\n\x0c\nthird".encode("utf-8"))
+    assert scan.read_texts(f) == [inside, "second", "third"]  # a line of only \x0c is blank
+    assert scan.scan_texts(tiny_model, scan.read_texts(f)).n_texts == 3
