@@ -1,5 +1,6 @@
 """The banner of the Head scores tab while a scan over many texts is at hand: what it is, whether the
-tab shows it or the text on screen, and the button that switches between the two."""
+tab shows it or the text on screen, what the scan warned of (entries of a folder it skipped, texts it
+cut), and the button that switches between the two."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
@@ -35,9 +36,10 @@ class ScanBar(QtWidgets.QFrame):
             return
         what = f"{source + ', ' if source else ''}{scan.tokens:,} tokens, {scan.seconds:.1f} s, {scan.model_label}"
         if showing:
-            self.label.setText(f"Showing the mean ± std over {scan.n_texts} texts ({what}) — not the text above.")
+            line = f"Showing the mean ± std over {scan.n_texts} texts ({what}) — not the text above."
             self.toggle.setText("Back to this text")
         else:
-            self.label.setText(f"Showing the text above. A scan over {scan.n_texts} texts is ready ({what}).")
+            line = f"Showing the text above. A scan over {scan.n_texts} texts is ready ({what})."
             self.toggle.setText(f"Show the {scan.n_texts} texts")
+        self.label.setText("\n".join([line, *scan.warning_lines()]))
         self.show()

@@ -4,6 +4,10 @@ folder of .txt files), then run ``analysis.scan.scan_texts`` on the worker with 
 The texts are read on the worker too (``analysis.scan.read_texts``: a large file never freezes the
 window), so a bad path comes back as the worker's one-sentence failure, shown in the dialog. The
 finished scan is handed on with ``scan_ready(scan, source)``; the Head scores tab shows it.
+
+The scan's progress comes through this dialog's job, so the dialog outlives the scan: closing it while
+the worker still runs one (or one the dialog dropped) hides it, stops the scan, and closes it for good
+once the worker has let the scan go; a stopped scan reports no progress.
 """
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.scan import DEFAULT_BATCH, SAMPLE_TEXTS
+from analysis.errors import InputError
+from analysis.scan import DEFAULT_BATCH, SAMPLE_TEXTS, read_texts
 
 from .jobs import Job
 
@@ -20,8 +25,8 @@ DEFAULT_MAX_TEXTS = 1000
 
 def _sample_count() -> int:
     try:
-        return sum(1 for line in SAMPLE_TEXTS.read_text(encoding="utf-8").splitlines() if line.strip())
-    except OSError:
+        return len(read_texts(SAMPLE_TEXTS))  # as the scan will read it
+    except InputError:
         return 0
 
 
@@ -31,10 +36,14 @@ class ScanDialog(QtWidgets.QDialog):
 
     scan_ready = QtCore.Signal(object, str)  # ScanResult, where its texts came from (in words)
 
-    def __init__(self, worker, bos: bool | None = None, parent=None):
+    def __init__(self, worker, bos: bool | None = None, parent=None, max_tokens: int | None = None):
         super().__init__(parent)
         self.setWindowTitle("Scores over many texts")
-        self.bos = bos
+        self.bos, self.max_tokens = bos, max_tokens  # max_tokens: the token cap (None: the default)
+        self._in_flight = 0  # the latest scan's request until the worker has let it go (dropped or not)
+        self._close_when_done = False
+        worker.task_done.connect(self._worker_done)
+        worker.failed.connect(self._worker_failed)
         self.job = Job(worker, "scan", self)
         self.job.progressed.connect(self._progressed)
         self.job.finished.connect(self._finished)
@@ -132,24 +141,29 @@ class ScanDialog(QtWidgets.QDialog):
     # ----------------------------------------------------------------- running
     def start(self) -> int | None:
         """Start the scan on the worker; returns its request id (None when there is nothing to scan)."""
-        from analysis.scan import read_texts, scan_texts
+        from analysis.scan import scan_texts
 
         path = self.texts_path()
         if path is None:
             self._stopped("Choose a text file or a folder of .txt files first.", error=True)
             return None
         self._source_text = "the bundled sample" if path == SAMPLE_TEXTS else path.name
-        max_texts, batch, bos = self.max_spin.value(), self.batch_spin.value(), self.bos
+        max_texts, batch, bos, cap = self.max_spin.value(), self.batch_spin.value(), self.bos, self.max_tokens
 
         def work(loaded, progress, cancel):
-            return scan_texts(loaded, read_texts(path), batch_size=batch, max_texts=max_texts, progress=progress,
-                              cancel=cancel, bos=bos)
+            def report(done: int, total: int) -> None:
+                if not cancel.is_set():  # a stopped scan says nothing: its dialog may be closing
+                    progress(done, total)
+
+            return scan_texts(loaded, read_texts(path), batch_size=batch, max_texts=max_texts, progress=report,
+                              cancel=cancel, bos=bos, max_tokens=cap)
 
         self.message.hide()
         self.progress.setRange(0, 0)  # busy until the first batch says how many texts there are
         self.progress.show()
         self._set_running(True)
-        return self.job.start(work)
+        self._in_flight = self.job.start(work)
+        return self._in_flight
 
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
@@ -179,13 +193,40 @@ class ScanDialog(QtWidgets.QDialog):
             self._stopped("The model changed: scan again for the new one.", error=True)
 
     def reject(self) -> None:  # noqa: D401 (Qt's name)
-        """Cancel or Esc: while a scan runs, stop it (the dialog stays to say so); else close."""
+        """Cancel or Esc: while a scan runs, stop it (the dialog stays to say so); else close (once the
+        worker has let a dropped scan go)."""
         if self.job.running:
             self.cancel_button.setText("Stopping…")
             self.job.cancel()
             return
-        super().reject()
+        if not self._close_later():
+            super().reject()
 
     def closeEvent(self, event):  # noqa: N802
         self.job.drop()  # closing the window: nobody wants the answer
+        if self._close_later():
+            event.ignore()
+            return
         super().closeEvent(event)
+
+    def _close_later(self) -> bool:
+        """While the worker still runs this dialog's scan, hide instead of closing (a closed dialog is
+        deleted, and the scan's job with it) and close when the worker lets it go. Whether it did."""
+        if not self._in_flight:
+            return False
+        self._close_when_done = True
+        self.hide()
+        return True
+
+    def _worker_done(self, request_id: int, _name: str, _value) -> None:
+        self._let_go(request_id)
+
+    def _worker_failed(self, failure) -> None:
+        self._let_go(failure.request_id)
+
+    def _let_go(self, request_id: int) -> None:
+        """The worker ended request ``request_id`` (done, failed or cancelled)."""
+        if request_id and request_id == self._in_flight:
+            self._in_flight = 0
+            if self._close_when_done:
+                QtWidgets.QDialog.reject(self)  # closes for good (and is deleted, when WA_DeleteOnClose)

@@ -205,3 +205,72 @@ def test_the_window_has_the_menu_entry_and_the_ablation_tab(qtbot, tmp_path, tin
     assert len(dialogs) == 1 and dialogs[0].sample_radio.isChecked()
     dialogs[0].close()
     window.close()
+
+
+# ----------------------------------------------------------------------------- closing mid-scan (issue 17.6)
+def test_closing_the_dialog_mid_scan_stops_it_and_prints_nothing(qtbot, panel, tmp_path, worker, monkeypatch, capsys):
+    import analysis.scan as scan_module
+    from analysis.errors import AnalysisCancelled
+
+    path = tmp_path / "many.txt"
+    path.write_text("\n".join(TEXTS * 2), encoding="utf-8")
+    # held after the first batch's forward, before its progress: no module call left to interrupt it
+    calls, reached, go = hold_at_call(monkeypatch, scan_module, "_score_text", 1)
+    failures, shown = [], []
+    worker.failed.connect(failures.append)
+    dialog = open_dialog(panel, path, batch=1)  # WA_DeleteOnClose, as the panel opens it
+    dialog.scan_ready.connect(lambda *args: shown.append(args))
+    destroyed = []
+    dialog.destroyed.connect(lambda *_: destroyed.append(True))
+    dialog.start()
+    wait_until(qtbot, reached.is_set)
+    dialog.close()  # the title bar's ×, mid-scan
+    assert not dialog.isVisible()
+    qtbot.wait(100)  # a deleteLater would run now: the dialog must still be there for the scan's last word
+    assert not destroyed
+    go.set()  # the batch is scored and would report its progress
+    wait_until(qtbot, lambda: bool(destroyed))  # gone once the worker let the scan go
+    worker.failed.disconnect(failures.append)
+    assert len(calls) == 1  # it stopped after the batch it was in
+    assert failures and all(isinstance(f.error, AnalysisCancelled) for f in failures)
+    assert shown == [] and panel.scan is None
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Signal source has been deleted" not in err
+
+
+# ----------------------------------------------------------------------------- the memory rule in the app (17.4)
+def test_a_text_over_the_memory_budget_is_refused_in_the_dialog(qtbot, panel, tmp_path, monkeypatch):
+    from analysis import inference
+
+    path = tmp_path / "long.txt"
+    path.write_text("a short one\n" + " ".join(["word"] * 300) + "\n", encoding="utf-8")
+    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0.1")  # 100 KiB: the tiny model's 64 tokens take 192 KiB
+    dialog = open_dialog(panel, path)
+    with qtbot.waitSignal(dialog.job.failed, timeout=WAIT_MS):
+        dialog.start()
+    message = dialog.message.text()
+    assert message.startswith("Text 2: The attention of 64 tokens would take 192.0 KiB") and "\n" not in message
+    assert panel.scan is None and dialog.run_button.isEnabled()
+    dialog.close()
+
+
+# ----------------------------------------------------------------------------- the banner's warnings (17.10)
+def test_the_banner_says_what_the_scan_skipped_and_cut(qtbot, tiny_model, tmp_path):
+    import os
+
+    from analysis import scan
+    from gui.scan_bar import ScanBar
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("text a", encoding="utf-8")
+    (folder / "b.txt").write_text(" ".join(["word"] * 300), encoding="utf-8")  # cut to the context
+    os.mkfifo(folder / "pipe.txt")
+    result = scan.scan_texts(tiny_model, scan.read_texts(folder))
+    bar = ScanBar()
+    qtbot.addWidget(bar)
+    bar.show_scan(result, "texts", True)
+    lines = bar.label.text().split("\n")
+    assert lines[0].startswith("Showing the mean ± std over 2 texts")
+    assert lines[1] == f"Skipped 1 named pipe in {folder}: pipe.txt (only regular .txt files are scanned)."
+    assert lines[2].startswith("1 of 2 texts were longer than the 64 tokens")
