@@ -201,7 +201,7 @@ def forward_with_capture(loaded: LoadedModel, token_ids: list[int], want_logits:
 def require_finite(per_layer: dict[str, np.ndarray], logits=None, dtype: str = "float32") -> None:
     """ModelCheckError (one sentence) when any layer's array, or the logits, holds NaN or ±inf.
 
-    The load-time test forward runs 4 tokens; a longer text can still overflow (a position
+    The load-time test forward runs at most 4 tokens; a longer text can still overflow (a position
     embedding, float16 activations). What such a run would show is meaningless, so it is refused
     instead of drawn. Checked a layer at a time: no temporary as large as the whole attention."""
     for name, stack in per_layer.items():
@@ -301,39 +301,83 @@ def token_limit(loaded: LoadedModel, max_tokens: int | None = None) -> int:
     return min(loaded.context_length, int(cap))
 
 
+def _end_of_added_token_across(tokenizer, text: str, cut: int) -> int:
+    """The end of the added token (one the tokenizer matches whole before anything else: ``<|endoftext|>``,
+    a user's added word) that spans ``cut``, or ``cut`` when none does.
+
+    Tokenising ``text[:cut]`` would split such a token into ordinary pieces. Added tokens are found left to
+    right, so those that start at or before ``cut`` are the same in any prefix that reaches one longest added
+    token past ``cut``: that prefix is tokenised with offsets and a token across ``cut`` is looked for."""
+    added = {i: t.content for i, t in tokenizer.added_tokens_decoder.items() if len(t.content) > 1}
+    reach = max((len(content) for content in added.values()), default=0)
+    if not reach or cut >= len(text):
+        return cut
+    if getattr(tokenizer, "is_fast", False):
+        prefix = text[:cut + reach]
+        encoded = tokenizer(prefix, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        spans = [(a, b) for i, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if i in added]
+    else:  # a Python tokenizer gives no offsets: where the added tokens' text is
+        spans = [(a, a + len(content)) for content in added.values()
+                 for a in _occurrences(text, content, cut - len(content) + 1, cut)]
+    return max((b for a, b in spans if a < cut < b), default=cut)
+
+
+def _occurrences(text: str, part: str, start: int, stop: int) -> list[int]:
+    """Where ``part`` starts in ``text`` at positions ``start`` … ``stop - 1``."""
+    found, i = [], text.find(part, max(0, start))
+    while 0 <= i < stop:
+        found.append(i)
+        i = text.find(part, i + 1)
+    return found
+
+
 def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None = None) -> tuple[list[int], int, bool]:
     """Token ids to run (wrapped in the family's special tokens if ``bos``: BOS in front for a decoder,
     [CLS] … [SEP] for an encoder), the text's token count, and whether it was truncated.
 
     At most :func:`token_limit` ids come back. Only what that can hold is tokenised: a prefix of the
     text sized from the limit, doubled until it holds more tokens than the limit *and* its first
-    ``limit`` tokens are those of the next, twice as long, prefix (or it is the whole text). The
-    second condition matters where a cut inside a word changes the tokens before it: WordPiece makes
-    one [UNK] of a word over 100 characters, but many pieces of its first 90. When the text is cut,
-    the count is the prefix's, a lower bound: the text has *more than* that many tokens. Memory and
-    time thus depend on the limit, not on the length of the text.
+    ``limit`` tokens are the whole text's (or it is the whole text). They are when the prefix ends at a
+    space after a word (a pre-token boundary) or at the end of an added token; a prefix never ends
+    inside an added token, which it would split into ordinary pieces (a 3,000-character added token is
+    one token). A cut inside a word can change the tokens before it (WordPiece makes one [UNK] of a word
+    over 100 characters, but many pieces of its first 90): there the first ``limit`` tokens must also be
+    those of the next, twice as long, prefix. When the text is cut, the count is the prefix's, a lower
+    bound: the text has *more than* that many tokens. Memory and time thus depend on the limit, not on
+    the length of the text.
     """
     check_text(text)
     total = token_limit(loaded, max_tokens)
     n_special = len(loaded.special_ids([], special=bos))
     limit = total - n_special  # text tokens that fit beside the special tokens
     if limit < 1:
-        raise InputError(f"A cap of {total} token{'' if total == 1 else 's'} leaves no room for text beside the "
-                         f"model's {n_special} special token{'' if n_special == 1 else 's'}; raise the cap.")
+        specials = (f"its {n_special} special token{'' if n_special == 1 else 's'} "
+                    f"({'BOS' if loaded.causal else '[CLS] and [SEP]'})")
+        if total == loaded.context_length:  # the model's own context, not a cap the user can raise
+            raise InputError(f"This model's context holds only {total} position{'' if total == 1 else 's'}, no "
+                             f"room for text beside {specials}; run the text without them (--no-bos, or untick BOS).")
+        raise InputError(f"A cap of {total} token{'' if total == 1 else 's'} leaves no room for text beside "
+                         f"the model's {n_special} special token{'' if n_special == 1 else 's'}; raise the cap.")
+    tokenizer = loaded.tokenizer
     window, shorter = max(64, total * CHARS_PER_TOKEN_FIRST), None
     while True:
         whole = window >= len(text)
         cut = len(text) if whole else _whitespace_cut(text, window)
-        ids = loaded.tokenizer(text[:cut], add_special_tokens=False, verbose=False)["input_ids"]
+        boundary = cut < window  # a space after a word: the prefix's tokens are the text's
+        if not whole:
+            after = _end_of_added_token_across(tokenizer, text, cut)
+            if after != cut:  # the end of an added token is a boundary too (the text after it is tokenised apart)
+                cut, boundary, whole = after, True, after >= len(text)
+        ids = tokenizer(text[:cut], add_special_tokens=False, verbose=False)["input_ids"]
         if whole:
             break
         if len(ids) > limit:
-            if cut < window:  # cut at a pre-token boundary (a space): the prefix's tokens are the text's
+            if boundary:
                 break
             if shorter is not None and len(shorter) > limit and shorter[:limit] == ids[:limit]:
                 break  # cut inside a word, twice: the first tokens no longer change
             shorter = ids
-        window *= 2
+        window = max(window * 2, cut)
     n_text = len(ids)
     if n_text == 0:  # a WordPiece tokenizer drops zero-width and control characters
         raise InputError("The text has no tokens once tokenised (this tokenizer drops all of its characters, "

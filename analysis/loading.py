@@ -324,18 +324,19 @@ def weights_mismatch(model, loading_info: dict) -> tuple[list[str], list[str]]:
     """(missing, unexpected) tensor names that matter, from transformers' loading report.
 
     Ignored: what the model class itself declares ignorable (``_keys_to_ignore_on_load_missing`` /
-    ``_keys_to_ignore_on_load_unexpected``), tied weights whose source was loaded (GPT-2's
-    ``lm_head.weight`` is ``wte``), and :data:`LEGACY_BUFFERS`. Everything else missing would run
-    with random numbers; everything else unexpected means the file is for another model.
+    ``_keys_to_ignore_on_load_unexpected``), weights this model ties to a source that was loaded (GPT-2's
+    ``lm_head.weight`` is ``wte`` unless its config says ``tie_word_embeddings: false``), and
+    :data:`LEGACY_BUFFERS`. Everything else missing would run with random numbers; everything else
+    unexpected means the file is for another model.
     """
     def patterns(name: str) -> list[str]:
         return list(getattr(type(model), name, None) or [])
 
     missing = set(loading_info.get("missing_keys") or ())
     unexpected = set(loading_info.get("unexpected_keys") or ())
-    tied = dict(getattr(model, "all_tied_weights_keys", None) or getattr(model, "_tied_weights_keys", None) or {})
-    if not isinstance(tied, dict):  # older transformers: a list of tied names
-        tied = {}
+    # the instance's ties ({target: source}), which follow its config: an untied head (tie_word_embeddings
+    # false) ties nothing, and its class's _tied_weights_keys (what it *could* tie) must not excuse it
+    tied = dict(getattr(model, "all_tied_weights_keys", None) or {})
     missing = {k for k in missing if not (k in tied and tied[k] not in missing)}
     ignore_missing = patterns("_keys_to_ignore_on_load_missing")
     ignore_unexpected = patterns("_keys_to_ignore_on_load_unexpected") + list(LEGACY_BUFFERS)
@@ -476,15 +477,17 @@ def check_tokenizer(tokenizer, model, folder: Path) -> None:
 
 
 def check_forward(model, tokenizer, folder: Path, device: str, family: Family | None = None) -> None:
-    """A test forward on a few tokens: every float the model returns (logits, or the hidden states of a
-    model without a head, and every layer's attention weights) must be finite (NaN or infinite weights make every
-    picture meaningless). The family says what the forward takes (decoders: no KV cache; encoders
-    take no ``use_cache``)."""
+    """A test forward on a few tokens (no more than the context holds): every float the model returns (logits, or
+    the hidden states of a model without a head, and every layer's attention weights) must be finite (NaN or
+    infinite weights make every picture meaningless). The family says what the forward takes (decoders: no KV
+    cache; encoders take no ``use_cache``)."""
     import torch
 
     family = family or family_for(model.config, check=False)
     specials = [i for i in tokenizer.all_special_ids if i is not None]
-    ids = (specials[:1] + [i for i in range(min(3, int(model.config.vocab_size)))])[:4]
+    # no more tokens than the context holds: GPT-2 has no position embedding past it (n_positions 1: one token)
+    context = family.shape(model.config).context_length
+    ids = (specials[:1] + [i for i in range(min(3, int(model.config.vocab_size)))])[:min(4, context)]
     with torch.inference_mode():
         out = model(input_ids=torch.tensor([ids], device=device), output_attentions=True, **family.forward_kwargs())
     attentions = out.attentions or ()
@@ -833,9 +836,11 @@ def load_model(
     model.eval()
     model.requires_grad_(False)
     check_forward(model, tokenizer, folder, device_name, family)
+    # BOS on by default only where the context holds it and a token of text (a 1-position model runs 1 token)
+    room = family.shape(model_config).context_length > len(family.wrap(tokenizer, [], special=True))
     return LoadedModel(
         model=model, tokenizer=tokenizer, source=src, folder=Path(folder), device=device_name, dtype=dtype,
-        prepend_bos_default=bool(family.prepend_bos_default(config, tokenizer)),
+        prepend_bos_default=bool(family.prepend_bos_default(config, tokenizer)) and room,
         load_seconds=time.perf_counter() - started, family=family,
     )
 

@@ -241,3 +241,110 @@ def test_a_config_field_of_the_wrong_type_says_what_the_field_needs(model_copy):
     assert "n_head" in message and "expected int" in message and not message.endswith(":")
     assert one_line("Problem:\n   details here\nmore") == "Problem: details here"
     assert one_line("One line.\nSecond") == "One line."
+
+
+# ------------------------------------------------------------ issue 17: the output head, tiny contexts, key/value heads
+@pytest.fixture(scope="module")
+def head_folders(tmp_path_factory, tokenizer):
+    """A tiny GPT-2 and a tiny Llama as save_pretrained wrote them (GPT-2 ties its head, this Llama does not)."""
+    import copy
+
+    from analysis.synthetic import save_random_family
+
+    root = tmp_path_factory.mktemp("heads")
+    tok = copy.deepcopy(tokenizer)  # save_random_family sets the model_max_length of the tokenizer it is given
+    return {t: save_random_family(root / t, t, seed=2, tokenizer=tok) for t in ("gpt2", "llama")}
+
+
+def head_folder(src, dst, tie: bool, head: bool):
+    """A copy of ``src`` whose config says ``tie_word_embeddings: tie`` and whose weights hold an
+    ``lm_head.weight`` of their own (not the embedding's values) only when ``head``."""
+    import torch
+
+    folder = shutil.copytree(src, dst)
+    edit_config(folder, tie_word_embeddings=tie)
+    state = tensors(folder)
+    state.pop("lm_head.weight", None)
+    if head:
+        embedding = next(v for k, v in state.items() if k.endswith(("wte.weight", "embed_tokens.weight")))
+        state["lm_head.weight"] = torch.randn(embedding.shape, generator=torch.Generator().manual_seed(5))
+    save(folder, state)
+    return folder
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama"])
+def test_an_untied_head_missing_from_the_file_is_refused_not_random(head_folders, tmp_path, model_type):
+    """Before: loaded with exit 0 and no word, lm_head drawn at random (the class's _tied_weights_keys excused it)."""
+    folder = head_folder(head_folders[model_type], tmp_path / "m", tie=False, head=False)
+    message = refused(folder, WeightsMismatchError)
+    assert "1 tensor the config asks for is missing (lm_head.weight)" in message and "random" in message
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama"])
+def test_a_tied_head_missing_from_the_file_is_the_embedding(head_folders, tmp_path, model_type):
+    tied = load_model(str(head_folder(head_folders[model_type], tmp_path / "m", tie=True, head=False)),
+                      device="cpu").model
+    assert tied.get_output_embeddings().weight.data_ptr() == tied.get_input_embeddings().weight.data_ptr()
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama"])
+def test_an_untied_head_in_the_file_is_the_file_own(head_folders, tmp_path, model_type):
+    import torch
+
+    folder = head_folder(head_folders[model_type], tmp_path / "m", tie=False, head=True)
+    untied = load_model(str(folder), device="cpu").model
+    assert torch.equal(untied.get_output_embeddings().weight, tensors(folder)["lm_head.weight"])
+    assert not torch.equal(untied.get_output_embeddings().weight, untied.get_input_embeddings().weight)
+
+
+@pytest.mark.slow
+def test_ablate_on_an_untied_head_missing_from_the_file_exits_2_with_one_line(head_folders, tmp_path, capsys):
+    """Before: exit 0, and two identical runs gave different losses (a new random head each time)."""
+    from helpers import one_error_line, run_main
+
+    folder = head_folder(head_folders["gpt2"], tmp_path / "m", tie=False, head=False)
+    code, out, err = run_main(capsys, "ablate", "--model", folder, "--device", "cpu", "--text", "the cat sat on",
+                              "--heads", "0.0")
+    assert code == 2 and out == "" and "lm_head.weight" in one_error_line(err)
+
+
+@pytest.mark.parametrize("n_positions", [1, 2, 3])
+def test_a_context_shorter_than_the_test_forward_loads_and_runs_what_fits(tmp_path, tokenizer, n_positions):
+    """Before: "unexpected IndexError … a bug in AttnScope": the load's 4-token test forward passed the context."""
+    import copy
+
+    from analysis.inference import run_text
+    from analysis.synthetic import save_random_gpt2
+
+    folder = save_random_gpt2(tmp_path / "m", n_layer=1, n_head=2, d_model=16, n_positions=n_positions,
+                              tokenizer=copy.deepcopy(tokenizer))
+    loaded = load_model(str(folder), device="cpu")
+    result = run_text(loaded, "the cat sat on the mat", bos=False)
+    assert loaded.context_length == n_positions and result.n_tokens == n_positions and result.truncated
+
+
+def test_a_one_position_model_that_prepends_bos_runs_one_token_without_it(tmp_path):
+    """A Llama tokenizer puts <s> in front; with one position there is no room for it and a word, so BOS is off
+    by default, and asked for it is refused in one sentence that says what to do instead."""
+    from analysis.errors import InputError
+    from analysis.inference import run_text
+    from analysis.synthetic import save_random_family
+
+    loaded = load_model(str(save_random_family(tmp_path / "m", "llama", n_positions=1)), device="cpu")
+    assert not loaded.prepend_bos_default
+    assert run_text(loaded, "the cat sat").n_tokens == 1
+    with pytest.raises(InputError) as caught:
+        run_text(loaded, "the cat sat", bos=True)
+    assert str(caught.value) == ("This model's context holds only 1 position, no room for text beside its 1 special "
+                                 "token (BOS); run the text without them (--no-bos, or untick BOS).")
+
+
+@pytest.mark.parametrize("kv_heads", [0, -2, 3, 8, 2.0, "2", True])
+def test_key_value_heads_that_cannot_share_the_query_heads_are_refused_in_one_sentence(head_folders, tmp_path,
+                                                                                         kv_heads):
+    """Before: 0 gave the raw "integer division or modulo by zero", -2 "negative dimension -32", 2.0 Python's
+    type names; 3 and 8 (of 4 query heads) were refused already."""
+    folder = shutil.copytree(head_folders["llama"], tmp_path / "m")
+    edit_config(folder, num_key_value_heads=kv_heads)
+    assert refused(folder) == (f"This model's config gives num_key_value_heads = {kv_heads!r}; the key/value heads "
+                               "must be a whole number of at least 1 that divides the 4 query heads evenly.")

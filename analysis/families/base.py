@@ -451,7 +451,7 @@ class Family:
         bos = self.bos_token(tokenizer)
         if bos is None:
             return False
-        ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+        ids = tokenizer("a", add_special_tokens=True, verbose=False)["input_ids"]  # no "longer than" note at context 1
         return bool(ids) and ids[0] == tokenizer.convert_tokens_to_ids(bos)
 
     def wrap(self, tokenizer, text_ids: Sequence[int], special: bool) -> list[int]:

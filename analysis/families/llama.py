@@ -27,12 +27,19 @@ class LlamaFamily(Family):
              "softmax", "mix_values", "merge_heads", "output_projection")
 
     def check(self, config: Any) -> None:
+        """A rotary scaling the recompute follows, and key/value heads the query heads share evenly. Run on
+        config.json as read (before transformers, which answers a 2.0 with Python's type names and a 0 with a
+        division by zero while it builds the model) and again on the transformers config (defaults filled in)."""
         check_rope(config)
         h = config_get(config, "num_attention_heads")
-        g = config_get(config, "num_key_value_heads", None) or h
-        if isinstance(h, int) and isinstance(g, int) and g > 0 and h % g:
-            raise ModelLoadError(f"This model has {h} query heads and {g} key/value heads; AttnScope needs the "
-                                 "query heads to share the key/value heads evenly.")
+        h = h if isinstance(h, int) and not isinstance(h, bool) and h > 0 else None  # else check_config says so
+        g = config_get(config, "num_key_value_heads", None)
+        if g is None:  # absent: every query head has its own keys and values
+            return
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1 or (h is not None and h % g):
+            of = f"the {h} query heads" if h is not None else "the query heads"
+            raise ModelLoadError(f"This model's config gives num_key_value_heads = {g!r}; the key/value heads must "
+                                 f"be a whole number of at least 1 that divides {of} evenly.")
 
     def shape(self, config: Any) -> ModelShape:
         """Grouped-query attention: ``num_key_value_heads`` key/value heads; ``head_dim`` may differ from d/h."""
