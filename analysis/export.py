@@ -3,27 +3,39 @@
 The CLI and the GUI both call these writers; image files are drawn by the GUI's figure code
 and handed in as a callback, so this module stays free of Qt.
 
-Nothing is ever half-written:
+Nothing is ever half-written, and nothing of the user's is ever written over:
 - :func:`write_file_atomically` writes one file under a temporary name beside it and renames it
   into place only when complete;
 - :func:`write_folder_atomically` fills a hidden staging folder beside the destination, then swaps
   it in as a whole (the earlier export is moved aside, the new one moved in, the old one deleted;
-  on any failure the earlier export is put back). Only an empty folder or an AttnScope export
-  (it holds :data:`MARKER`) is ever replaced; a folder of other files is refused.
+  on any failure the earlier export is put back). Only an empty folder or an AttnScope export is
+  ever replaced, and only when it holds nothing but what AttnScope wrote there (the list in
+  :data:`MARKER`); two exports to one folder take turns (:func:`_export_lock`);
+- :func:`check_outputs_apart`: no command's output can be, or hold, one of its inputs;
+- :func:`path_problem`: a name the file system cannot hold is a sentence, not "File name too long".
 """
 from __future__ import annotations
 
 import csv
 import errno
+import hashlib
 import io
 import json
 import math
 import os
 import shutil
+import stat
 import tempfile
+import time
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows: exports to one folder are not serialised there
+    fcntl = None
 
 import numpy as np
 
@@ -37,7 +49,9 @@ from .scan import ScanResult
 #: The one table of export formats (the CLI's choices and the GUI's dialog read these).
 IMAGE_FORMATS = ("png", "svg", "pdf")
 DATA_FORMATS = ("npz", "csv", "json")
-#: Written into every export folder; a folder holding it may be replaced by a new export.
+#: Written into every export folder: ``{"generator": "attnscope", "files": [...], "folders": [...]}``, what
+#: the export wrote (paths relative to the folder). A folder holding it may be replaced by a new export
+#: when it holds nothing else.
 MARKER = ".attnscope-export.json"
 GENERATOR = "attnscope"
 #: Zip entries get this fixed time so that the same result gives byte-identical .npz files.
@@ -194,6 +208,155 @@ def check_writable_dir(out_dir: Path) -> Path:
     return out_dir
 
 
+# ----------------------------------------------------------------------------- names the file system can hold
+def _pathconf(folder: str, name: str, default: int) -> int:
+    try:
+        value = os.pathconf(folder, name)
+    except (AttributeError, OSError, ValueError):
+        return default
+    return value if value and value > 0 else default
+
+
+def path_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot name a file or folder here, in words without the path itself, or None.
+
+    Refused: a NUL character; one name (a component) longer than the file system's NAME_MAX bytes
+    (255 on most); the whole path, made absolute as AttnScope uses it, longer than PATH_MAX − 1 bytes
+    (4095 on Linux). The limits are the nearest existing folder's. Checked where a path option is
+    parsed and before anything is written, so that no user meets a raw "File name too long"."""
+    text = os.fspath(path)
+    if "\x00" in text:
+        return "it holds a NUL character, which no file name can"
+    try:
+        absolute = os.path.abspath(text)
+        raw = os.fsencode(absolute)
+    except (UnicodeError, ValueError):
+        return "it holds characters that cannot be part of a file name here"
+    existing = os.path.dirname(absolute)
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    name_max = _pathconf(existing, "PC_NAME_MAX", 255)
+    path_max = _pathconf(existing, "PC_PATH_MAX", 4096)
+    for part in raw.split(os.fsencode(os.sep)):
+        if len(part) > name_max:
+            shown = os.fsdecode(part)[:24]
+            return (f"a name in it is {len(part):,} bytes long ('{shown}…'); the file system allows at most "
+                    f"{name_max} bytes per name")
+    if len(raw) >= path_max:
+        return (f"it is {len(raw):,} bytes long as a full path; the file system allows at most "
+                f"{path_max - 1:,} bytes")
+    return None
+
+
+def _check_path(path: Path) -> None:
+    problem = path_problem(path)
+    if problem is not None:
+        text = os.fspath(path)
+        shown = text if len(text) <= 60 else text[:60] + "…"
+        raise ExportError(f"Cannot write to {shown}: {problem}.")
+
+
+# ----------------------------------------------------------------------------- outputs never inputs
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _walk(folder: str, limit: int = 100_000) -> Iterator[tuple[str, os.stat_result]]:
+    """(path, lstat) of everything under ``folder``, links not followed, at most ``limit`` entries."""
+    stack, seen = [folder], 0
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > limit:
+                return
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            yield entry.path, st
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+
+
+def _ancestors(real: str) -> set[tuple[int, int]]:
+    """The identities of ``real`` and of every folder above it."""
+    ids, path = set(), real
+    while True:
+        try:
+            ids.add(_identity(os.stat(path)))
+        except (OSError, ValueError):
+            pass
+        parent = os.path.dirname(path)
+        if parent == path:
+            return ids
+        path = parent
+
+
+def check_outputs_apart(inputs: Iterable[tuple[str, str | Path]],
+                        outputs: Iterable[tuple[str, str | Path, str]]) -> None:
+    """ExportError unless no output of a command can be, or hold, one of its inputs. Creates nothing.
+
+    ``inputs``: (what, path) — what the command reads, named as the user gave it (``"--text-file
+    notes.txt"``, ``"--model m"``): a file, or a folder with every file in it (a model's, a texts
+    folder). ``outputs``: (option, path, kind) — ``kind`` is ``"file"`` (renamed over: it must not be
+    an input file) or ``"folder"`` (replaced as a whole: it must not be, or hold, an input, nor a hard
+    link of one). Paths are compared resolved (relative spellings, ``..``, links) and by
+    (st_dev, st_ino) (hard links, a folder reached two ways); what does not exist is not an input.
+    """
+    files: dict[tuple[int, int], tuple[str, str]] = {}  # identity → (the input it is, its resolved path)
+    chains = []  # (what, resolved path, the identities of it and of every folder above it)
+    for what, path in inputs:
+        try:
+            real = os.path.realpath(os.fspath(path))
+            st = os.stat(real)
+        except (OSError, ValueError):
+            continue  # not there: its reader says so
+        files.setdefault(_identity(st), (what, real))
+        if stat.S_ISDIR(st.st_mode):
+            for inner, lst in _walk(real):
+                if stat.S_ISDIR(lst.st_mode):
+                    continue
+                try:  # a link: what it points to (a hub snapshot's files are links to its blobs)
+                    target = os.stat(inner) if stat.S_ISLNK(lst.st_mode) else lst
+                except OSError:
+                    continue
+                files.setdefault(_identity(target), (f"{os.path.relpath(inner, real)} in {what}",
+                                                     os.path.realpath(inner)))
+        chains.append((what, real, _ancestors(real)))
+    for option, path, kind in outputs:
+        shown = f"{option} {path}"
+        try:
+            real = os.path.realpath(os.fspath(path))
+            st = os.stat(real)
+        except (OSError, ValueError):
+            continue  # nothing there yet: it is no input and holds none
+        linked = " (through a link)" if os.path.abspath(os.fspath(path)) != real else ""
+        if kind == "file":
+            if _identity(st) in files:
+                which, its_path = files[_identity(st)]
+                how = linked or (" (the same file under another name: a hard link)" if real != its_path else "")
+                raise ExportError(f"{shown} is {which}{how}: AttnScope never writes over what it reads; "
+                                  f"choose another {option}.")
+            continue
+        for what, in_real, chain in chains:
+            if _identity(st) in chain:
+                verb = "is" if real == in_real else "holds"
+                raise ExportError(f"{shown} {verb} {what}{linked}: an export there would delete it; "
+                                  f"choose another {option}.")
+        if stat.S_ISDIR(st.st_mode):
+            for inner, lst in _walk(real, limit=10_000):
+                if not stat.S_ISDIR(lst.st_mode) and lst.st_nlink > 1 and _identity(lst) in files:
+                    raise ExportError(f"{shown} holds {os.path.relpath(inner, real)}, the same file as "
+                                      f"{files[_identity(lst)][0]} (a hard link): AttnScope never replaces what "
+                                      f"it reads; choose another {option}.")
+
+
+# ----------------------------------------------------------------------------- what an export folder holds
 def is_attnscope_export(folder: Path) -> bool:
     """True when ``folder`` holds an AttnScope export: :data:`MARKER`, or a ``summary.json`` whose
     ``generator`` is ``"attnscope"``."""
@@ -208,15 +371,89 @@ def is_attnscope_export(folder: Path) -> bool:
     return False
 
 
+def _manifest(folder: Path) -> tuple[set[str], set[str] | None] | None:
+    """What :data:`MARKER` says the export in ``folder`` wrote: (files, folders), folders None when the
+    marker predates that list; None when there is no readable marker with a file list."""
+    path = Path(folder) / MARKER
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size >= 10_000_000:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("generator") != GENERATOR or not isinstance(data.get("files"), list):
+        return None
+    files = {f for f in data["files"] if isinstance(f, str)}
+    folders = data.get("folders")
+    folders = {f for f in folders if isinstance(f, str)} if isinstance(folders, list) else None
+    return files, folders
+
+
+def not_written_by_attnscope(folder: Path, most: int = 4) -> list[str]:
+    """What in ``folder`` (an export with a :data:`MARKER` file list) AttnScope did not write there, as
+    relative paths (a folder with a trailing ``/``, not looked into), at most ``most`` of them; [] when all
+    of it is AttnScope's, or when there is no file list (an export of an earlier version: judged whole).
+
+    AttnScope's: the marker, the files it lists, the folders it lists and those above a listed file (for a
+    marker without a folder list, an empty folder too: nothing in it can be lost)."""
+    manifest = _manifest(folder)
+    if manifest is None:
+        return []
+    files, folders = manifest
+    above = {p.as_posix() for f in files for p in Path(f).parents if p.as_posix() != "."}
+    own_folders = above | (folders or set())
+    foreign: list[str] = []
+    root = os.fspath(folder)
+    stack = [root]
+    while stack and len(foreign) < most:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            rel = Path(os.path.relpath(entry.path, root)).as_posix()
+            if entry.is_dir(follow_symlinks=False):
+                if rel in own_folders:
+                    stack.append(entry.path)
+                elif folders is None and not any(True for _ in _walk(entry.path, limit=1)):
+                    continue  # an empty folder of an older export
+                else:
+                    foreign.append(rel + "/")
+            elif rel != MARKER and rel not in files:
+                foreign.append(rel)
+            if len(foreign) >= most:
+                break
+    return foreign
+
+
+def _foreign_refusal(out_dir: Path, foreign: list[str]) -> ExportError:
+    names = ", ".join(foreign[:3]) + (" and more" if len(foreign) > 3 else "")
+    it = "it" if len(foreign) == 1 else "them"
+    return ExportError(f"{out_dir} holds {names}, which AttnScope did not write: an export there would delete "
+                       f"{it}; move {it} elsewhere or choose another folder.")
+
+
 def check_export_target(out_dir: Path) -> Path:
     """The folder an export may go to, as an absolute path, or ExportError with a sentence. Creates nothing.
 
-    Refused: an empty name, a file, the current folder (or one that holds it), a folder of files that is
-    not an AttnScope export, and a place where nothing can be written.
+    Refused: an empty name, a name the file system cannot hold, a file, a link to nothing, the current
+    folder (or one that holds it), a folder of files that is not an AttnScope export, an export holding a
+    file the user saved there (anything its :data:`MARKER` does not list), and a place where nothing can
+    be written.
     """
     if out_dir is None or str(out_dir).strip() == "":
         raise ExportError("No export folder given: name one, such as out/.")
+    _check_path(Path(out_dir).expanduser())
     out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
+    if out_dir.is_symlink() and not out_dir.exists():
+        try:
+            target = f" to {os.readlink(out_dir)}"
+        except OSError:
+            target = ""
+        raise ExportError(f"{out_dir} is a link{target}, which does not exist: give a folder, or create the "
+                          "one the link points to.")
     if out_dir.is_symlink() and out_dir.is_dir():
         out_dir = out_dir.resolve()
     cwd = Path.cwd().resolve()
@@ -233,6 +470,9 @@ def check_export_target(out_dir: Path) -> Path:
         if entries is not None and not is_attnscope_export(out_dir):
             raise ExportError(f"{out_dir} holds files that are not an AttnScope export; AttnScope replaces only "
                               "its own exports or empty folders: choose a new or empty folder.")
+        foreign = not_written_by_attnscope(out_dir)
+        if foreign:
+            raise _foreign_refusal(out_dir, foreign)
     _check_writable_parent(out_dir)
     return out_dir
 
@@ -258,7 +498,10 @@ def _make_parents(folder: Path) -> list[Path]:
     created = []
     try:
         for path in reversed(missing):
-            path.mkdir()
+            try:
+                path.mkdir()
+            except FileExistsError:  # another export made it meanwhile: it is not ours to remove
+                continue
             created.append(path)
     except OSError:
         _remove_created(created)
@@ -274,17 +517,106 @@ def _remove_created(created: list[Path]) -> None:
             break
 
 
+@contextmanager
+def _export_lock(out_dir: Path, check: Callable[[], None] | None, created: list[Path]) -> Iterator[None]:
+    """Hold an exclusive lock beside ``out_dir`` (``fcntl.flock`` on a hidden ``.attnscope-lock-…`` file in
+    its folder): two exports to one folder, from two processes or two threads, take turns from the
+    target check to the end of the swap. ``check()`` runs while waiting (Ctrl+C stops the wait).
+
+    The holder removes the lock file before it lets go; a waiter that then gets the lock of the removed
+    file sees that the name means another file (or none) now, and locks again. Where the file system has
+    no locks (some network mounts), the export goes on without one."""
+    if fcntl is None:
+        yield
+        return
+    digest = hashlib.sha1(os.fsencode(out_dir.name)).hexdigest()[:10]
+    path = out_dir.parent / f".attnscope-lock-{out_dir.name[:40]}-{digest}"
+    fd = _lock(path, out_dir, check, created)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _lock(path: Path, out_dir: Path, check: Callable[[], None] | None, created: list[Path]) -> int | None:
+    """The descriptor of ``path``, locked and still named ``path``; None where locks are not supported."""
+    delay, missing = 0.002, 0
+    while True:
+        try:  # read-only is enough for flock, and opens another user's lock file too
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileNotFoundError:  # a failed export removed the folders it had made
+            missing += 1
+            if missing > 3:
+                raise
+            created.extend(_make_parents(out_dir))
+            continue
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if check is not None:
+                        check()
+                    time.sleep(delay)
+                    delay = min(2 * delay, 0.05)
+            try:
+                if os.path.samestat(os.fstat(fd), os.stat(path)):
+                    return fd
+            except FileNotFoundError:
+                pass
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                return None
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+class Written(list):
+    """The files an export wrote (paths inside its folder), and ``warnings``: sentences about what went
+    wrong once the new export was complete and in place (an earlier export that could not be deleted
+    wholly). A list, so that callers that only want the files need nothing else."""
+
+    def __init__(self, paths: Iterable[Path] = (), warnings: Iterable[str] = ()):
+        super().__init__(paths)
+        self.warnings: tuple[str, ...] = tuple(warnings)
+
+
 FolderWriter = Callable[[Path], object]  # fills a (staging) folder
 
 
-def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[[], None] | None = None) -> list[Path]:
+def _listing(staging: Path) -> tuple[list[str], list[str]]:
+    """The files and folders a writer left in ``staging``, as sorted relative paths."""
+    files, folders = [], []
+    for path, lst in _walk(os.fspath(staging), limit=10**9):
+        rel = Path(os.path.relpath(path, staging)).as_posix()
+        (folders if stat.S_ISDIR(lst.st_mode) else files).append(rel)
+    return sorted(f for f in files if f != MARKER), sorted(folders)
+
+
+def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[[], None] | None = None) -> Written:
     """Run ``write(staging)`` to fill a hidden folder beside ``out_dir``, then make it ``out_dir`` as a whole.
 
     An earlier export in ``out_dir`` is replaced entirely (no stale files stay) and kept intact if
     anything fails or ``check()`` raises (it is called before and after writing and just before the
-    swap: the place to stop on Ctrl+C). Folders created for the export are removed again on failure.
-    OSError (disk full, permission) becomes ExportError with a sentence. Returns the files written,
-    as paths inside ``out_dir``.
+    swap: the place to stop on Ctrl+C). An earlier export holding anything AttnScope did not write is
+    refused, naming it. Folders created for the export are removed again on failure. Exports to one
+    folder take turns (:func:`_export_lock`). OSError (disk full, permission) becomes ExportError with a
+    sentence naming ``out_dir``. Returns the files written, as paths inside ``out_dir`` (:class:`Written`,
+    with a warning when the earlier export could not be deleted wholly).
     """
     out_dir = check_export_target(out_dir)
     created: list[Path] = []
@@ -294,19 +626,20 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
         if check is not None:
             check()
         created = _make_parents(out_dir)
-        staging = Path(tempfile.mkdtemp(prefix=f".attnscope-export-{out_dir.name[:40]}-", dir=out_dir.parent))
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export folder is not
-        write(staging)
-        if check is not None:
-            check()
-        files = sorted(p for p in staging.rglob("*") if p.is_file() and p.name != MARKER)
-        names = [p.relative_to(staging).as_posix() for p in files]
-        write_json({"generator": GENERATOR, "files": names}, staging / MARKER)
-        if check is not None:
-            check()
-        _swap_in(staging, out_dir)
-        done = True
-        return [out_dir / name for name in names]
+        with _export_lock(out_dir, check, created):
+            check_export_target(out_dir)  # again: another export may have finished while this one waited
+            staging = Path(tempfile.mkdtemp(prefix=f".attnscope-export-{out_dir.name[:40]}-", dir=out_dir.parent))
+            os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export folder is not
+            write(staging)
+            if check is not None:
+                check()
+            names, folders = _listing(staging)
+            write_json({"generator": GENERATOR, "files": names, "folders": folders}, staging / MARKER)
+            if check is not None:
+                check()
+            warnings = _swap_in(staging, out_dir)
+            done = True
+        return Written([out_dir / name for name in names], warnings)
     except OSError as exc:
         raise ExportError(f"Cannot write the export to {out_dir}: {_reason(exc)}; nothing was changed there.") from None
     finally:
@@ -316,12 +649,13 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
             _remove_created(created)
 
 
-def _swap_in(staging: Path, out_dir: Path) -> None:
+def _swap_in(staging: Path, out_dir: Path) -> list[str]:
     """Make ``staging`` be ``out_dir``: two renames in one folder; an earlier ``out_dir`` is moved aside
-    first, put back if the second rename fails, and deleted once the new one is in place."""
-    if not out_dir.exists():
+    first, put back if it now holds a file AttnScope did not write (saved since the check) or if the
+    second rename fails, and deleted once the new one is in place. Returns warnings (see :func:`_delete`)."""
+    if not os.path.lexists(out_dir):
         os.rename(staging, out_dir)
-        return
+        return []
     aside = Path(tempfile.mkdtemp(prefix=f".attnscope-old-{out_dir.name[:40]}-", dir=out_dir.parent))
     try:
         os.rename(out_dir, aside / "export")
@@ -329,24 +663,46 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
         aside.rmdir()
         raise
     try:
+        foreign = not_written_by_attnscope(aside / "export")  # nobody can add to it under this name
+        if foreign:
+            raise _foreign_refusal(out_dir, foreign)
         os.rename(staging, out_dir)
     except BaseException:
-        os.rename(aside / "export", out_dir)  # the earlier export, back as it was
+        try:
+            os.rename(aside / "export", out_dir)  # the earlier export, back as it was
+        except OSError as exc:
+            raise ExportError(f"Cannot write the export to {out_dir}, and the earlier export could not be put "
+                              f"back ({_reason(exc)}): it is in {aside / 'export'}.") from None
         aside.rmdir()
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+    return _delete(aside, out_dir)
+
+
+def _delete(aside: Path, out_dir: Path) -> list[str]:
+    """Delete the earlier export moved aside; what cannot be deleted stays, and a warning says where and why."""
+    try:
+        shutil.rmtree(aside)
+        return []
+    except OSError as exc:
+        shutil.rmtree(aside, ignore_errors=True)  # as much as can go
+        if not os.path.lexists(aside):
+            return []
+        what = f"{exc.filename}: " if exc.filename else ""
+        return [f"The new export is in {out_dir}, but the earlier one could not be deleted wholly ({what}"
+                f"{_reason(exc)}); what is left of it is in {aside}: delete that folder yourself."]
 
 
 def check_file_target(path: Path) -> Path:
     """The file an export may be written to, as an absolute path, or ExportError with a sentence. Creates nothing.
 
-    Refused: an empty name, a folder, anything already there that is not a regular file (a device such
-    as /dev/null, a named pipe, a socket: the rename would replace it with a file) or that is a link
-    (the rename would replace the link, not what it points to), a parent that is a file, and a place
-    where nothing can be written.
+    Refused: an empty name, a name the file system cannot hold, a folder, anything already there that is
+    not a regular file (a device such as /dev/null, a named pipe, a socket: the rename would replace it
+    with a file) or that is a link (the rename would replace the link, not what it points to), a parent
+    that is a file, and a place where nothing can be written.
     """
     if path is None or str(path).strip() == "":
         raise ExportError("No file name given: name one, such as out.json.")
+    _check_path(Path(path).expanduser())
     path = Path(os.path.abspath(Path(path).expanduser()))
     if path.is_symlink():
         raise ExportError(f"{path} is a link: give the file itself (AttnScope replaces files, not what links point to).")

@@ -1,7 +1,9 @@
 """Figures to files: PNG (a width in pixels), SVG and PDF of any figure widget, drawn like the PNG.
 
-- :func:`save_figure`: the format by the file's extension. SVG and PDF go through Qt's own paint devices
-  (pyqtgraph 0.14's SVGExporter fails on Qt 6.11's path data, and it has no PDF exporter).
+- :func:`save_figure`: the format by the file's extension. The file is drawn and encoded in memory
+  (:func:`figure_bytes`) and written by Python, so a full disk is an OSError that says so, never a stray
+  "libpng error" line. SVG and PDF go through Qt's own paint devices (pyqtgraph 0.14's SVGExporter fails
+  on Qt 6.11's path data, and it has no PDF exporter).
 - PDF images are lossless (``LosslessImageRendering``: Qt writes JPEG otherwise) and SVG images are
   enlarged by pixel repetition (:func:`svg_with_crisp_images`): every viewer draws sharp cells in the
   PNG's colours. SVG text falls back to common fonts (:func:`svg_with_font_fallback`).
@@ -122,63 +124,82 @@ def figure_background(widget: QtWidgets.QGraphicsView) -> QtGui.QColor:
     return color
 
 
-def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
-    """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension.
+def _buffer() -> QtCore.QBuffer:
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    return buffer
 
-    PDF: images are Flate-compressed (QPainter's LosslessImageRendering hint; without it QPdfEngine stores colour
-    images as JPEG, whose colours drift). SVG: see :func:`svg_with_crisp_images` and :func:`svg_with_font_fallback`."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
+
+def figure_bytes(widget: pg.GraphicsLayoutWidget, fmt: str, width_px: int | None = None) -> bytes:
+    """The figure as the bytes of a PNG (``width_px`` wide), SVG or PDF file, drawn and encoded in memory.
+
+    Nothing here touches the disk: Qt's encoders never see a full disk (libpng would print its own
+    "libpng error: Write Error" line, and Qt gives no reason), so the file is written by Python, whose
+    OSError says why. PDF: images are Flate-compressed (QPainter's LosslessImageRendering hint; without it
+    QPdfEngine stores colour images as JPEG, whose colours drift). SVG: see :func:`svg_with_crisp_images`
+    and :func:`svg_with_font_fallback`."""
+    if fmt not in ("png", "svg", "pdf"):
+        raise ExportError(f"Unknown image format '{fmt}'; use png, svg or pdf.")
     settle_layout()
-    try:
-        if fmt == "png":
-            exporter = pg.exporters.ImageExporter(widget.scene())
-            if width_px:
-                exporter.parameters()["width"] = int(width_px)
-            exporter.parameters()["antialias"] = True
-            ok = exporter.export(str(path))
-            if ok is False:
-                raise OSError("the image could not be saved")
-        elif fmt in ("svg", "pdf"):
-            # Vector output through Qt's own paint devices: pyqtgraph 0.14's SVGExporter fails on
-            # Qt 6.11's path data ("not enough values to unpack"), and it has no PDF exporter.
-            scene = widget.scene()
-            source = widget.mapToScene(widget.viewport().rect()).boundingRect()
-            if fmt == "svg":
-                from PySide6.QtSvg import QSvgGenerator
+    buffer = _buffer()
+    if fmt == "png":
+        exporter = pg.exporters.ImageExporter(widget.scene())
+        if width_px:
+            exporter.parameters()["width"] = int(width_px)
+        exporter.parameters()["antialias"] = True
+        image = exporter.export(toBytes=True)
+        if image is None or image.isNull() or not image.save(buffer, "PNG"):
+            raise ExportError("The figure could not be drawn as a PNG image (is it too large?).")
+        return bytes(buffer.data())
+    # Vector output through Qt's own paint devices: pyqtgraph 0.14's SVGExporter fails on
+    # Qt 6.11's path data ("not enough values to unpack"), and it has no PDF exporter.
+    scene = widget.scene()
+    source = widget.mapToScene(widget.viewport().rect()).boundingRect()
+    if fmt == "svg":
+        from PySide6.QtSvg import QSvgGenerator
 
-                device = QSvgGenerator()
-                device.setFileName(str(path))
-                device.setSize(source.size().toSize())
-                # the scene is laid out at 96 logical dpi; the generator's default 72 would draw text and
-                # axes at 0.75 of their size around a full-size heatmap (the misaligned SVG of issue 11)
-                device.setResolution(96)
-                device.setViewBox(QtCore.QRectF(0, 0, source.width(), source.height()))
-                device.setTitle(widget.windowTitle() or "AttnScope figure")
-            else:
-                device = QtGui.QPdfWriter(str(path))
-                device.setResolution(96)
-                device.setPageSize(QtGui.QPageSize(QtCore.QSizeF(source.width(), source.height()),
-                                                   QtGui.QPageSize.Unit.Point))
-                device.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
-            painter = QtGui.QPainter()
-            if not painter.begin(device):
-                raise OSError(f"the {fmt.upper()} file could not be opened for writing")
-            painter.setRenderHint(QtGui.QPainter.RenderHint.LosslessImageRendering, True)
-            if fmt == "svg":  # an SVG is transparent where nothing is drawn: paint the figure's background, as
-                painter.fillRect(QtCore.QRectF(0, 0, source.width(), source.height()),  # PNG and PDF have it
-                                 figure_background(widget))
-            scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()) if fmt == "svg"
-                         else QtCore.QRectF(painter.viewport()), source)
-            painter.end()
-            del painter, device  # finish the file now, not at interpreter exit
-            if fmt == "svg":
-                text = svg_with_crisp_images(svg_with_font_fallback(path.read_text(encoding="utf-8")))
-                path.write_text(text, encoding="utf-8")
-        else:
-            raise ExportError(f"Unknown image format '{fmt}'; use png, svg or pdf.")
-    except OSError as exc:
-        raise ExportError(f"Cannot write {path}: {exc}") from None
-    if not path.exists() or path.stat().st_size == 0:
-        raise ExportError(f"Cannot write {path}: nothing was written (is the folder writable?).")
+        device = QSvgGenerator()
+        device.setOutputDevice(buffer)
+        device.setSize(source.size().toSize())
+        # the scene is laid out at 96 logical dpi; the generator's default 72 would draw text and
+        # axes at 0.75 of their size around a full-size heatmap (the misaligned SVG of issue 11)
+        device.setResolution(96)
+        device.setViewBox(QtCore.QRectF(0, 0, source.width(), source.height()))
+        device.setTitle(widget.windowTitle() or "AttnScope figure")
+    else:
+        device = QtGui.QPdfWriter(buffer)
+        device.setResolution(96)
+        device.setPageSize(QtGui.QPageSize(QtCore.QSizeF(source.width(), source.height()),
+                                           QtGui.QPageSize.Unit.Point))
+        device.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
+    painter = QtGui.QPainter()
+    if not painter.begin(device):
+        raise ExportError(f"The figure could not be drawn as {fmt.upper()}.")
+    painter.setRenderHint(QtGui.QPainter.RenderHint.LosslessImageRendering, True)
+    if fmt == "svg":  # an SVG is transparent where nothing is drawn: paint the figure's background, as
+        painter.fillRect(QtCore.QRectF(0, 0, source.width(), source.height()),  # PNG and PDF have it
+                         figure_background(widget))
+    scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()) if fmt == "svg"
+                 else QtCore.QRectF(painter.viewport()), source)
+    painter.end()
+    del painter, device  # finish the document now
+    data = bytes(buffer.data())
+    if fmt == "svg":
+        data = svg_with_crisp_images(svg_with_font_fallback(data.decode("utf-8"))).encode("utf-8")
+    return data
+
+
+def save_figure(widget: pg.GraphicsLayoutWidget, path: Path, width_px: int | None = None) -> Path:
+    """Write the figure as PNG (``width_px`` wide), SVG or PDF, chosen by the file's extension
+    (:func:`figure_bytes`).
+
+    A figure that cannot be drawn is an ExportError; a file that cannot be written (a full disk, no
+    permission) is the OSError itself, for the caller to name the place the user chose (the path here is
+    often a hidden staging file)."""
+    path = Path(path)
+    data = figure_bytes(widget, path.suffix.lower().lstrip("."), width_px)
+    if not data:
+        raise ExportError(f"The figure {path.name} came out empty.")
+    with open(path, "wb") as f:
+        f.write(data)
     return path

@@ -1,9 +1,11 @@
 """Property-based checks (hypothesis) over what users can type: texts through the whole pipeline,
-and matrices through the attention calculator.
+matrices through the attention calculator, and paths through the commands.
 
 Invariants: nothing raises but AttnScope's own errors (each a sentence for the user); every row of
 attention weights sums to 1; every exported file is complete and loads; a failed export writes
-nothing. Derandomised (the same examples on every run) and bounded to well under a minute.
+nothing; no command's output can be one of its inputs, however the path is spelled (relative, ``..``,
+a link, a hard link, the folder itself or one above it). Derandomised (the same examples on every run)
+and bounded to well under a minute.
 """
 import csv
 import json
@@ -127,3 +129,116 @@ def test_any_finite_matrices_through_the_calculator(qkv, causal, as_json):
         for i in range(q.shape[0]):
             assert (r.weights[i, i + offset + 1:] == 0).all()
     json.dumps(r.to_dict(), allow_nan=False)  # valid JSON, always
+
+
+# ----------------------------------------------------------------------------- no output is ever an input
+# A sandbox: work/ is the current folder; notes.txt is a --text-file, in/texts/ and in/lines.txt are --texts,
+# models/m/ is a --model folder. Each example aims one command's output at one of its inputs (or a folder
+# above it), spelled one way, and the command must refuse with the one sentence, before the model loads,
+# with nothing on disk changed.
+INPUTS = {"ablate": ("notes.txt", "models/m/config.json"), "export": ("notes.txt", "models/m"),
+          "scan": ("in/texts", "in/lines.txt", "models/m")}
+SPELLINGS = ("absolute", "relative", "dotdot", "symlink", "dirlink", "hardlink")
+
+
+def _sandbox(root: Path) -> Path:
+    work = root / "work"
+    for folder in ("in/texts", "models/m", "links"):
+        (work / folder).mkdir(parents=True)
+    (work / "notes.txt").write_text("The cat sat on the mat.\n", encoding="utf-8")
+    (work / "in" / "lines.txt").write_text("one\ntwo\n", encoding="utf-8")
+    for name in ("a.txt", "b.txt"):
+        (work / "in" / "texts" / name).write_text(f"text {name}", encoding="utf-8")
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (work / "models" / "m" / name).write_text("{}", encoding="utf-8")
+    return work
+
+
+def _tree(root: Path) -> dict:
+    """Everything under ``root``: files with their bytes, links with their targets, folders."""
+    seen = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        seen[rel] = ("link", os.readlink(path)) if path.is_symlink() else \
+            ("file", path.read_bytes()) if path.is_file() else ("folder", None)
+    return seen
+
+
+def _spell(target: Path, work: Path, spelling: str, folder_output: bool, aimed: Path) -> str:
+    """``target`` (a path inside ``work``) written one way; links are made in work/links/. A hard link is
+    one of the ``aimed`` input's files under another name (as an output folder, a folder holding it)."""
+    rel = os.path.relpath(target, work)
+    if spelling == "absolute":
+        return str(target)
+    if spelling == "relative":
+        return rel
+    if spelling == "dotdot":
+        return f"models/../{rel}"
+    if spelling == "symlink":
+        (work / "links" / "to").symlink_to(target)
+        return "links/to"
+    if spelling == "dirlink":
+        (work / "links" / "up").symlink_to(target.parent)
+        return f"links/up/{target.name}"
+    files = [aimed] if aimed.is_file() else sorted(p for p in aimed.rglob("*") if p.is_file())
+    if folder_output:
+        (work / "links" / "box").mkdir()
+        os.link(files[0], work / "links" / "box" / "copy")
+        return "links/box"
+    os.link(files[0], work / "links" / "copy")
+    return "links/copy"
+
+
+@pytest.mark.slow  # ~3 s
+@settings(FUZZ, max_examples=150)
+@given(command=st.sampled_from(sorted(INPUTS)), data=st.data(), spelling=st.sampled_from(SPELLINGS),
+       up=st.integers(0, 3), input_spelling=st.sampled_from(("relative", "absolute", "dotdot")))
+def test_no_command_can_write_over_its_inputs_however_spelled(command, data, spelling, up, input_spelling):
+    import contextlib
+    import io
+    from unittest import mock
+
+    import analysis.loading
+    import main as cli
+
+    aimed = data.draw(st.sampled_from(INPUTS[command]), label="aimed at")
+    root = Path(tempfile.mkdtemp(prefix="attnscope-apart-"))
+    here = os.getcwd()
+    try:
+        work = _sandbox(root)
+        os.chdir(work)
+        target = work / aimed
+        if command != "ablate":  # an output folder: the input itself, or a folder above it (up to the sandbox)
+            for _ in range(up):
+                target = target.parent if target != root else target
+        inputs = {"ablate": ["--model", "models/m", "--text-file", "notes.txt", "--heads", "0.0"],
+                  "export": ["--model", "models/m", "--text-file", "notes.txt"],
+                  "scan": ["--model", "models/m", "--texts", aimed if aimed != "models/m" else "in/texts"]}[command]
+
+        def respell(value: str) -> str:  # the inputs' own spelling
+            if value.startswith("--") or not (work / value).exists() or input_spelling == "relative":
+                return value
+            return str(work / value) if input_spelling == "absolute" else f"in/../{value}"
+
+        inputs = [respell(value) for value in inputs]
+        before = _tree(root)
+        output = _spell(target, work, spelling, folder_output=command != "ablate", aimed=work / aimed)
+        made = _tree(root)  # the links made for the spelling are part of what must stay
+        argv = [command, *inputs, "--json" if command == "ablate" else "--out", output]
+        err = io.StringIO()
+        refuse = mock.Mock(side_effect=AssertionError("the model was loaded"))
+        with mock.patch.object(analysis.loading, "load_model", refuse), contextlib.redirect_stderr(err), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            try:
+                code = cli.main(argv)
+            except SystemExit as exc:
+                code = exc.code
+        lines = err.getvalue().splitlines()
+        assert code == 2 and out.getvalue() == "" and not refuse.called, (argv, err.getvalue())
+        assert len(lines) == 1 and lines[0].startswith("attnscope: error: "), lines
+        assert any(words in lines[0] for words in ("never writes over what it reads", "an export there would delete",
+                                                   "never replaces what it reads")), (argv, lines[0])
+        assert _tree(root) == made and {k: v for k, v in made.items() if k in before} == before
+    finally:
+        os.chdir(here)
+        shutil.rmtree(root, ignore_errors=True)

@@ -39,7 +39,8 @@ def test_a_new_export_replaces_the_old_one_as_a_whole(tmp_path):
     assert sorted(p.relative_to(out).as_posix() for p in written) == ["heads/L0H0.svg", "summary.json"]
     assert set(snapshot(out)) == {"heads/L0H0.svg", "summary.json", ex.MARKER}  # no stale PNGs
     assert json.loads((out / ex.MARKER).read_text()) == {"generator": "attnscope",
-                                                         "files": ["heads/L0H0.svg", "summary.json"]}
+                                                         "files": ["heads/L0H0.svg", "summary.json"],
+                                                         "folders": ["heads"]}
     assert leftovers(tmp_path) == []
 
 
