@@ -252,6 +252,9 @@ def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | No
     use_bos = use_bos and bool(loaded.special_ids([], special=True))
     ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
     if len(ids) < 2:
+        if loaded.context_length < 2:
+            raise InputError(f"This model's context holds only {loaded.context_length} position: a next-token loss "
+                             "needs 2 tokens, so it cannot be measured on this model.")
         raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
     if cut:
         warnings.append(truncation_warning(loaded, ids, use_bos, token_limit(loaded, max_tokens),

@@ -527,7 +527,7 @@ def texts_of_length(loaded, lines: Iterable[str], n_tokens: int, count: int) -> 
     ``lines`` (decoding then re-encoding may shift a boundary by a token or two)."""
     texts, buffer = [], []
     for line in lines:
-        buffer += loaded.tokenizer(line + " ", add_special_tokens=False)["input_ids"]
+        buffer += loaded.tokenizer(line + " ", add_special_tokens=False, verbose=False)["input_ids"]
         while len(buffer) >= n_tokens and len(texts) < count:
             texts.append(loaded.tokenizer.decode(buffer[:n_tokens]))
             buffer = buffer[n_tokens:]

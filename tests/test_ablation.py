@@ -245,3 +245,16 @@ def test_an_encoder_family_is_refused_in_one_sentence(tokenizer):
     model = family_for(config).model_class(config)._from_config(config, attn_implementation="eager").eval()
     with pytest.raises(InputError, match="encoder"):
         ablation.ablate(_loaded(model, tokenizer), TEXT, [(0, 0)])
+
+
+def test_a_one_position_model_is_refused_for_what_it_is_not_the_text(tmp_path):
+    """A model whose context holds one position cannot give a next-token loss whatever the text: the refusal
+    says so instead of asking for a longer text (which would still be cut to 1 token)."""
+    from analysis.loading import load_model
+    from analysis.synthetic import save_random_family
+
+    loaded = load_model(str(save_random_family(tmp_path / "m", "llama", n_positions=1)), device="cpu")
+    with pytest.raises(InputError) as caught:
+        ablation.text_tokens(loaded, "the cat sat on the mat")
+    assert str(caught.value) == ("This model's context holds only 1 position: a next-token loss needs 2 tokens, so "
+                                 "it cannot be measured on this model.")
