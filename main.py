@@ -704,9 +704,12 @@ def cmd_gui(args) -> int:
     if problem is not None:
         return fail(f"{problem}. On a desktop run it there; here try 'xvfb-run -a python main.py', or use the "
                     "command line: python main.py export --model bundled --text 'The cat sat' --out out/")
-    from gui.app import run_app
+    from gui.app import run_app, shut_down_qt
 
-    return run_app(args)
+    try:
+        return run_app(args)
+    finally:
+        shut_down_qt()  # windows, then the QApplication, before Python's exit: every way out leaves Qt in order
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,15 +1,23 @@
 """Starting the app: which model to open, launch options, and the --screenshot mode."""
 from __future__ import annotations
 
+import gc
+import os
+import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 
+import shiboken6
 from PySide6 import QtCore, QtWidgets
 
 from .qt import ensure_qapp
 
 SCREENSHOT_TIMEOUT_MS = 300_000
 SCRATCH_WAIT_MS = 60_000
+STOP_WAIT_S = 10.0  # the longest the app waits at its exit for a worker step that cannot be interrupted
+EXIT_REFUSED = 2  # a --screenshot run that cannot do what was asked: as every refusal of the command line
 DEFAULT_TEXT = "The server rejected the request because it was overloaded."
 
 
@@ -51,7 +59,8 @@ def parse_select(text: str | None) -> tuple[int, int] | None:
     try:
         layer, head = (int(x) for x in text.split("."))
     except ValueError:
-        raise SystemExit(f"attnscope: error: --select takes LAYER.HEAD, e.g. 3.1 (got {text!r})") from None
+        print(f"attnscope: error: --select takes LAYER.HEAD, e.g. 3.1 (got {text!r})", file=sys.stderr)
+        raise SystemExit(EXIT_REFUSED) from None
     return layer, head
 
 
@@ -63,13 +72,99 @@ def screenshot_settings() -> QtCore.QSettings:
     return QtCore.QSettings(str(Path(folder) / "settings.ini"), QtCore.QSettings.Format.IniFormat)
 
 
+class SignalCloser(QtCore.QObject):
+    """Ctrl+C (SIGINT) and SIGTERM close the window as its close button does, and the app ends with
+    128 + the signal's number (130, 143), as the command line does.
+
+    Python runs a signal handler only between two of its bytecodes, and Qt's event loop waits in C++:
+    without help a Ctrl+C waits for the next Python slot, which may never come. So the C-level handler
+    also writes a byte to a socket (``signal.set_wakeup_fd``); a QSocketNotifier on the other end wakes
+    the loop, its Python slot runs, and Python runs the handler first. A second signal while the app
+    is already closing ends the process at once (nothing is left to save: the settings were written)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_signal, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.on_signal, self.received = on_signal, None
+        self._reader, self._writer = socket.socketpair()
+        for sock in (self._reader, self._writer):
+            sock.setblocking(False)
+        self._notifier = QtCore.QSocketNotifier(self._reader.fileno(), QtCore.QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._drain)
+        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno())
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+
+    def _drain(self, *_args) -> None:
+        try:
+            self._reader.recv(64)  # the handler has run by now: Python ran it before this line
+        except OSError:
+            pass
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.received is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        self.received = signum
+        self.on_signal(128 + signum)
+
+    def restore(self) -> None:
+        """Back to the handlers and wakeup fd there were before."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._previous_fd)
+        self._notifier.setEnabled(False)
+        self._reader.close()
+        self._writer.close()
+
+
 def run_app(args) -> int:
+    """Open the window and run until it closes; returns the exit code (0, 2 for a --screenshot run that
+    fails, 130 / 143 after Ctrl+C / SIGTERM). Every way out ends in :func:`close_down`."""
     select = parse_select(getattr(args, "select", None))
     screenshot_dir: Path | None = getattr(args, "screenshot", None)
     app = ensure_qapp()
     from .window import MainWindow
 
     window = MainWindow(screenshot_settings() if screenshot_dir is not None else None)
+    status = {"code": 0}
+
+    def leave(code: int) -> None:
+        """End the app with ``code``: the window closes as by its close button, then the event loop ends."""
+        status["code"] = status["code"] or code
+        window.close()
+        app.exit(status["code"])
+
+    closer = SignalCloser(leave) if threading.current_thread() is threading.main_thread() else None
+    # In --screenshot mode the app ends itself with app.exit(); closing the window must not also post a
+    # Quit event, which would be left in the queue and end every later event loop of this process at once.
+    quit_on_close = app.quitOnLastWindowClosed()
+    try:
+        start(window, args, select, screenshot_dir, leave, status)
+        app.setQuitOnLastWindowClosed(screenshot_dir is None and quit_on_close)
+        code = app.exec()
+    finally:
+        app.setQuitOnLastWindowClosed(quit_on_close)
+        ended = close_down(window)
+        del window  # the last reference: nothing of the window is left for Python's exit to destroy
+        gc.collect()
+        if closer is not None:
+            closer.restore()
+            closer.deleteLater()
+    code = status["code"] or code
+    if not ended:
+        # A step that cannot be interrupted is still running on the worker after STOP_WAIT_S. Python's
+        # exit would kill that thread inside torch, which aborts the process: end it here instead
+        # (the settings are written; nothing else is left to save).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def start(window, args, select, screenshot_dir: Path | None, leave, status) -> None:
+    """What the launch options ask for: the device, the model, the text, the head, the screenshots."""
     if args.device and args.device != "auto":
         window.model_bar.set_device(args.device)  # not probed yet: loading will say if it is not there
     source, gpt2_missing = choose_source(args.model, window.settings)
@@ -82,7 +177,6 @@ def run_app(args) -> int:
         recent = window.text_input.recent_texts()
         text = recent[0] if recent else DEFAULT_TEXT
     window.set_text(text)
-    status = {"code": 0}
 
     if select is not None:
         def apply_select(_request_id):
@@ -98,29 +192,52 @@ def run_app(args) -> int:
 
     if screenshot_dir is not None:
         def fail(message: str) -> None:
+            if status["code"]:
+                return  # already leaving: one message
             print(f"attnscope: error: {message}", file=sys.stderr)
-            status["code"] = 1
-            window.close()
-            app.exit(1)
+            leave(EXIT_REFUSED)
 
         def shoot(_request_id) -> None:
             window.result_shown.disconnect(shoot)
-            QtCore.QTimer.singleShot(400, lambda: take_screenshots(window, screenshot_dir, app, status))
+            if not window.closed:
+                QtCore.QTimer.singleShot(400, window, lambda: take_screenshots(window, screenshot_dir, leave))
 
         window.result_shown.connect(shoot)
         window.error_shown.connect(fail)
-        QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out before the screenshots were taken"))
+        QtCore.QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, window,
+                                 lambda: fail("timed out before the screenshots were taken"))
     window.show()
     window.load_model(source)
-    # In --screenshot mode the app ends itself with app.exit(); closing the window must not also post a
-    # Quit event, which would be left in the queue and end every later event loop of this process at once.
-    quit_on_close = app.quitOnLastWindowClosed()
-    app.setQuitOnLastWindowClosed(screenshot_dir is None and quit_on_close)
-    try:
-        code = app.exec()
-    finally:
-        app.setQuitOnLastWindowClosed(quit_on_close)
-    return status["code"] or code
+
+
+def close_down(window) -> bool:
+    """The one way out, in order: the window closes (its settings saved, the worker told to stop: what
+    runs is interrupted at its next module call), the worker thread is waited for (at most STOP_WAIT_S),
+    then the window and every widget in it are destroyed while the QApplication still exists. Left to
+    Python's exit, PySide destroys what is left in no particular order, a pyqtgraph item after the scene
+    it belonged to (SIGSEGV), and kills a worker thread still inside torch (SIGABRT). Returns whether the
+    worker thread has ended."""
+    if shiboken6.isValid(window) and not window.closed:
+        window.close()
+    ended = window.worker.stop(STOP_WAIT_S)
+    if shiboken6.isValid(window):
+        window.deleteLater()
+        QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    return ended
+
+
+def shut_down_qt() -> None:
+    """The process's last Qt step, after :func:`run_app`: every widget still there deleted (pyqtgraph's
+    context menus are top-level widgets with no parent), then the QApplication, while Python still runs.
+    Nothing is left for PySide's exit handler, which destroys what remains in no particular order."""
+    app = QtWidgets.QApplication.instance()
+    if app is None:
+        return
+    for widget in app.topLevelWidgets():
+        widget.deleteLater()
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    gc.collect()
+    app.shutdown()
 
 
 def grab(widget, path: Path) -> Path:
@@ -130,18 +247,25 @@ def grab(widget, path: Path) -> Path:
     return path
 
 
-def take_screenshots(window, folder: Path, app, status) -> None:
-    """Main views now; then the from-scratch tabs once the worker has computed them; then exit."""
+def screenshot_problem(folder: Path, exc: OSError) -> str:
+    """One sentence for a screenshot that could not be saved: where, and why when the system said."""
+    reason = exc.strerror or str(exc)
+    return f"cannot save the screenshots in {folder}: {reason[:1].lower() + reason[1:]}"
+
+
+def take_screenshots(window, folder: Path, leave) -> None:
+    """Main views now; then the from-scratch tabs once the worker has computed them; then ``leave(code)``."""
     from .scores_view import ScoresPanel
     from .scratch import ScratchPanel
 
     taken = []
 
-    def finish(code: int = 0) -> None:
-        print("\n".join(str(p) for p in taken))
-        status["code"] = status["code"] or code
-        window.close()
-        app.exit(status["code"])
+    def finish(problem: OSError | None = None) -> None:
+        if problem is None:
+            print("\n".join(str(p) for p in taken))
+        else:
+            print(f"attnscope: error: {screenshot_problem(folder, problem)}", file=sys.stderr)
+        leave(0 if problem is None else EXIT_REFUSED)
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -151,8 +275,7 @@ def take_screenshots(window, folder: Path, app, status) -> None:
         window.tabs.setCurrentWidget(window.tab(ScoresPanel))
         taken += [grab(window.tab(ScoresPanel), folder / "scores.png")]
     except OSError as exc:
-        print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
-        finish(1)
+        finish(exc)
         return
     scratch = window.tab(ScratchPanel)
     done = []
@@ -169,11 +292,10 @@ def take_screenshots(window, folder: Path, app, status) -> None:
                 taken.append(grab(window, folder / f"scratch-{name}.png"))
             scratch.setCurrentIndex(0)
         except OSError as exc:
-            print(f"attnscope: error: screenshots: {exc}", file=sys.stderr)
-            finish(1)
+            finish(exc)
             return
-        finish(0)
+        finish()
 
     scratch.data_shown.connect(shoot_scratch)
     window.tabs.setCurrentWidget(scratch)
-    QtCore.QTimer.singleShot(SCRATCH_WAIT_MS, shoot_scratch)  # its data may be on screen already
+    QtCore.QTimer.singleShot(SCRATCH_WAIT_MS, window, shoot_scratch)  # its data may be on screen already

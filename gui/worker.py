@@ -3,15 +3,24 @@ hears back through past-tense Qt signals (``model_loaded``, ``analysis_ready``, 
 
 - The thread is a plain Python daemon thread reading a request queue; signals emitted from
   it are queued to the receivers in the GUI thread.
-- A newer request of the same kind supersedes older ones still waiting (typing fast sends
-  many analyse requests: only the latest runs). Results carry their request id, so the window
-  can also drop a late answer to an old request.
+- A newer request supersedes the older ones it makes worthless, the moment it is made: a load
+  supersedes every load, analysis and model-bound task before it (their answers would be about the
+  old model), an analysis every analysis before it (typing fast sends many: only the latest runs).
+  A superseded request still waiting is skipped; one running is interrupted at its next module
+  call (a forward pre-hook on every torch module, :func:`_check_interrupt`), so a long forward pass
+  never holds up the new model or text. Tasks say what ends them when submitted (``ended_by``):
+  gui/jobs.py's scans and importance maps are ended by a load, the ablations also by a new text;
+  ``tasks_stopped`` tells the window which, so the status bar can say so.
+- Results carry their request id, so the window can also drop a late answer to an old request.
 - Every request is wrapped: an exception becomes a ``failed`` signal carrying a frozen
   :class:`Failure` (the request id, what kind of request it was, the exception object itself and a
   one-line message), and the worker keeps serving (a failed load leaves the previous model in
   place). The UI decides what to offer from the exception's class (``PickleWeightsError`` → "Load
   anyway", ``HubUnreachableError`` → "Retry"), never from the message text.
-- The thread is a daemon: closing the window never waits for a forward pass or a download to end.
+- Stopping (the window closes) interrupts what runs the same way (an export, which has no cancel,
+  finishes: complete or absent) and skips what waits. The app waits for the thread before Qt and Python
+  go away (gui/app.py): a daemon thread still inside torch when the interpreter finalises is
+  killed by a forced unwind that aborts the process ("terminate called without an active exception").
 """
 from __future__ import annotations
 
@@ -20,13 +29,23 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from PySide6 import QtCore
 
-from analysis.errors import AttnScopeError
+from analysis.errors import AnalysisCancelled, AttnScopeError
+
+
+class RequestKind(Enum):
+    LOAD = "load"
+    ANALYSE = "analyse"
+    TASK = "task"
+
+
+def _event() -> threading.Event:
+    return field(default_factory=threading.Event, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,7 @@ class LoadRequest:
     device: str = "auto"
     dtype: str = "float32"
     allow_pickle: bool = False
+    cancel: threading.Event = _event()  # set: the Cancel button, a newer load, or the worker stopping
 
 
 @dataclass(frozen=True)
@@ -44,15 +64,23 @@ class AnalyseRequest:
     text: str
     bos: bool | None
     max_tokens: int | None = None  # the token cap (None: inference.DEFAULT_MAX_TOKENS)
+    cancel: threading.Event = _event()  # set: a newer analysis or load, or the worker stopping
 
 
 @dataclass(frozen=True)
 class TaskRequest:
-    """Any other work that needs the model (parity, exports): ``task(loaded) -> value``."""
+    """Any other work that needs the model (parity, exports): ``task(loaded) -> value``.
+
+    ``cancel``: the event the task's own work checks (gui/jobs.py passes its Cancel); with it the task
+    can be interrupted, and ``ended_by`` names the newer requests that end it. Without it the task
+    always runs to its end (an export)."""
 
     request_id: int
     name: str
     task: Any
+    cancel: threading.Event | None = field(default=None, compare=False, repr=False)
+    ended_by: frozenset = frozenset()  # RequestKind.LOAD, RequestKind.ANALYSE
+    label: str = ""  # the task in words, for the status bar ("the importance map")
 
 
 @dataclass(frozen=True)
@@ -63,12 +91,6 @@ class AnalysisBundle:
     result: Any  # AttentionResult
     scores: Any  # HeadScores
     seconds: float
-
-
-class RequestKind(Enum):
-    LOAD = "load"
-    ANALYSE = "analyse"
-    TASK = "task"
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,35 @@ class Failure:
     name: str
     error: BaseException
     message: str
+
+
+class Interrupt(BaseException):
+    """Raised in the worker thread at a module call once the request running there was superseded or
+    the worker stopped. A BaseException, so that no ``except Exception`` on the way (a family adapter's,
+    a load's check) turns it into a message: the worker catches it itself (:meth:`Worker._handle`)."""
+
+
+_INTERRUPTS: dict[int, threading.Event] = {}  # worker thread id → the event of the request it runs
+_HOOK_LOCK = threading.Lock()
+_hook_installed = False
+
+
+def _check_interrupt(_module, _args) -> None:
+    """torch's global forward pre-hook: raise :class:`Interrupt` in a worker thread whose request is over.
+    Any other thread (a test, the command line) finds no event and runs on."""
+    event = _INTERRUPTS.get(threading.get_ident())
+    if event is not None and event.is_set():
+        raise Interrupt
+
+
+def _install_interrupt_hook() -> None:
+    global _hook_installed
+    with _HOOK_LOCK:
+        if not _hook_installed:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+
+            register_module_forward_pre_hook(_check_interrupt)
+            _hook_installed = True
 
 
 _STOP = object()
@@ -99,12 +150,16 @@ class Worker(QtCore.QObject):
     analysis_ready = QtCore.Signal(object)  # AnalysisBundle
     task_done = QtCore.Signal(int, str, object)  # request id, name, value
     failed = QtCore.Signal(object)  # Failure
+    # emitted on the GUI thread when a load or an analysis request ends tasks in flight: their labels
+    # ("the scan") and the RequestKind that ended them
+    tasks_stopped = QtCore.Signal(list, object)
 
     def __init__(self):
         super().__init__()
         self._ids = itertools.count(1)
         self._queue: queue.Queue = queue.Queue()
-        self._cancel_load = threading.Event()
+        self._lock = threading.Lock()
+        self._live: dict[int, Any] = {}  # requests made and not yet ended (waiting or running), by id
         self._loaded = None
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="attnscope-worker", daemon=True)
@@ -115,31 +170,59 @@ class Worker(QtCore.QObject):
         return next(self._ids)
 
     def load(self, source: str, device: str = "auto", dtype: str = "float32", allow_pickle: bool = False) -> int:
-        request = LoadRequest(self.next_id(), source, device, dtype, allow_pickle)
-        self._cancel_load.clear()
-        self._queue.put(request)
-        return request.request_id
+        return self._put(LoadRequest(self.next_id(), source, device, dtype, allow_pickle), RequestKind.LOAD)
 
     def cancel_load(self) -> None:
-        self._cancel_load.set()
+        with self._lock:
+            for request in self._live.values():
+                if isinstance(request, LoadRequest):
+                    request.cancel.set()
 
     def analyse(self, text: str, bos: bool | None = None, max_tokens: int | None = None) -> int:
-        request = AnalyseRequest(self.next_id(), text, bos, max_tokens)
+        return self._put(AnalyseRequest(self.next_id(), text, bos, max_tokens), RequestKind.ANALYSE)
+
+    def submit(self, name: str, task, cancel: threading.Event | None = None, ended_by=(), label: str = "") -> int:
+        """Queue ``task(loaded)``; with ``cancel`` it can be interrupted, and the newer requests of the
+        kinds in ``ended_by`` end it (see :class:`TaskRequest`)."""
+        return self._put(TaskRequest(self.next_id(), name, task, cancel, frozenset(ended_by), label or f"the {name}"),
+                         RequestKind.TASK)
+
+    def _put(self, request, kind: RequestKind) -> int:
+        stopped = []
+        with self._lock:
+            for old in self._live.values():
+                if self._supersedes(kind, old) and not old.cancel.is_set():
+                    old.cancel.set()
+                    if isinstance(old, TaskRequest):
+                        stopped.append(old.label)
+            self._live[request.request_id] = request
         self._queue.put(request)
+        if stopped:
+            self.tasks_stopped.emit(stopped, kind)
         return request.request_id
 
-    def submit(self, name: str, task) -> int:
-        request = TaskRequest(self.next_id(), name, task)
-        self._queue.put(request)
-        return request.request_id
+    @staticmethod
+    def _supersedes(kind: RequestKind, old) -> bool:
+        """Whether a new request of ``kind`` makes ``old`` worthless (see the module docstring)."""
+        if isinstance(old, TaskRequest):
+            return old.cancel is not None and kind in old.ended_by
+        if isinstance(old, LoadRequest):
+            return kind is RequestKind.LOAD
+        return kind in (RequestKind.LOAD, RequestKind.ANALYSE)
+
+    def busy(self) -> bool:
+        """Whether a request is waiting or running."""
+        with self._lock:
+            return bool(self._live)
 
     def stop(self, timeout: float = 0.1) -> bool:
-        """Ask the thread to finish (cancelling a download) and wait at most ``timeout`` seconds.
-
-        A forward pass cannot be interrupted; the thread is a daemon, so a process that is quitting
-        never waits for it. Returns whether the thread has ended."""
-        self._stopping = True  # from now on the thread emits nothing (see _emit)
-        self._cancel_load.set()
+        """End the thread: what runs is interrupted (an export finishes), what waits is skipped; wait at
+        most ``timeout`` seconds for it. From now on the thread emits nothing. Returns whether it has ended."""
+        self._stopping = True  # from now on the thread emits nothing (see _emit) and starts no request
+        with self._lock:
+            for request in self._live.values():
+                if request.cancel is not None:
+                    request.cancel.set()
         self._queue.put(_STOP)
         self._thread.join(timeout)
         return not self._thread.is_alive()
@@ -158,35 +241,19 @@ class Worker(QtCore.QObject):
             self._emit(self.devices_found, available_devices())
         except Exception:  # torch missing or broken: loading will say why
             self._emit(self.devices_found, ["auto", "cpu"])
+        try:
+            _install_interrupt_hook()
+        except Exception:  # no torch: nothing to interrupt
+            pass
         while True:
-            batch = [self._queue.get()]
-            while True:  # take everything waiting, so stale requests can be skipped
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if any(r is _STOP for r in batch):
+            request = self._queue.get()
+            if request is _STOP:
                 return
-            for request in self._without_superseded(batch):
+            try:
                 self._handle(request)
-
-    @staticmethod
-    def _without_superseded(batch: list) -> list:
-        """The requests of ``batch`` (in order) worth running: only the newest load and the newest analyse
-        (an older one's answer would be dropped anyway), and no analyse that a later load would make stale
-        (the window analyses again once the new model is there). Tasks always run."""
-        last_of_kind = {}
-        for index, request in enumerate(batch):
-            if isinstance(request, (LoadRequest, AnalyseRequest)):
-                last_of_kind[type(request)] = index
-        kept = []
-        for index, request in enumerate(batch):
-            if isinstance(request, (LoadRequest, AnalyseRequest)) and last_of_kind[type(request)] != index:
-                continue
-            if isinstance(request, AnalyseRequest) and any(isinstance(r, LoadRequest) for r in batch[index + 1:]):
-                continue  # the model will change: analyse again after the load instead
-            kept.append(request)
-        return kept
+            finally:
+                with self._lock:
+                    self._live.pop(request.request_id, None)
 
     def _handle(self, request) -> None:
         if isinstance(request, LoadRequest):
@@ -195,22 +262,45 @@ class Worker(QtCore.QObject):
             kind, name = RequestKind.ANALYSE, RequestKind.ANALYSE.value
         else:
             kind, name = RequestKind.TASK, request.name
+        cancel = request.cancel
         try:
-            if kind is RequestKind.LOAD:
-                self._do_load(request)
-            elif kind is RequestKind.ANALYSE:
-                self._do_analyse(request)
-            else:
-                if self._loaded is None:
-                    raise AttnScopeError("No model is loaded yet.")
-                self._emit(self.task_done, request.request_id, request.name, request.task(self._loaded))
+            if self._stopping:
+                return  # the window is gone: nothing new starts
+            if cancel is not None and cancel.is_set():
+                raise Interrupt  # superseded (or cancelled) while it waited
+            if cancel is not None:
+                _INTERRUPTS[threading.get_ident()] = cancel
+            try:
+                if kind is RequestKind.LOAD:
+                    self._do_load(request)
+                elif kind is RequestKind.ANALYSE:
+                    self._do_analyse(request)
+                else:
+                    if self._loaded is None:
+                        raise AttnScopeError("No model is loaded yet.")
+                    self._emit(self.task_done, request.request_id, request.name, request.task(self._loaded))
+            finally:
+                _INTERRUPTS.pop(threading.get_ident(), None)
+        except Interrupt:
+            # a superseded analysis ends in silence (a newer one is on its way); a load or a task says it
+            # was cancelled, for the window to ignore (superseded) or show (its own Cancel)
+            if kind is not RequestKind.ANALYSE:
+                error = AnalysisCancelled("Cancelled.")
+                if kind is RequestKind.LOAD:
+                    from analysis.loading import DownloadCancelled
+
+                    error = DownloadCancelled("Loading cancelled.")
+                self._emit(self.failed, Failure(request.request_id, kind, name, error, str(error)))
         except AttnScopeError as exc:
+            if kind is RequestKind.ANALYSE and cancel.is_set():
+                return  # superseded: as above
             self._emit(self.failed, Failure(request.request_id, kind, name, exc, str(exc)))
         except MemoryError as exc:
             self._emit(self.failed, Failure(request.request_id, kind, name, exc,
                                      "Out of memory: try a shorter text or a smaller model."))
         except Exception as exc:  # a bug: report it, keep serving
-            traceback.print_exc()
+            if not self._stopping:  # after the window closed nobody can act on it
+                traceback.print_exc()
             self._emit(self.failed, Failure(request.request_id, kind, name, exc,
                                      f"Internal error ({type(exc).__name__}: {exc}); please report it."))
 
@@ -227,7 +317,7 @@ class Worker(QtCore.QObject):
                 self._emit(self.load_progress, message, int(done), int(total))
 
         loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,
-                            progress=progress, cancel=self._cancel_load)
+                            progress=progress, cancel=request.cancel)
         self._loaded = loaded  # the previous model is released here, after the new one loaded
         self._emit(self.model_loaded, request.request_id, loaded.info)
 

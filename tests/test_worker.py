@@ -1,4 +1,5 @@
-"""The worker thread: which queued requests run (superseding), typed failures, and a stop that never waits."""
+"""The worker thread: which requests run (superseding), what a newer request interrupts, typed failures, and a
+stop that interrupts the work in flight."""
 import threading
 import time
 
@@ -7,27 +8,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from analysis.errors import HubUnreachableError, PickleWeightsError  # noqa: E402
-from gui.worker import AnalyseRequest, Failure, LoadRequest, RequestKind, TaskRequest, Worker  # noqa: E402
+from gui.worker import Failure, RequestKind, Worker  # noqa: E402
 from helpers import worker_held  # noqa: E402
-
-
-def ids(requests):
-    return [r.request_id for r in requests]
-
-
-def test_only_the_newest_load_and_analyse_of_a_batch_run():
-    task = TaskRequest(3, "scratch", None)
-    batch = [AnalyseRequest(1, "a", None), AnalyseRequest(2, "ab", None), task, AnalyseRequest(4, "abc", None)]
-    assert ids(Worker._without_superseded(batch)) == [3, 4]
-    batch = [LoadRequest(1, "gpt2"), LoadRequest(2, "bundled"), AnalyseRequest(3, "x", None)]
-    assert ids(Worker._without_superseded(batch)) == [2, 3]
-
-
-def test_an_analyse_queued_before_a_load_is_dropped():
-    batch = [AnalyseRequest(1, "x", None), LoadRequest(2, "bundled"), TaskRequest(3, "export", None)]
-    assert ids(Worker._without_superseded(batch)) == [2, 3]  # the window analyses again once the model is there
-    batch = [LoadRequest(1, "bundled"), AnalyseRequest(2, "x", None)]
-    assert ids(Worker._without_superseded(batch)) == [1, 2]  # after the load: kept
 
 
 @pytest.fixture
@@ -89,15 +71,130 @@ def test_a_bug_is_reported_in_one_sentence_and_the_worker_keeps_serving(qtbot, w
     assert blocker.args == [blocker.args[0], "fine", 42]
 
 
-def test_stop_does_not_wait_for_work_in_flight(worker):
+def module_calls_until_interrupted(started: threading.Event, calls: list):
+    """Work that stands for a long forward pass: torch module calls until the worker's pre-hook stops it
+    (30 s at most: a test that sees them all failed)."""
+    import torch
+
+    layer = torch.nn.Linear(4, 4)
+
+    def work(*_args):
+        started.set()
+        deadline = time.monotonic() + 30
+        with torch.no_grad():
+            while time.monotonic() < deadline:
+                layer(torch.ones(1, 4))
+                calls.append(1)
+        return "ran to its end"
+
+    return work
+
+
+def test_stop_interrupts_the_forward_in_flight_and_the_thread_ends(worker):
+    """Closing the window mid-run: the thread once ran on (a daemon), and Python's exit then killed it inside
+    torch, aborting the process. Now stop() interrupts it at its next module call and the thread ends."""
     worker._loaded = object()
-    started = threading.Event()
-    worker.submit("slow", lambda _l: (started.set(), time.sleep(3)))
+    started, calls = threading.Event(), []
+    worker.submit("importance", module_calls_until_interrupted(started, calls), cancel=threading.Event())
     assert started.wait(10)
-    t0 = time.perf_counter()
-    worker.stop()
-    assert time.perf_counter() - t0 < 0.5
-    assert worker._thread.daemon  # the process can exit while the forward pass finishes
+    assert worker.stop(timeout=10)
+    assert not worker._thread.is_alive() and len(calls) > 0
+
+
+def test_stop_lets_an_export_finish_and_skips_what_waits(worker):
+    worker._loaded = object()
+    started, go, done, skipped = threading.Event(), threading.Event(), [], []
+    worker.submit("export", lambda _l: (started.set(), go.wait(10), done.append("written")))  # no cancel
+    worker.submit("scratch", lambda _l: skipped.append("ran"))
+    assert started.wait(10)
+    assert not worker.stop(timeout=0)  # the export holds the thread
+    go.set()
+    assert worker.stop(timeout=20)
+    assert done == ["written"] and skipped == []
+
+
+def test_a_load_interrupts_a_model_bound_task_at_once_and_says_so(qtbot, worker, monkeypatch):
+    """Issue 17 #5: a new model chosen during a 20,000-text scan waited 400 s behind it, with no message. A
+    task ended by a load (a scan, an importance map) is interrupted the moment the load is asked for."""
+    from analysis.errors import AnalysisCancelled
+
+    loads = []
+    monkeypatch.setattr(worker, "_do_load", lambda r: loads.append(r.request_id))
+    worker._loaded = object()
+    started, calls, stopped, failures = threading.Event(), [], [], []
+    worker.tasks_stopped.connect(lambda labels, kind: stopped.append((labels, kind)))
+    worker.failed.connect(failures.append)
+    scan = worker.submit("scan", module_calls_until_interrupted(started, calls), cancel=threading.Event(),
+                         ended_by=(RequestKind.LOAD,), label="the scan")
+    assert started.wait(10)
+    analysis = worker.analyse("a text waits behind the scan: it does not end it")
+    assert stopped == []
+    load = worker.load("bundled")
+    assert stopped == [(["the scan"], RequestKind.LOAD)]  # said at once, on the GUI thread
+    qtbot.waitUntil(lambda: loads == [load], timeout=10_000)
+    (failure,) = [f for f in failures if f.request_id == scan]
+    assert isinstance(failure.error, AnalysisCancelled) and failure.kind is RequestKind.TASK
+    assert analysis < load  # the analysis queued before the load was superseded by it: never run
+
+
+def test_a_new_text_ends_an_analysis_in_flight_silently_and_runs(qtbot, worker, monkeypatch):
+    """The running analysis is interrupted at its next module call (its answer would be dropped) and says
+    nothing; the newest one runs."""
+    started, calls, ran, failures = threading.Event(), [], [], []
+    long_forward = module_calls_until_interrupted(started, calls)
+
+    def analyse(request):
+        ran.append(request.text)
+        if request.text == "old":
+            long_forward()
+
+    monkeypatch.setattr(worker, "_do_analyse", analyse)
+    worker.failed.connect(failures.append)
+    worker.analyse("old")
+    assert started.wait(10)
+    worker.analyse("new")
+    marker = []
+    worker.task_done.connect(lambda _rid, name, _value: marker.append(name))
+    worker._loaded = object()
+    worker.submit("marker", lambda _l: None)
+    qtbot.waitUntil(lambda: marker == ["marker"], timeout=10_000)
+    assert ran == ["old", "new"] and failures == []
+
+
+def test_a_task_without_a_cancel_is_never_interrupted(qtbot, worker):
+    """An export (no cancel event) runs to its end whatever comes after it."""
+    worker._loaded = object()
+    started, calls = threading.Event(), []
+    gate = threading.Event()
+
+    def export(_loaded):
+        started.set()
+        gate.wait(10)
+        return "complete"
+
+    with qtbot.waitSignal(worker.task_done, timeout=20_000) as blocker:
+        worker.submit("export", export)
+        assert started.wait(10)
+        worker.load("bundled")
+        worker.analyse("text")
+        gate.set()
+    assert blocker.args[1:] == ["export", "complete"]
+
+
+def test_the_interrupt_hook_leaves_other_threads_alone():
+    """torch's global pre-hook only stops a worker thread: a module call here runs whatever workers do."""
+    import torch
+
+    from gui.worker import _INTERRUPTS, _install_interrupt_hook
+
+    _install_interrupt_hook()
+    event = threading.Event()
+    event.set()
+    _INTERRUPTS[-1] = event  # a stopped worker elsewhere
+    try:
+        assert torch.nn.Linear(2, 2)(torch.ones(1, 2)).shape == (1, 2)
+    finally:
+        _INTERRUPTS.pop(-1)
 
 
 def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(qtbot, worker, tiny_model_dir):
