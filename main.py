@@ -227,6 +227,12 @@ def _add_bos(p: argparse.ArgumentParser) -> None:
     bos.add_argument("--no-bos", dest="bos", action="store_false")
 
 
+def _add_max_tokens(p: argparse.ArgumentParser, what: str = "analyse") -> None:
+    p.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
+                   help=f"{what} at most N tokens of a text (default 2048, or the model's context if shorter); "
+                        "the attention takes layers × heads × N² × 4 bytes")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from analysis.export import IMAGE_FORMATS
 
@@ -250,10 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bos(export)
     export.add_argument("--no-head-images", action="store_true", help="write grid image only, not one per head")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
-    export.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
-                        help="analyse at most N tokens (default 2048, or the model's context if shorter); "
-                             "the attention takes layers × heads × N² × 4 bytes")
+    _add_max_tokens(export)
     _add_sink_epsilon(export)
+    export.add_argument("--tl-measure", default="mul", choices=("mul", "abs"),
+                        help="scores_tl.csv: TransformerLens' error_measure (default mul, TL's default)")
+    export.add_argument("--tl-exclude-bos", action="store_true", help="scores_tl.csv: TL's exclude_bos")
+    export.add_argument("--tl-exclude-current-token", action="store_true",
+                        help="scores_tl.csv: TL's exclude_current_token")
 
     calc = sub.add_parser("calc", help="the attention calculator: softmax(QKᵀ/√d_k)·V on your matrices, as JSON")
     calc.add_argument("--q", required=True, help="JSON: one query vector or a list of rows")
@@ -270,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--max-texts", type=positive_int, metavar="N", help="scan only the first N texts")
     scan.add_argument("--batch", type=positive_int, default=16, metavar="B",
                       help="texts per forward pass (padded together; default 16)")
+    _add_max_tokens(scan)
     _add_bos(scan)
     _add_sink_epsilon(scan)
 
@@ -286,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--importance", action="store_true",
                         help="also ablate each head alone (one forward per head) and list the heads that matter most")
     ablate.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
+    _add_max_tokens(ablate, "run")
     _add_bos(ablate)
 
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
@@ -499,7 +510,9 @@ def _export(args, signals: _Signals) -> int:
     signals.deferred = True  # from here on a signal waits for the next safe point
     written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
                             image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check),
-                            value_norms=norms, sink_epsilon=args.sink_epsilon)
+                            value_norms=norms, sink_epsilon=args.sink_epsilon,
+                            tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
+                                        "exclude_current_token": args.tl_exclude_current_token})
     print(f"wrote {len(written)} files to {args.out} ({result.n_tokens} tokens, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
     for warning in getattr(written, "warnings", ()):
@@ -567,13 +580,15 @@ def _scan(args, signals: _Signals) -> int:
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")
     check_apart(args)
     texts = read_texts(SAMPLE_TEXTS if args.texts.strip() == "sample" else Path(args.texts))
+    for warning in texts.warnings:  # what a folder held that is not a text (links to nothing, pipes, …)
+        warn(warning)
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     from analysis.loading import load_model
 
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=_terminal_progress())
     result = scan_texts(loaded, texts, batch_size=args.batch, max_texts=args.max_texts, bos=args.bos,
-                        progress=_count_progress("scanning"))
+                        max_tokens=args.max_tokens, progress=_count_progress("scanning"))
     cut = result.truncation_warning()
     if cut:
         warn(cut)
@@ -634,7 +649,7 @@ def _ablate(args, signals: _Signals) -> int:
                         progress=_terminal_progress())
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
     heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
-    tokens = ablation.text_tokens(loaded, text, args.bos)  # tokenised once, for both
+    tokens = ablation.text_tokens(loaded, text, args.bos, args.max_tokens)  # tokenised once, for both
     for warning in tokens.warnings:
         warn(warning)
     data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated}

@@ -135,6 +135,28 @@ def write_scores_csv(scores: HeadScores, path: Path) -> Path:
     return path
 
 
+def write_tl_scores_csv(result: AttentionResult, path: Path, error_measure: str = "mul", exclude_bos: bool = False,
+                        exclude_current_token: bool = False) -> Path:
+    """TransformerLens-style head detector scores of ``result`` (``tl_scores.scores_of_text``), to compare with
+    TL's ``detect_head`` on the same text: header ``layer,head,previous_token_head,duplicate_token_head,
+    induction_head,error_measure,exclude_bos,exclude_current_token``, one row per head, the last three
+    columns saying how every score of the file was computed (TL's argument names and values). Cells
+    ``.6g``; ``nan`` for a text under 2 tokens."""
+    from .tl_scores import HEAD_NAMES, scores_of_text
+
+    tl = scores_of_text(result.attentions, np.asarray(result.token_ids), error_measure=error_measure,
+                        exclude_bos=exclude_bos, exclude_current_token=exclude_current_token)
+    options = [error_measure, str(bool(exclude_bos)).lower(), str(bool(exclude_current_token)).lower()]
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["layer", "head", *HEAD_NAMES, "error_measure", "exclude_bos", "exclude_current_token"])
+        for layer in range(result.n_layer):
+            for head in range(result.n_head):
+                writer.writerow([layer, head, *(f"{float(tl[name][layer, head]):.6g}" for name in HEAD_NAMES),
+                                 *options])
+    return path
+
+
 def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | None = None,
                       layer: int | None = None, head: int | None = None) -> Path:
     """The tokens, predictions and (one head's or every head's) attention as JSON."""
@@ -749,9 +771,11 @@ ImageWriter = Callable[[Path], list[Path]]  # draws images into a folder, return
 def export_bundle(out_dir: Path, result: AttentionResult, scores: HeadScores, parity: ParityReport,
                   image_writer: ImageWriter | None = None, timings: dict | None = None,
                   check: Callable[[], None] | None = None, value_norms: np.ndarray | None = None,
-                  sink_epsilon: float = SINK_EPSILON) -> list[Path]:
+                  sink_epsilon: float = SINK_EPSILON, tl_options: dict | None = None) -> list[Path]:
     """The command line's export folder: attention.npz (with ``rollout``, and ``value_norms`` when given:
-    ``lenses.value_norms(loaded, result).value_norms``, which needs the model), scores.csv, parity.json,
+    ``lenses.value_norms(loaded, result).value_norms``, which needs the model), scores.csv, scores_tl.csv
+    (TransformerLens-style scores with ``tl_options``: ``write_tl_scores_csv``'s keywords, TL's defaults
+    when None), parity.json,
     the images (if an ``image_writer`` is given) and summary.json (with the sink rate at ``sink_epsilon``),
     written with :func:`write_folder_atomically` — the folder holds the whole new export or is left as
     it was. ``check()`` is called between files."""
@@ -764,6 +788,7 @@ def export_bundle(out_dir: Path, result: AttentionResult, scores: HeadScores, pa
                             rollout=attention_rollout(result.attentions))
         step()
         write_scores_csv(scores, folder / "scores.csv")
+        write_tl_scores_csv(result, folder / "scores_tl.csv", **(tl_options or {}))
         write_json(parity.to_dict(), folder / "parity.json")
         step()
         if image_writer is not None:

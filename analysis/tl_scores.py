@@ -403,3 +403,20 @@ def detect_many(runs: Sequence[tuple[np.ndarray, np.ndarray]], pattern: str, *,
     return np.mean([detect(a, ids, pattern, heads=heads, exclude_bos=exclude_bos,
                            exclude_current_token=exclude_current_token, error_measure=error_measure)
                     for a, ids in runs], axis=0)
+
+
+#: The version of TransformerLens these scores were checked against (its ``head_detector.detect_head``).
+CHECKED_AGAINST = "TransformerLens 4.3.0"
+
+
+def scores_of_text(attentions: np.ndarray, token_ids: np.ndarray, *, error_measure: ErrorMeasure = "mul",
+                   exclude_bos: bool = False, exclude_current_token: bool = False) -> dict[str, np.ndarray]:
+    """The three TL patterns of one text, {name: (layer, head)}, as the Head scores tab and ``export`` show
+    them: ``detect_all`` with TL's options, and NaN for every head of a text under 2 tokens (TL refuses
+    such a text: there is no previous token to look for)."""
+    a = np.asarray(attentions)
+    if a.shape[-1] < 2:
+        return {name: np.full(a.shape[:2], np.nan) for name in HEAD_NAMES}
+    return detect_all(a, token_ids, HEAD_NAMES, error_measure=error_measure, exclude_bos=exclude_bos,
+                      exclude_current_token=exclude_current_token)
+

@@ -206,3 +206,53 @@ def test_detect_all_never_modifies_its_input():
     for options in OPTIONS:
         tl.detect_all(a, rng.integers(0, 3, 12), **options)
     np.testing.assert_array_equal(a, before)
+
+
+# ----------------------------------------------------------------------------- the command line's scores_tl.csv
+def _read_tl_csv(path):
+    import csv
+
+    with path.open(encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+@pytest.mark.parametrize("options", [(), ("--tl-measure", "abs", "--tl-exclude-bos"),
+                                     ("--tl-exclude-current-token",)])
+def test_export_writes_tl_scores_equal_to_tl_head_by_head(tiny_model_dir, tmp_path, capsys, options):
+    """scores_tl.csv against ``similarity_score`` (TL's per-head function transcribed) on the exported attention,
+    with the options named in every row, so a user can compare with TransformerLens without the GUI."""
+    from helpers import run_main
+
+    code, _, err = run_main(capsys, "export", "--model", tiny_model_dir, "--text", "the cat the cat the cat",
+                            "--out", tmp_path / "x", "--no-head-images", "--bos", *options)
+    assert code == 0, err
+    measure = options[options.index("--tl-measure") + 1] if "--tl-measure" in options else "mul"
+    exclude_bos, exclude_current = "--tl-exclude-bos" in options, "--tl-exclude-current-token" in options
+    header, rows = _read_tl_csv(tmp_path / "x" / "scores_tl.csv")
+    assert header == ["layer", "head", "previous_token_head", "duplicate_token_head", "induction_head",
+                      "error_measure", "exclude_bos", "exclude_current_token"]
+    with np.load(tmp_path / "x" / "attention.npz") as data:
+        attentions, ids = data["attentions"], data["token_ids"]
+    L, H = attentions.shape[:2]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(l, h) for l in range(L) for h in range(H)]
+    for row in rows:
+        layer, head = int(row[0]), int(row[1])
+        assert row[5:] == [measure, str(exclude_bos).lower(), str(exclude_current).lower()]
+        for k, name in enumerate(tl.HEAD_NAMES):
+            want = tl.similarity_score(attentions[layer, head], tl.detection_pattern(name, ids),
+                                       exclude_bos=exclude_bos, exclude_current_token=exclude_current,
+                                       error_measure=measure)
+            assert float(row[2 + k]) == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_a_one_token_text_has_no_tl_scores(tiny_result, tmp_path):
+    """TL refuses a text under 2 tokens; the file says nan for every head instead of failing the export."""
+    import dataclasses
+
+    from analysis.export import write_tl_scores_csv
+
+    one = dataclasses.replace(tiny_result, attentions=tiny_result.attentions[:, :, :1, :1],
+                              token_ids=tiny_result.token_ids[:1])
+    _, rows = _read_tl_csv(write_tl_scores_csv(one, tmp_path / "tl.csv"))
+    assert rows and all(cell == "nan" for row in rows for cell in row[2:5])
