@@ -328,3 +328,31 @@ def test_a_file_is_split_at_newlines_only(tiny_model, tmp_path):
     f.write_bytes(f"{inside}\r\nsecond\n\x0c\nthird".encode("utf-8"))
     assert scan.read_texts(f) == [inside, "second", "third"]  # a line of only \x0c is blank
     assert scan.scan_texts(tiny_model, scan.read_texts(f)).n_texts == 3
+
+
+def test_the_scan_command_says_what_it_skipped_and_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
+    """``scan --texts DIR`` names the skipped entries on stderr (they were only in summary.json), and
+    ``--max-tokens`` caps each text as export's does (the memory refusal tells the user to use it)."""
+    from helpers import run_main
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the cat sat on the mat and the dog sat on the log", encoding="utf-8")
+    os.mkfifo(folder / "pipe.txt")
+    code, _, err = run_main(capsys, "scan", "--model", tiny_model_dir, "--texts", folder, "--out", tmp_path / "o",
+                            "--max-tokens", "5", "--no-bos")
+    assert code == 0, err
+    assert f"attnscope: warning: Skipped 1 named pipe in {folder}: pipe.txt" in err
+    with (tmp_path / "o" / "texts.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["n_tokens"], r["truncated"]) for r in rows] == [("5", "1")]
+
+
+def test_the_ablate_command_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
+    from helpers import run_main
+
+    code, out, err = run_main(capsys, "ablate", "--model", tiny_model_dir, "--text",
+                              "the cat sat on the mat and the dog sat on the log", "--heads", "0.0",
+                              "--max-tokens", "4", "--no-bos")
+    assert code == 0, err
+    assert json.loads(out)["n_tokens"] == 4 and json.loads(out)["truncated"] is True
