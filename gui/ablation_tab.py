@@ -9,7 +9,8 @@
   click selects the head, a double-click opens it.
 
 Both run on the worker (gui/jobs.py). Their results belong to one text, BOS choice and model: a new
-text or model drops the answers in flight and clears what is shown. Decoders only — an encoder
+text or model stops them at once (the status bar says so), drops the answers in flight and clears what
+is shown. Decoders only — an encoder
 predicts no next token, and the tab says so. The map and the before/after boxes are in
 gui/ablation_views.py.
 """
@@ -23,6 +24,7 @@ from analysis.errors import InputError
 from .ablation_views import ImportanceView, Predictions, signed
 from .jobs import Job
 from .plot_items import apply_theme
+from .worker import RequestKind
 
 MODE_TIPS = {"zero": "zero: the head's output z_h is set to 0 at every position (it writes nothing)",
              "mean": "mean: z_h is replaced by its mean over the text's positions (only what it does "
@@ -45,10 +47,12 @@ class AblationPanel(QtWidgets.QWidget):
         self._key = None  # (text, bos, model generation) the results belong to
         self._model_generation = 0
         self._followed = ""  # the head text the heads box took from the selection (it follows while unchanged)
-        self.ablate_job = Job(worker, "ablate", self)
+        # a new text or model ends them at once (their answers would be for the text or model no longer shown)
+        ended_by = (RequestKind.LOAD, RequestKind.ANALYSE)
+        self.ablate_job = Job(worker, "ablate", self, label="the ablation", ended_by=ended_by)
         self.ablate_job.finished.connect(self._ablated)
         self.ablate_job.failed.connect(self._failed)
-        self.importance_job = Job(worker, "importance", self)
+        self.importance_job = Job(worker, "importance", self, label="the importance map", ended_by=ended_by)
         self.importance_job.progressed.connect(self._importance_progress)
         self.importance_job.finished.connect(self._importance_ready)
         self.importance_job.failed.connect(self._importance_failed)

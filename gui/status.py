@@ -56,6 +56,11 @@ class StatusLine:
         sized = n_tokens is not None and info is not None
         self.run.setText(f"running {attention_line(n_tokens, info.n_layer, info.n_head)}…" if sized else "running…")
 
+    def waiting(self, job) -> None:
+        """A run waits for ``job`` (a gui/jobs.Job the new text does not end) to finish: say so, and how far it is."""
+        done = f" ({100 * job.done // job.total} % done)" if job.total else ""
+        self.run.setText(f"waiting for {job.label}{done} to finish before running the text…")
+
     def run_failed(self) -> None:
         self.run.setText("")
 
@@ -69,6 +74,11 @@ class StatusLine:
         self.run.setText(f"last run {time.strftime('%H:%M:%S')} in {bundle.seconds * 1000:.0f} ms")
 
     # ---- passing messages
+    def stopped(self, labels: list, because: str) -> None:
+        """Tasks in flight were ended by a newer request (Worker.tasks_stopped): ``because`` says which."""
+        what = " and ".join(dict.fromkeys(labels))  # once each: a job restarted twice is still one job
+        self.window.statusBar().showMessage(f"Stopped {what}: {because}.", 10000)
+
     def exported(self, paths: list) -> None:
         folder = os.path.commonpath([Path(p).parent for p in paths])
         self.window.statusBar().showMessage(f"Exported {len(paths)} file(s) to {folder}", 8000)

@@ -24,7 +24,7 @@ class TLSource(QtWidgets.QWidget):
         super().__init__(parent)
         self.scores: dict[str, np.ndarray] | None = None
         self._key = None
-        self._job = Job(worker, "tl_scores", self) if worker is not None else None
+        self._job = Job(worker, "tl_scores", self, label="the TransformerLens-style scores") if worker is not None else None
         if self._job is not None:
             self._job.finished.connect(self._finished)
             self._job.failed.connect(self.failed)

@@ -15,6 +15,7 @@ buttons (top to bottom, each left to right) → back.
 """
 from __future__ import annotations
 
+import shiboken6
 from PySide6 import QtCore, QtWidgets
 
 from analysis.errors import HubUnreachableError, PickleWeightsError
@@ -25,6 +26,7 @@ from .exporting import Exporter
 from .focus_order import set_tab_order, wrap_focus
 from .grid_panel import GridPanel
 from .head_panel import HeadPanel
+from .jobs import running_jobs
 from .menus import build_menus
 from .model_bar import ModelBar, hub_cached
 from .notes import NoteBar, is_dark
@@ -67,6 +69,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.loading_source: str | None = None
         self.latest_analyse_id = self.latest_load_id = 0
         self.closed = False
+        self._waiting_for = None  # the Job the newest analysis waits behind (the status bar follows its progress)
 
         self.model_bar = ModelBar(self.settings)
         self.addToolBar(self.model_bar)
@@ -116,6 +119,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.analysis_started.connect(self._analysis_started)
         w.analysis_ready.connect(self._analysis_ready)
         w.failed.connect(self._failed)
+        w.tasks_stopped.connect(self._tasks_stopped)
         bar.load_requested.connect(self.load_model)
         bar.open_folder_requested.connect(self.open_folder)
         bar.cancel_requested.connect(w.cancel_load)
@@ -192,6 +196,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.model_ready.emit(info)
         if self.text_input.text().strip():
             self.text_input.run(explicit=False)
+        else:  # an analysis the load interrupted: no newer one follows
+            self.state.set_running(False)
 
     # ================================================================= running
     def set_text(self, text: str, run: bool = False) -> None:
@@ -238,7 +244,27 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.model_info is None:
             return  # runs when the model arrives
         self.latest_analyse_id = self.worker.analyse(text, bos, self.max_tokens())
-        self.status.running()
+        waiting = running_jobs(self.worker)  # long jobs a new text does not end: it runs after them
+        self._wait_for(waiting[0] if waiting else None)
+        if not waiting:
+            self.status.running()
+
+    def _wait_for(self, job) -> None:
+        """While the newest run waits for ``job`` (None: for nothing), the status bar says so and follows its progress."""
+        if self._waiting_for is not None and shiboken6.isValid(self._waiting_for):  # a closed dialog's job is gone
+            self._waiting_for.progressed.disconnect(self._show_waiting)
+        self._waiting_for = job
+        if job is not None:
+            job.progressed.connect(self._show_waiting)
+            self._show_waiting()
+
+    def _show_waiting(self, *_progress) -> None:
+        if self._waiting_for is not None and not self.closed:
+            self.status.waiting(self._waiting_for)
+
+    def _tasks_stopped(self, labels: list, kind) -> None:
+        if not self.closed:
+            self.status.stopped(labels, "a new model is loading" if kind is RequestKind.LOAD else "a new text is running")
 
     def _analysis_sized(self, request_id: int, n_tokens: int, _bytes) -> None:
         if request_id == self.latest_analyse_id and self.model_info is not None:
@@ -246,6 +272,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _analysis_started(self, request_id: int) -> None:
         if request_id == self.latest_analyse_id:  # superseded requests are skipped by the worker anyway
+            self._wait_for(None)
             self.status.running()
             self.state.set_running(True)
 
@@ -280,6 +307,7 @@ class MainWindow(QtWidgets.QMainWindow):
                     actions.append(("Open the bundled model", lambda: self.load_model(BUNDLED)))
             self.show_error(f"Could not load the model: {message}", actions)
         elif failure.kind is RequestKind.ANALYSE and failure.request_id == self.latest_analyse_id:
+            self._wait_for(None)
             self.state.set_running(False)
             self.status.run_failed()
             if self.state.bundle is None:

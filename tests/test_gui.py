@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -13,7 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
-from helpers import WAIT_MS  # noqa: E402
+from helpers import WAIT_MS, hold_at_call  # noqa: E402
 
 
 @pytest.fixture
@@ -616,6 +617,77 @@ def test_closing_mid_load_or_mid_run_returns_at_once(qtbot, settings, tiny_model
     started = time.perf_counter()
     w2.close()
     assert time.perf_counter() - started < 0.5
+
+
+# ------------------------------------------------------------------ requests behind a long job (issue 17 #5)
+def long_job(window, total: int, go: threading.Event):
+    """A job as the scan dialog makes it (gui/jobs.Job, named "scan"), running until ``go`` or its Cancel."""
+    from analysis.errors import AnalysisCancelled
+    from gui.jobs import Job
+
+    job = Job(window.worker, "scan")
+    outcome = []
+    job.finished.connect(outcome.append)
+    job.cancelled.connect(lambda: outcome.append("cancelled"))
+
+    def work(_loaded, progress, cancel):
+        progress(total // 4, total)
+        for _ in range(3000):  # at most 300 s: as the scan, it looks at its Cancel between batches
+            if go.is_set():
+                return "scanned"
+            if cancel.wait(0.1):
+                raise AnalysisCancelled("Scan cancelled.")
+        return "scanned"
+
+    job.start(work)
+    return job, outcome
+
+
+def test_a_new_model_stops_a_scan_at_once_and_says_so(qtbot, window, tiny_model_dir):
+    """A new model chosen during a 20,000-text scan had not loaded 400 s later, with no message: its load
+    waited behind the scan. Now the load ends the scan the moment it is asked for, and the status bar says so."""
+    job, outcome = long_job(window, 20_000, threading.Event())
+    qtbot.waitUntil(lambda: job.done == 5_000, timeout=WAIT_MS)
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+        assert window.statusBar().currentMessage() == "Stopped the scan: a new model is loading."
+    qtbot.waitUntil(lambda: outcome == ["cancelled"], timeout=WAIT_MS)
+
+
+def test_a_text_run_during_a_scan_says_at_once_what_it_waits_for(qtbot, window):
+    """A new text does not end a scan (its scores are not the text's): the run waits, and says so at once."""
+    go = threading.Event()
+    job, outcome = long_job(window, 20, go)
+    qtbot.waitUntil(lambda: job.done == 5, timeout=WAIT_MS)
+    window.set_text("A text typed while the scan runs.")
+    window.run_text()
+    assert window.status_run.text() == "waiting for the scan (25 % done) to finish before running the text…"
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        go.set()
+    assert outcome == ["scanned"] and window.bundle.result.text == "A text typed while the scan runs."
+    assert window.status_run.text().startswith("last run")
+
+
+def test_a_text_run_during_an_importance_map_stops_it_at_once_and_runs(qtbot, window, monkeypatch):
+    """A text typed during an importance map was not analysed 300 s later. The map is of the text on screen,
+    so a new text ends it at its next forward (the status bar says so) and the new text runs."""
+    import analysis.ablation as ablation_module
+    from gui.ablation_tab import AblationPanel
+
+    run(qtbot, window, "The cat sat on the mat because it was tired.")
+    panel = window.tab(AblationPanel)
+    shown = []
+    panel.importance_shown.connect(shown.append)
+    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 3)
+    panel.start_importance()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    window.set_text("Another text, typed while the map runs.")
+    window.run_text()
+    assert window.statusBar().currentMessage() == "Stopped the importance map: a new text is running."
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        go.set()
+    assert window.bundle.result.text == "Another text, typed while the map runs."
+    assert shown == [] and len(calls) < window.bundle.result.n_layer * window.bundle.result.n_head + 1
 
 
 def test_select_out_of_range_is_an_error_not_clamped(qtbot, window):
