@@ -6,6 +6,12 @@ example or a recent text; not an auto-run or a BOS toggle) and shows what the vi
 the result's tokens and predictions, and whether the text still matches the result shown. An
 example that names a head asks for it with ``head_requested(layer, head)`` once its result is shown.
 
+A text with a line longer than LONG_LINE_CHARS (a 5 MB one-line paste, a --text) is held here, not
+put in the box: Qt lays a line out whole at every change and paints it whole at every blink of the
+cursor (5 MB: 0.8 s to set, a 2 s freeze at the first paint, then 0.45 s every 0.5 s). The box shows
+its first PREVIEW_CHARS characters, read-only, a note says so, and runs take the whole text (the
+worker analyses only its token-capped start).
+
 It is laid out to leave the plots room on a laptop: the text box is two lines (it grows when the
 window's splitter gives the input area more), the buttons sit in two rows beside it, the
 predictions take one line and the token strip two.
@@ -21,6 +27,7 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.loading import BUNDLED
 
+from .notes import NoteBar
 from .view_state import ViewState
 
 EXAMPLES_FILE = Path(__file__).resolve().parent.parent / "resources" / "texts" / "examples.txt"
@@ -29,6 +36,15 @@ MAX_RECENT_TEXTS = 10
 MAX_RECENT_CHARS = 2000  # a recent text longer than this is saved cut (a 5 MB paste never reaches the settings file)
 MENU_CHARS = 70  # menu entries are elided to this many characters
 PREDICTIONS_WIDTH = 250  # pixels: the next-token line, in two lines beside the token strip
+LONG_LINE_CHARS = 100_000  # a text with a longer line is held outside the box (a line this long: ≤ 0.03 s a paint)
+PREVIEW_CHARS = 20_000  # what the box shows of a held text: more than 2,048 tokens of prose
+# Qt's block separators (QTextCursor.insertText): a run of more than LONG_LINE_CHARS others is one long line
+_LONG_LINE = re.compile("[^\n\r\u2029]{%d}" % (LONG_LINE_CHARS + 1))
+
+
+def has_long_line(text: str) -> bool:
+    """Whether ``text`` has a line (a block of the box) longer than LONG_LINE_CHARS characters."""
+    return len(text) > LONG_LINE_CHARS and _LONG_LINE.search(text) is not None
 
 
 def fit_lines(pieces: list[str], metrics, width: int, max_lines: int = 2) -> str:
@@ -96,7 +112,10 @@ def menu_label(text: str, limit: int = MENU_CHARS) -> str:
 
 class TextBox(QtWidgets.QPlainTextEdit):
     """The text box: Tab moves the focus (a tab character is never typed into it). Two lines high at
-    least; it takes any height the input area is given."""
+    least; it takes any height the input area is given. A paste or drop that would make a line longer
+    than LONG_LINE_CHARS is not inserted: ``long_text`` carries the text the box would then hold."""
+
+    long_text = QtCore.Signal(str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -114,6 +133,18 @@ class TextBox(QtWidgets.QPlainTextEdit):
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802
         return QtCore.QSize(super().sizeHint().width(), self.minimumHeight())
+
+    def insertFromMimeData(self, source) -> None:  # noqa: N802 (Qt's name: paste and drop)
+        pasted = source.text() if source.hasText() else ""
+        if len(pasted) > LONG_LINE_CHARS // 2 or len(pasted) + self.document().characterCount() > LONG_LINE_CHARS:
+            cursor = self.textCursor()
+            units = self.toPlainText().encode("utf-16-le")  # Qt's positions count UTF-16 code units
+            start, end = 2 * cursor.selectionStart(), 2 * cursor.selectionEnd()
+            after = units[:start].decode("utf-16-le") + pasted + units[end:].decode("utf-16-le")
+            if has_long_line(after):
+                self.long_text.emit(after)
+                return
+        super().insertFromMimeData(source)
 
 
 class TokenStrip(QtWidgets.QListWidget):
@@ -174,8 +205,10 @@ class TextInput(QtWidgets.QWidget):
         self._pending_head: tuple[str, tuple[int, int]] | None = None  # (example text, head) until it is shown
         # Children are made with their parent: a widget reparented by a layout after a child window
         # (a menu) was made lands in a focus chain of its own, and Tab then circles inside this widget.
+        self._held: str | None = None  # a text too long for the box (see the module docstring), else None
         self.text_edit = TextBox(self)
         self.text_edit.textChanged.connect(self._text_changed)
+        self.text_edit.long_text.connect(self._long_text_pasted)
         self.run_button = QtWidgets.QPushButton("Run", self)
         self.run_button.setToolTip("Run the text (Ctrl+Enter)")
         self.run_button.clicked.connect(lambda: self.run(explicit=True))
@@ -216,6 +249,7 @@ class TextInput(QtWidgets.QWidget):
         self.predictions.setFixedWidth(PREDICTIONS_WIDTH)
         self.predictions.hide()  # until there are predictions to show (an encoder has none)
         self.token_strip = TokenStrip(state, self)
+        self.held_note = NoteBar(self, one_line=True)  # says that the text is held, not in the box
 
         buttons = QtWidgets.QGridLayout()
         buttons.setSpacing(2)
@@ -234,6 +268,7 @@ class TextInput(QtWidgets.QWidget):
         strip_row.addWidget(self.token_strip, 1)
         strip_row.addWidget(self.predictions)
         layout.addLayout(text_row, 1)
+        layout.addWidget(self.held_note)
         layout.addWidget(self.warning)
         layout.addWidget(self.stale)
         layout.addLayout(strip_row)
@@ -268,13 +303,22 @@ class TextInput(QtWidgets.QWidget):
 
     # ----------------------------------------------------------------- text and runs
     def text(self) -> str:
-        return self.text_edit.toPlainText()
+        """The text to run: the one held (too long for the box), else the box's."""
+        return self._held if self._held is not None else self.text_edit.toPlainText()
+
+    def held(self) -> bool:
+        """Whether the text is held outside the box (a line longer than LONG_LINE_CHARS)."""
+        return self._held is not None
 
     def set_text(self, text: str, run: bool = False) -> None:
-        """Put ``text`` in the box without an auto-run; ``run`` runs it (an explicit run)."""
+        """Put ``text`` in the box (or hold it, when it has a line too long for the box) without an
+        auto-run; ``run`` runs it (an explicit run)."""
+        self._held = text if has_long_line(text) else None
         self.text_edit.blockSignals(True)
-        self.text_edit.setPlainText(text)
+        self.text_edit.setPlainText(text if self._held is None else text[:PREVIEW_CHARS])
         self.text_edit.blockSignals(False)
+        self.text_edit.setReadOnly(self._held is not None)
+        self._show_held_note()
         if self.warning.text() == EMPTY_TEXT_HINT and text.strip():
             self.warning.hide()
         self._update_stale()
@@ -309,6 +353,31 @@ class TextInput(QtWidgets.QWidget):
             self.remember(text)
         self.run_requested.emit(text, self.bos_box.isChecked(), explicit)
         return True
+
+    def _show_held_note(self) -> None:
+        if self._held is None:
+            self.held_note.hide()
+            return
+        longest = max(len(line) for line in re.split("[\n\r\u2029]", self._held))
+        self.held_note.show_note(
+            f"This text has a line of {longest:,} characters, too long to edit here: the box shows its first "
+            f"{PREVIEW_CHARS:,} characters, read-only. A run takes the whole text, up to the token limit.", "info",
+            [("Edit the start", self.edit_start), ("Clear", lambda: self._replace(""))])
+        self.held_note.close_button.hide()  # the note goes with the held text, not before
+
+    def edit_start(self) -> None:
+        """Keep only the start the box shows, and make it editable (it then runs as typed text does)."""
+        if self._held is not None:
+            self._replace(self._held[:PREVIEW_CHARS])
+
+    def _replace(self, text: str) -> None:
+        """The text becomes ``text`` as if typed: the stale line follows, and Auto runs it."""
+        self.set_text(text)
+        self._text_changed()
+        self.text_edit.setFocus()
+
+    def _long_text_pasted(self, text: str) -> None:
+        self._replace(text)
 
     def _text_changed(self) -> None:
         if self.warning.text() == EMPTY_TEXT_HINT and self.text().strip():  # the hint is about an empty box

@@ -690,6 +690,60 @@ def test_a_text_run_during_an_importance_map_stops_it_at_once_and_runs(qtbot, wi
     assert shown == [] and len(calls) < window.bundle.result.n_layer * window.bundle.result.n_head + 1
 
 
+# ------------------------------------------------------------------ a 5 MB one-line text (issue 17 #20)
+def longest_block(box) -> int:
+    doc = box.document()
+    return max(len(doc.findBlockByNumber(i).text()) for i in range(doc.blockCount()))
+
+
+@pytest.mark.slow
+def test_a_5_mb_one_line_text_is_held_outside_the_box_and_runs_whole(qtbot, window):
+    """The window froze 1.6 s when a 5 MB one-line text was run, then ~0.4 s every 0.5 s: Qt laid the line out
+    whole at every change and painted it whole at every blink of the cursor. Such a text is held by the text
+    input: the box holds only its start (read-only, a note says so), and a run sends the whole text."""
+    from gui.text_input import LONG_LINE_CHARS, PREVIEW_CHARS
+
+    text = "word " * 1_000_000
+    sent = []
+
+    def record(t, *_args):
+        sent.append(t)
+
+    window.text_input.run_requested.connect(record)
+    window.set_text(text)
+    box = window.text_input.text_edit
+    assert longest_block(box) == PREVIEW_CHARS <= LONG_LINE_CHARS and box.isReadOnly()
+    assert window.text_input.held() and window.text_input.held_note.isVisible()
+    assert "5,000,000 characters" in window.text_input.held_note.label.toolTip()
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        window.run_text()
+    window.text_input.run_requested.disconnect(record)
+    assert sent == [text] and window.bundle.result.truncated
+    qtbot.mouseClick(window.text_input.held_note.buttons.itemAt(0).widget(), QtCore.Qt.MouseButton.LeftButton)
+    assert not window.text_input.held() and not box.isReadOnly() and window.text_input.text() == text[:PREVIEW_CHARS]
+    assert not window.text_input.held_note.isVisible()
+
+
+def test_pasting_a_5_mb_line_holds_it_and_a_short_paste_goes_in_the_box(qtbot, window):
+    from gui.text_input import LONG_LINE_CHARS
+
+    window.set_text("Start: ")
+    box = window.text_input.text_edit
+    cursor = box.textCursor()
+    cursor.movePosition(cursor.MoveOperation.End)
+    box.setTextCursor(cursor)
+    mime = QtCore.QMimeData()
+    mime.setText("x" * (2 * LONG_LINE_CHARS))
+    box.insertFromMimeData(mime)
+    assert window.text_input.held() and window.text_input.text() == "Start: " + "x" * (2 * LONG_LINE_CHARS)
+    assert longest_block(box) <= LONG_LINE_CHARS
+    window.set_text("Start: ")
+    mime.setText("🙂 short")
+    box.setTextCursor(cursor)
+    box.insertFromMimeData(mime)
+    assert not window.text_input.held() and window.text_input.text() == "Start: 🙂 short"
+
+
 def test_select_out_of_range_is_an_error_not_clamped(qtbot, window):
     run(qtbot, window, "The cat sat")
     with pytest.raises(ValueError):
