@@ -4,7 +4,8 @@ with progress, Cancel, and late answers dropped.
 The work runs on the model's worker thread (``worker.submit``), so it never races a load or an
 analysis. Progress is emitted from that thread through a signal of this object, which lives in the
 GUI thread, so Qt queues it to the GUI thread. Cancel sets a ``threading.Event`` the analysis
-function checks between its steps (it then raises ``AnalysisCancelled``). Each run has its own
+function checks between its steps (it then raises ``AnalysisCancelled``); the worker checks it too, at
+every torch module call, so a forward in flight stops as well. Each run has its own
 request id: an answer to a run that is no longer the latest — superseded, dropped, or cancelled — is
 never delivered as a result (napari's request-id pattern).
 
@@ -91,7 +92,8 @@ class Job(QtCore.QObject):
         return self.request_id
 
     def cancel(self) -> None:
-        """Ask the run in flight to stop at its next step; ``cancelled`` follows once the worker has let it go."""
+        """Ask the run in flight to stop at its next step or module call; ``cancelled`` follows once the worker
+        has let it go."""
         if self.running and self._cancel is not None:
             self._cancel.set()
 

@@ -341,5 +341,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.closed = self.exporter.closed = True
         self.save_settings()
         self.text_input.auto_timer.stop()
-        self.worker.stop(timeout=0.1)  # a daemon thread: a forward pass in flight never holds up the exit
+        # the run in flight is interrupted at its next module call; the close itself never waits for it (the
+        # app waits for the thread before Qt and Python go away: gui/app.close_down)
+        self.worker.stop(timeout=0.1)
         super().closeEvent(event)

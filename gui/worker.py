@@ -1,8 +1,9 @@
 """One long-lived worker thread that owns the model; the UI talks to it with requests and
 hears back through past-tense Qt signals (``model_loaded``, ``analysis_ready``, ``failed`` …).
 
-- The thread is a plain Python daemon thread reading a request queue; signals emitted from
-  it are queued to the receivers in the GUI thread.
+- The thread is a plain Python daemon thread reading a request queue (a daemon, so that a worker
+  nobody stopped never keeps a process alive); signals emitted from it are queued to the receivers
+  in the GUI thread.
 - A newer request supersedes the older ones it makes worthless, the moment it is made: a load
   supersedes every load, analysis and model-bound task before it (their answers would be about the
   old model), an analysis every analysis before it (typing fast sends many: only the latest runs).
@@ -209,11 +210,6 @@ class Worker(QtCore.QObject):
         if isinstance(old, LoadRequest):
             return kind is RequestKind.LOAD
         return kind in (RequestKind.LOAD, RequestKind.ANALYSE)
-
-    def busy(self) -> bool:
-        """Whether a request is waiting or running."""
-        with self._lock:
-            return bool(self._live)
 
     def stop(self, timeout: float = 0.1) -> bool:
         """End the thread: what runs is interrupted (an export finishes), what waits is skipped; wait at
