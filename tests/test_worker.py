@@ -97,8 +97,8 @@ def test_stop_interrupts_the_forward_in_flight_and_the_thread_ends(worker):
     started, calls = threading.Event(), []
     worker.submit("importance", module_calls_until_interrupted(started, calls), cancel=threading.Event())
     assert started.wait(10)
-    assert worker.stop(timeout=10)
-    assert not worker._thread.is_alive() and len(calls) > 0
+    assert worker.stop(timeout=10)  # the work alone would run 30 s
+    assert not worker._thread.is_alive()
 
 
 def test_stop_lets_an_export_finish_and_skips_what_waits(worker):
@@ -118,8 +118,9 @@ def test_a_load_interrupts_a_model_bound_task_at_once_and_says_so(qtbot, worker,
     task ended by a load (a scan, an importance map) is interrupted the moment the load is asked for."""
     from analysis.errors import AnalysisCancelled
 
-    loads = []
+    loads, analyses = [], []
     monkeypatch.setattr(worker, "_do_load", lambda r: loads.append(r.request_id))
+    monkeypatch.setattr(worker, "_do_analyse", lambda r: analyses.append(r.request_id))
     worker._loaded = object()
     started, calls, stopped, failures = threading.Event(), [], [], []
     worker.tasks_stopped.connect(lambda labels, kind: stopped.append((labels, kind)))
@@ -127,14 +128,14 @@ def test_a_load_interrupts_a_model_bound_task_at_once_and_says_so(qtbot, worker,
     scan = worker.submit("scan", module_calls_until_interrupted(started, calls), cancel=threading.Event(),
                          ended_by=(RequestKind.LOAD,), label="the scan")
     assert started.wait(10)
-    analysis = worker.analyse("a text waits behind the scan: it does not end it")
+    worker.analyse("a text waits behind the scan: it does not end it")
     assert stopped == []
     load = worker.load("bundled")
     assert stopped == [(["the scan"], RequestKind.LOAD)]  # said at once, on the GUI thread
     qtbot.waitUntil(lambda: loads == [load], timeout=10_000)
     (failure,) = [f for f in failures if f.request_id == scan]
     assert isinstance(failure.error, AnalysisCancelled) and failure.kind is RequestKind.TASK
-    assert analysis < load  # the analysis queued before the load was superseded by it: never run
+    assert analyses == []  # the analysis queued before the load was superseded by it: never run
 
 
 def test_a_new_text_ends_an_analysis_in_flight_silently_and_runs(qtbot, worker, monkeypatch):
