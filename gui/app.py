@@ -140,10 +140,12 @@ def run_app(args) -> int:
     # In --screenshot mode the app ends itself with app.exit(); closing the window must not also post a
     # Quit event, which would be left in the queue and end every later event loop of this process at once.
     quit_on_close = app.quitOnLastWindowClosed()
+    code = 0
     try:
         start(window, args, select, screenshot_dir, leave, status)
         app.setQuitOnLastWindowClosed(screenshot_dir is None and quit_on_close)
-        code = app.exec()
+        if not status["code"]:  # else a signal came during the start: app.exit() cannot end a loop not yet run
+            code = app.exec()
     finally:
         app.setQuitOnLastWindowClosed(quit_on_close)
         ended = close_down(window)
