@@ -48,7 +48,8 @@ class ScanDialog(QtWidgets.QDialog):
         self.job.progressed.connect(self._progressed)
         self.job.finished.connect(self._finished)
         self.job.failed.connect(lambda message: self._stopped(message, error=True))
-        self.job.cancelled.connect(lambda: self._stopped("Cancelled: the scan stopped; nothing changed."))
+        self.job.cancelled.connect(self._cancelled)
+        self._user_cancelled = False  # the latest scan was stopped by Cancel (else by a new model's load)
         worker.model_loaded.connect(self._model_changed)
         self._source_text = ""
 
@@ -162,6 +163,7 @@ class ScanDialog(QtWidgets.QDialog):
         self.progress.setRange(0, 0)  # busy until the first batch says how many texts there are
         self.progress.show()
         self._set_running(True)
+        self._user_cancelled = False
         self._in_flight = self.job.start(work)
         return self._in_flight
 
@@ -187,6 +189,12 @@ class ScanDialog(QtWidgets.QDialog):
         self.message.setText(message)
         self.message.show()
 
+    def _cancelled(self) -> None:
+        if self._user_cancelled:
+            self._stopped("Cancelled: the scan stopped; nothing changed.")
+        else:  # the worker stopped it the moment another model was asked for: its scores would be the old model's
+            self._stopped("The scan stopped: another model was asked for. Scan again once it has loaded.", error=True)
+
     def _model_changed(self, *_args) -> None:
         if self.job.running:
             self.job.drop()
@@ -197,6 +205,7 @@ class ScanDialog(QtWidgets.QDialog):
         worker has let a dropped scan go)."""
         if self.job.running:
             self.cancel_button.setText("Stopping…")
+            self._user_cancelled = True
             self.job.cancel()
             return
         if not self._close_later():

@@ -213,7 +213,7 @@ def test_export_bundle_writes_a_complete_recognisable_folder(tiny_model, tiny_re
     parity = parity_report(tiny_result, [tiny_model.attention_parameters(l) for l in range(tiny_model.n_layer)])
     out = tmp_path / "export"
     written = ex.export_bundle(out, tiny_result, all_scores(tiny_result), parity)
-    assert sorted(p.name for p in written) == ["attention.npz", "parity.json", "scores.csv", "summary.json"]
+    assert sorted(p.name for p in written) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv", "summary.json"]
     assert ex.is_attnscope_export(out) and not ex.is_attnscope_export(tmp_path)
     assert json.loads((out / "summary.json").read_text())["generator"] == "attnscope"
     assert json.loads((out / "parity.json").read_text())["passed"] is True

@@ -274,3 +274,24 @@ def test_the_banner_says_what_the_scan_skipped_and_cut(qtbot, tiny_model, tmp_pa
     assert lines[0].startswith("Showing the mean ± std over 2 texts")
     assert lines[1] == f"Skipped 1 named pipe in {folder}: pipe.txt (only regular .txt files are scanned)."
     assert lines[2].startswith("1 of 2 texts were longer than the 64 tokens")
+
+
+def test_a_load_asked_for_mid_scan_stops_it_and_the_dialog_says_why(qtbot, panel, tmp_path, worker, monkeypatch,
+                                                                     tiny_model_dir):
+    """The worker ends a scan the moment another model is asked for: the dialog says that, not
+    "Cancelled … nothing changed" (which reads as if the user had pressed Cancel)."""
+    import analysis.scan as scan_module
+
+    path = tmp_path / "many.txt"
+    path.write_text("\n".join(TEXTS * 2), encoding="utf-8")
+    calls, reached, go = hold_at_call(monkeypatch, scan_module, "_forward_batch", 1)
+    dialog = open_dialog(panel, path, batch=1)
+    dialog.start()
+    wait_until(qtbot, reached.is_set)
+    with qtbot.waitSignal(dialog.job.cancelled, timeout=WAIT_MS):
+        worker.load(str(tiny_model_dir), device="cpu")
+        go.set()
+    assert dialog.message.text() == "The scan stopped: another model was asked for. Scan again once it has loaded."
+    assert dialog.run_button.isEnabled() and panel.scan is None
+    wait_until(qtbot, lambda: worker._queue.empty())
+    dialog.close()
