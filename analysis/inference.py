@@ -12,6 +12,7 @@ text. Before a run, the memory the attention will take is computed
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -411,9 +412,12 @@ def attention_memory_budget() -> int:
     fixed = os.environ.get(MEMORY_BUDGET_ENV, "").strip()
     if fixed:
         try:
-            return max(0, int(float(fixed) * 2**20))
+            megabytes = float(fixed)
         except ValueError:
-            raise InputError(f"{MEMORY_BUDGET_ENV}={fixed!r} is not a number of megabytes.") from None
+            megabytes = math.nan
+        if not math.isfinite(megabytes) or megabytes < 0:  # "abc", "nan", "inf", "1e400", "-1"
+            raise InputError(f"{MEMORY_BUDGET_ENV}={fixed!r} is not a number of megabytes (0 or more).")
+        return int(megabytes * 2**20)
     available = available_memory_bytes()
     return int(available * MEMORY_SHARE) if available is not None else FALLBACK_BUDGET_BYTES
 
@@ -422,6 +426,11 @@ def _size(n_bytes: float) -> str:
     from .lab import format_bytes  # one format for sizes (lab imports this module's neighbours: imported late)
 
     return format_bytes(n_bytes)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 token``, ``2,048 tokens``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def max_tokens_for(n_layer: int, n_head: int, budget: int) -> int:
@@ -436,10 +445,15 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
     budget = attention_memory_budget() if budget is None else budget
     if need > budget:
         fits = max_tokens_for(n_layer, n_head, budget)
+        if fits >= 1:
+            advice = f"; use a shorter text or a token cap of at most {fits:,} (--max-tokens)"
+        else:  # not even one token fits: no cap helps
+            advice = (", too small for any text; " + (f"raise {MEMORY_BUDGET_ENV}" if os.environ.get(
+                MEMORY_BUDGET_ENV, "").strip() else "free some memory"))
         raise InputError(
-            f"The attention of {n_tokens:,} tokens would take {_size(need)} ({n_layer} layers × {n_head} heads × "
-            f"{n_tokens:,}² × 4 bytes), more than the {_size(budget)} this run may use; use a shorter text or a "
-            f"token cap of at most {fits:,} (--max-tokens).")
+            f"The attention of {_count(n_tokens, 'token')} would take {_size(need)} ({_count(n_layer, 'layer')} × "
+            f"{_count(n_head, 'head')} × {n_tokens:,}² × 4 bytes), more than the {_size(budget)} this run may "
+            f"use{advice}.")
     return need
 
 

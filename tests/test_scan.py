@@ -356,3 +356,32 @@ def test_the_ablate_command_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
                               "--max-tokens", "4", "--no-bos")
     assert code == 0, err
     assert json.loads(out)["n_tokens"] == 4 and json.loads(out)["truncated"] is True
+
+
+# ----------------------------------------------------------------------------- the budget's value
+@pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "1e400", "-1", "-0.5", "nan", "abc"])
+def test_a_budget_that_is_not_a_finite_number_of_megabytes_is_refused_in_one_sentence(tiny_model, monkeypatch,
+                                                                                        value):
+    from analysis import inference
+
+    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, value)
+    with pytest.raises(InputError) as refused:
+        scan.scan_texts(tiny_model, ["Hello world"])
+    assert str(refused.value) == (f"{inference.MEMORY_BUDGET_ENV}={value!r} is not a number of megabytes "
+                                  "(0 or more).")
+
+
+def test_a_budget_too_small_for_one_token_does_not_advise_a_cap_of_0(tiny_model, monkeypatch):
+    from analysis import inference
+
+    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0")
+    with pytest.raises(InputError) as refused:
+        inference.run_text(tiny_model, "Hello world", bos=True)
+    message = str(refused.value)
+    assert "at most 0" not in message and "--max-tokens" not in message
+    assert message.endswith(f"this run may use, too small for any text; raise {inference.MEMORY_BUDGET_ENV}.")
+    with pytest.raises(InputError, match="too small for any text"):
+        scan.scan_texts(tiny_model, ["Hello world"])
+    monkeypatch.delenv(inference.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
+    with pytest.raises(InputError, match=r"^The attention of 1 token would take .*free some memory\.$"):
+        inference.check_attention_memory(1, 1, 1, budget=0)
