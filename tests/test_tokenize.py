@@ -84,3 +84,60 @@ def test_tokenize_gives_the_whole_text_first_tokens_and_says_truncated_only_when
     tokens, limit = whole(added, text), cap - bos
     assert ids == added.special_ids(tokens[:limit], special=bos)
     assert truncated == (len(tokens) > limit) and (n_text == len(tokens) if not truncated else n_text > limit)
+
+
+# ----------------------------------------------------------------------------- WordPiece: what is a word
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    """A tiny BERT (WordPiece, BERT's normaliser) whose tokenizer was given the added word "New York City"."""
+    from analysis.synthetic import save_random_family, tiny_wordpiece_tokenizer
+
+    tok = tiny_wordpiece_tokenizer()
+    tok.add_tokens(["New York City"])  # normalised, as a user's added word is by default
+    return load_model(str(save_random_family(tmp_path_factory.mktemp("bert"), "bert", tokenizer=tok)), device="cpu")
+
+
+@pytest.mark.parametrize("char", ["\x0c", "\x0b", "\x1c", "\x85"], ids=["ff", "vt", "fs", "nel"])  # Cc: str.isspace() says a space, BERT deletes it
+@pytest.mark.parametrize("head, tail", [("", ""), ("x " * 4, ""), ("x " * 4, " tail" * 50)],
+                         ids=["alone", "after-words", "before-words"])
+def test_tokenize_a_control_character_bert_deletes_is_no_word_boundary(bert, char, head, tail):
+    """'abc\\x0c' × 300 is one word of 900 letters once BERT's normaliser deletes the \\x0c: one [UNK]. Cut at a
+    \\x0c, or confirmed by two prefixes of under 100 letters, it was pieces of its first letters, "truncated"."""
+    text = head + f"abc{char}" * (300 if not tail else 40) + tail
+    ids, n_text, truncated = tokenize(bert, text, bos=False, max_tokens=8)
+    tokens = whole(bert, text)
+    assert ids == tokens[:8] and bert.tokenizer.unk_token_id in ids
+    assert truncated == (len(tokens) > 8) and (n_text == len(tokens) if not truncated else 8 < n_text <= len(tokens))
+
+
+@pytest.mark.parametrize("deleted", ["\u0301" * 30, "\u0301" * 300, "\x0c" * 200], ids=["accents", "300", "ff"])
+@pytest.mark.parametrize("cap", [1, 8])
+def test_tokenize_keeps_a_normalised_added_token_whole_across_characters_the_normaliser_deletes(bert, deleted, cap):
+    """A normalised added token is matched in the normalised text: "New York Ci" + 30 combining accents + "ty" is
+    "new york city" to BERT's normaliser (it strips accents), 43 characters for a 13-character token; a look-ahead of
+    13 characters split it (['ne'], "truncated")."""
+    text = " " * 40 + "New York Ci" + deleted + "ty and more words here " * 5
+    ids, n_text, truncated = tokenize(bert, text, bos=False, max_tokens=cap)
+    tokens = whole(bert, text)
+    assert bert.tokenizer.convert_ids_to_tokens(ids)[0] == "new york city"
+    assert ids == tokens[:cap] and truncated and cap < n_text <= len(tokens)
+
+
+BERT_PIECES = ("abc", "x" * 60, "New York City", "New York", "City", "\u0301", "\x0c", "\x0b", "\x85", "\u2028", "é",
+               "日", ".", "[UNK]")
+
+
+@pytest.mark.slow
+@settings(max_examples=80, deadline=None, derandomize=True, database=None, print_blob=True)
+@given(text=st.lists(st.tuples(st.sampled_from(BERT_PIECES), st.sampled_from(("", "", " ", "\n", "\t"))), min_size=1,
+                     max_size=60).map(lambda parts: "".join(p + s for p, s in parts)),
+       cap=st.integers(1, 40))
+def test_tokenize_under_wordpiece_gives_the_whole_text_first_tokens(bert, text, cap):
+    """Words joined by the control characters BERT deletes, words past 100 characters, accents it strips, the added
+    word with accents inside it, under any cap."""
+    tokens = whole(bert, text)
+    if not tokens:
+        return  # refused: no tokens
+    ids, n_text, truncated = tokenize(bert, text, bos=False, max_tokens=cap)
+    assert ids == tokens[:cap]
+    assert truncated == (len(tokens) > cap) and (n_text == len(tokens) if not truncated else cap < n_text <= len(tokens))
