@@ -255,6 +255,10 @@ def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | No
         if loaded.context_length < 2:
             raise InputError(f"This model's context holds only {loaded.context_length} position: a next-token loss "
                              "needs 2 tokens, so it cannot be measured on this model.")
+        if cut:  # the text has more: the cap is what stops it
+            cap = token_limit(loaded, max_tokens)
+            raise InputError(f"A token cap of {cap} runs only {len(ids)} token{'' if len(ids) == 1 else 's'} of the "
+                             "text, and a next-token loss needs 2; raise the cap (--max-tokens) to at least 2.")
         raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
     if cut:
         warnings.append(truncation_warning(loaded, ids, use_bos, token_limit(loaded, max_tokens),

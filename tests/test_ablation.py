@@ -258,3 +258,13 @@ def test_a_one_position_model_is_refused_for_what_it_is_not_the_text(tmp_path):
         ablation.text_tokens(loaded, "the cat sat on the mat")
     assert str(caught.value) == ("This model's context holds only 1 position: a next-token loss needs 2 tokens, so "
                                  "it cannot be measured on this model.")
+
+
+def test_a_cap_of_1_token_asks_for_a_higher_cap_not_a_longer_text(tiny_model):
+    """The text was cut to 1 token by --max-tokens 1: a longer text would be cut the same, the cap is the limit."""
+    with pytest.raises(InputError) as caught:
+        ablation.text_tokens(tiny_model, "the cat sat on the mat", bos=False, max_tokens=1)
+    assert str(caught.value) == ("A token cap of 1 runs only 1 token of the text, and a next-token loss needs 2; "
+                                 "raise the cap (--max-tokens) to at least 2.")
+    with pytest.raises(InputError, match="type a longer one"):  # a text of 1 token is too short whatever the cap
+        ablation.text_tokens(tiny_model, "A", bos=False, max_tokens=1)
