@@ -525,10 +525,10 @@ def truncation_warning(loaded: LoadedModel, ids: list[int], bos: bool, cap: int,
     n_kept = len(ids) - len(loaded.special_ids([], special=bos))
     with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if bos else ""
     if cap < loaded.context_length:
-        holds = (f"AttnScope analyses at most {cap:,} tokens{with_specials} (the token cap; the model's "
+        holds = (f"AttnScope analyses at most {_count(cap, 'token')}{with_specials} (the token cap; the model's "
                  f"context holds {loaded.context_length:,})")
     else:
-        holds = f"the model's context holds {loaded.context_length}{with_specials}"
+        holds = f"the model's context holds {loaded.context_length:,}{with_specials}"
     first = "only its first token was" if n_kept == 1 else f"only the first {n_kept:,} tokens of the text were"
     return f"The text has more than {n_kept:,} token{'s' if n_kept != 1 else ''}; {holds}, so {first} {done}."
 

@@ -224,10 +224,13 @@ class ScanResult:
         if not cut:
             return None
         limit = max(cut)
+        tokens = f"{limit:,} token{'' if limit == 1 else 's'}"
         specials = ", special tokens included" if self.bos else ""
-        return (f"{len(cut)} of {self.n_texts} texts were longer than the {limit:,} tokens a run holds here "
-                f"(the model's context or the token cap{specials}) and were cut; their scores describe only "
-                f"their first {limit:,} tokens.")
+        holds = f"the {tokens} a run holds here (the model's context or the token cap{specials})"
+        if self.n_texts == 1:
+            return f"The text was longer than {holds} and was cut; its scores describe only its first {tokens}."
+        return (f"{len(cut)} of {self.n_texts} texts were longer than {holds} and were cut; their scores describe "
+                f"only their first {tokens}.")
 
     def warning_lines(self) -> list[str]:
         """Every sentence to show with the scan: the entries of a folder that were skipped, the texts cut."""

@@ -385,3 +385,10 @@ def test_a_budget_too_small_for_one_token_does_not_advise_a_cap_of_0(tiny_model,
     monkeypatch.delenv(inference.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
     with pytest.raises(InputError, match=r"^The attention of 1 token would take .*free some memory\.$"):
         inference.check_attention_memory(1, 1, 1, budget=0)
+
+
+def test_the_truncation_warning_of_one_text_cut_to_1_token_says_1_token_and_the_text(tiny_model):
+    result = scan.scan_texts(tiny_model, ["the cat sat on the mat"], bos=False, max_tokens=1)
+    assert result.truncation_warning() == (
+        "The text was longer than the 1 token a run holds here (the model's context or the token cap) and was cut; "
+        "its scores describe only its first 1 token.")

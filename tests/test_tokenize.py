@@ -141,3 +141,9 @@ def test_tokenize_under_wordpiece_gives_the_whole_text_first_tokens(bert, text, 
     ids, n_text, truncated = tokenize(bert, text, bos=False, max_tokens=cap)
     assert ids == tokens[:cap]
     assert truncated == (len(tokens) > cap) and (n_text == len(tokens) if not truncated else cap < n_text <= len(tokens))
+
+
+def test_the_truncation_warning_of_a_cap_of_1_says_1_token(added):
+    result = run_text(added, "the cat sat on the mat", bos=False, max_tokens=1)
+    assert result.warnings == ("The text has more than 1 token; AttnScope analyses at most 1 token (the token cap; "
+                               "the model's context holds 64), so only its first token was analysed.",)
