@@ -414,15 +414,21 @@ def _cancelled(cancel: threading.Event | None) -> None:
 def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[list[int]], bool]) -> int | None:
     """Where the ``n_kept``-th token of ``text[:window]`` ends, when its first tokens are the run's (``ran``) and
     more follow (so the last of them is whole); else None. With offsets when the tokenizer has them, else the
-    shortest prefix whose first tokens are the run's (a binary search)."""
+    shortest prefix whose first tokens are the run's (a binary search).
+
+    A character whose bytes the run's last token holds only some of (byte-level BPE and byte fallback split a
+    character of several bytes into tokens, each token's offsets spanning the whole character) is left out: the
+    part ends where the next token starts when that is earlier, so it holds no more than the tokens run."""
     def first(prefix: str, **kwargs):
         return tokenizer(prefix, add_special_tokens=False, verbose=False, **kwargs)
 
     if getattr(tokenizer, "is_fast", False):
         encoded = first(text[:window], return_offsets_mapping=True)
-        ids = encoded["input_ids"]
-        ok = ran(list(ids[:n_kept])) and (len(ids) > n_kept or window >= len(text))
-        return int(encoded["offset_mapping"][n_kept - 1][1]) if ok else None
+        ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+        if not (ran(list(ids[:n_kept])) and (len(ids) > n_kept or window >= len(text))):
+            return None
+        end = int(offsets[n_kept - 1][1])
+        return min(end, int(offsets[n_kept][0])) if len(ids) > n_kept else end
     ids = first(text[:window])["input_ids"]
     if not (ran(list(ids[:n_kept])) and (len(ids) > n_kept or window >= len(text))):
         return None
@@ -433,7 +439,8 @@ def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[l
             high = middle
         else:
             low = middle + 1
-    return high
+    # the shortest prefix holding the run's tokens holds more when its last character's bytes go on in the next
+    return high - 1 if len(first(text[:high])["input_ids"]) > n_kept else high
 
 
 def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:

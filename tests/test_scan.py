@@ -392,3 +392,37 @@ def test_the_truncation_warning_of_one_text_cut_to_1_token_says_1_token_and_the_
     assert result.truncation_warning() == (
         "The text was longer than the 1 token a run holds here (the model's context or the token cap) and was cut; "
         "its scores describe only its first 1 token.")
+
+
+# ----------------------------------------------------------------------------- the analysed part: whole characters
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """A tiny Llama whose SentencePiece-style tokenizer falls back to bytes for what its vocabulary lacks."""
+    from analysis.loading import load_model
+    from analysis.synthetic import save_random_family
+
+    return load_model(str(save_random_family(tmp_path_factory.mktemp("llama"), "llama")), device="cpu")
+
+
+@pytest.mark.parametrize("model, text", [("tiny_model", "日本語のテキスト" * 40), ("llama", "😀🎉👍🏽🇯🇵" * 40)],
+                         ids=["byte-level", "byte-fallback"])
+def test_the_analysed_part_stops_before_a_character_whose_bytes_go_on_in_a_token_not_run(request, model, text):
+    """A character of several bytes split between the last token run and the next: the part held the whole
+    character, so it tokenised to more tokens than were run (texts.csv's content one character too long)."""
+    from analysis.inference import tokenize
+
+    loaded = request.getfixturevalue(model)
+    result = scan.scan_texts(loaded, [text], bos=False, max_tokens=64)
+    part = result.texts[0]
+    ids = loaded.tokenizer(part, add_special_tokens=False)["input_ids"]
+    assert result.truncated == (True,) and result.n_tokens == (64,)
+    assert text.startswith(part) and 0 < len(part) < len(text)
+    assert ids == tokenize(loaded, text, False, 64)[0][:len(ids)]  # the part's tokens are the first ones run, ≤ 64
+    assert len(loaded.tokenizer(text[:len(part) + 1], add_special_tokens=False)["input_ids"]) > 64  # the next char
+
+
+def test_the_analysed_part_without_offsets_stops_before_a_split_character_too(tiny_model, monkeypatch):
+    text = "日本語のテキスト" * 40
+    fast = scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts
+    monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
+    assert scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts == fast
