@@ -834,13 +834,15 @@ def write_scan_per_text_csv(scan: ScanResult, path: Path) -> Path:
 
 
 def write_scan_texts_csv(scan: ScanResult, path: Path) -> Path:
-    """``text,n_tokens,truncated,chars,content``: what each ``text`` number of ``scores_per_text.csv`` is.
-    ``content`` is the part analysed (a cut text up to its last analysed token), ``chars`` the whole text's length."""
+    """``text,n_tokens,truncated,chars,source,content``: what each ``text`` number of ``scores_per_text.csv`` is.
+    ``chars`` is the whole text's length, ``source`` where it came from (a folder's file name, ``line N`` of a
+    file, ``sample line N``; empty for texts not read from a file), ``content`` the part analysed (a cut text up
+    to its last analysed token)."""
     with Path(path).open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["text", "n_tokens", "truncated", "chars", "content"])
+        writer.writerow(["text", "n_tokens", "truncated", "chars", "source", "content"])
         for t, (n, cut, chars, content) in enumerate(zip(scan.n_tokens, scan.truncated, scan.chars, scan.texts)):
-            writer.writerow([t, n, int(cut), chars, content])
+            writer.writerow([t, n, int(cut), chars, scan.sources[t] if t < len(scan.sources) else "", content])
     return Path(path)
 
 

@@ -26,6 +26,7 @@ repeated for every text (its std is 0).
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import threading
 import time
@@ -73,18 +74,26 @@ def _too_big(what: str, limit: int, hint: str) -> InputError:
 
 
 class Texts(list):
-    """The texts read (a list of str) and ``warnings``: a sentence for each kind of entry a folder held that
-    was skipped. ``scan_texts`` carries the warnings into its result."""
+    """The texts read (a list of str), ``warnings``: a sentence for each kind of entry a folder held that was
+    skipped, and ``sources``: where each text came from (a folder's file name, ``line N`` of a file, ``sample
+    line N`` of the bundled sample). ``scan_texts`` carries both into its result."""
 
-    def __init__(self, texts: Iterable[str] = (), warnings: Iterable[str] = ()):
+    def __init__(self, texts: Iterable[str] = (), warnings: Iterable[str] = (), sources: Iterable[str] = ()):
         super().__init__(texts)
         self.warnings: tuple[str, ...] = tuple(warnings)
+        self.sources: tuple[str, ...] = tuple(sources)
+
+
+def numbered_lines(text: str) -> list[tuple[int, str]]:
+    """The non-blank lines of ``text`` with their line numbers (from 1), one text each: split at a newline
+    (``\\n`` or ``\\r\\n``) only, not at the other breaks ``str.splitlines`` knows (\\x0b, \\x0c, \\x1c–\\x1e,
+    NEL, U+2028, U+2029, a lone \\r)."""
+    return [(n, line.removesuffix("\r")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
 def text_lines(text: str) -> list[str]:
-    """The non-blank lines of ``text``, one text each: split at a newline (``\\n`` or ``\\r\\n``) only, not at
-    the other breaks ``str.splitlines`` knows (\\x0b, \\x0c, \\x1c–\\x1e, NEL, U+2028, U+2029, a lone \\r)."""
-    return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
+    """The non-blank lines of ``text``, one text each (:func:`numbered_lines`)."""
+    return [line for _, line in numbered_lines(text)]
 
 
 #: How many names a skipped-entries warning lists before "and N more".
@@ -128,9 +137,30 @@ def _skipped_kinds(skipped: dict[tuple[str, str], list[Path]]) -> list[tuple[str
     return kinds
 
 
+def _not_there(p: Path) -> InputError:
+    """The sentence for a path that leads to nothing: a link in a loop, a link to nothing, or nothing at all."""
+    kind = _not_a_file(p)
+    if kind is not None and kind[0] == "symbolic link loop":
+        return InputError(f"Cannot read texts: {p} is a symbolic link loop (following it never reaches a file).")
+    if kind is not None and kind[0] == "broken symbolic link":
+        try:
+            target = f" to {os.readlink(p)}"
+        except OSError:
+            target = ""
+        return InputError(f"Cannot read texts: {p} is a broken symbolic link{target}, which does not exist.")
+    return InputError(f"Texts not found: {p} does not exist.")
+
+
+def _case_of_txt(name: str) -> bool:
+    """A name that ends in .txt in another case (B.TXT, c.Txt): not scanned, and said so."""
+    return name.lower().endswith(".txt") and not name.endswith(".txt")
+
+
 def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> Texts:
-    """A text file (one text per non-blank line, :func:`text_lines`) or a folder (each regular ``*.txt`` in
-    it, by name, is one text; the other entries so named are skipped and ``warnings`` names them by kind).
+    """A text file (one text per non-blank line, :func:`numbered_lines`) or a folder (each regular ``*.txt`` in
+    it, by name, is one text; the other entries so named, the names ending in another case of .txt and the
+    blank files are skipped, and ``warnings`` names them by kind). ``sources`` says where each text is: its
+    file's name, or ``line N`` (``sample line N`` in the bundled sample).
 
     At most ``limit`` bytes in all (a folder's files together); a missing path, a pipe, a device, a
     binary or non-UTF-8 file, or nothing to scan is an InputError with one sentence. Files are read by
@@ -139,23 +169,28 @@ def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> Texts:
     warnings: list[str] = []
     if p.is_dir():
         try:
-            entries = sorted(p.glob("*.txt"))
+            names = sorted(p.iterdir())
         except OSError as exc:
             raise InputError(f"Cannot read {p}: {exc.strerror or exc}.") from None
         files, skipped = [], {}
-        for entry in entries:
+        for entry in (e for e in names if e.name.endswith(".txt")):
             kind = _not_a_file(entry)
             if kind is None:
                 files.append(entry)
             else:
                 skipped.setdefault(kind, []).append(entry)
+        other_case = [e for e in names if _case_of_txt(e.name)]
         kinds = _skipped_kinds(skipped)
+        cased = _skipped_kinds({("name in another case of .txt", "names in another case of .txt"): other_case}
+                               if other_case else {})
         if not files:
-            raise InputError(f"{p} has no regular .txt files to scan "
-                             f"({'; '.join(f'{what}: {names}' for what, names in kinds)})." if kinds
+            found = "; ".join(f"{what}: {names}" for what, names in kinds + cased)
+            raise InputError(f"{p} has no regular .txt files to scan ({found})." if found
                              else f"{p} has no .txt files to scan.")
         warnings = [f"Skipped {what} in {p}: {names} (only regular .txt files are scanned)." for what, names in kinds]
-        texts, left = [], limit
+        warnings += [f"Skipped {what} in {p}: {names} (only names ending in .txt, in lower case, are scanned)."
+                     for what, names in cased]
+        texts, sources, blank, left = [], [], [], limit
         for f in files:
             text, cut = read_text_file(f, left)
             if cut:
@@ -166,16 +201,25 @@ def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> Texts:
             text = text.removeprefix("\ufeff")
             if text.strip():
                 texts.append(text)
+                sources.append(_shown_name(f))
+            else:
+                blank.append(f)
+        for what, names in _skipped_kinds({("blank file", "blank files"): blank} if blank else {}):
+            if not texts:
+                raise InputError(f"{p} holds no text to scan: its .txt files are blank ({names}).")
+            warnings.append(f"Skipped {what} in {p}: {names} (they hold no text).")
     elif p.exists():
         text, cut = read_text_file(p, limit)
         if cut:
             raise _too_big(f"{p} holds", limit, "; scan a part of it (split the file, or pass fewer lines).")
-        texts = text_lines(text.removeprefix("\ufeff"))
+        lines = numbered_lines(text.removeprefix("\ufeff"))
+        where = "sample line" if p.resolve() == SAMPLE_TEXTS else "line"
+        texts, sources = [line for _, line in lines], [f"{where} {n}" for n, _ in lines]
     else:
-        raise InputError(f"Texts not found: {p} does not exist.")
+        raise _not_there(p)
     if not texts:
         raise InputError(f"{p} holds no text to scan (every line is blank).")
-    return Texts(texts, warnings)
+    return Texts(texts, warnings, sources)
 
 
 # ----------------------------------------------------------------------------- result
@@ -204,6 +248,7 @@ class ScanResult:
     texts: tuple[str, ...] = ()
     chars: tuple[int, ...] = ()  # characters
     warnings: tuple[str, ...] = ()  # what reading the texts said (entries of a folder that were skipped)
+    sources: tuple[str, ...] = ()  # per text, where it came from (``Texts.sources``); "" for texts given as a list
 
     @property
     def n_texts(self) -> int:
@@ -467,7 +512,8 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     (default ``inference.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
     ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
     text is an InputError, and so is a text whose attention alone exceeds the memory budget (export's
-    rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings to the result.
+    rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings and sources to
+    the result.
     """
     from .inference import attention_memory_budget, check_attention_memory, run_probe, tokenize
 
@@ -477,7 +523,9 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     if max_texts is not None and max_texts < 1:
         raise InputError(f"The number of texts to scan must be at least 1, got {max_texts}.")
     warnings = texts.warnings if isinstance(texts, Texts) else ()
+    sources = texts.sources if isinstance(texts, Texts) else ()
     texts = list(texts)[:max_texts] if max_texts is not None else list(texts)
+    sources = (tuple(sources) + ("",) * len(texts))[:len(texts)]
     if not texts:
         raise InputError("No texts to scan.")
     budget = attention_memory_budget()  # before the slow part: a mistyped budget is said at once
@@ -528,7 +576,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
-                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings))
+                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources)
 
 
 # ----------------------------------------------------------------------------- benchmark

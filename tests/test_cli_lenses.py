@@ -88,8 +88,8 @@ def test_scan_writes_the_scores_over_the_texts(tiny_model_dir, tiny_model, texts
     _, per_text = read_table(out / "scores_per_text.csv")
     assert len(per_text) == 4 * tiny_model.n_layer * tiny_model.n_head
     header, texts = read_table(out / "texts.csv")  # what each per-text number is
-    assert header == ["text", "n_tokens", "truncated", "chars", "content"]
-    assert [row[4] for row in texts] == TEXTS[:4] and [int(row[1]) for row in texts] == list(alone.n_tokens)
+    assert header == ["text", "n_tokens", "truncated", "chars", "source", "content"]
+    assert [row[5] for row in texts] == TEXTS[:4] and [int(row[1]) for row in texts] == list(alone.n_tokens)
     assert [int(row[3]) for row in texts] == [len(t) for t in TEXTS[:4]]
     probe = SCORE_NAMES.index("induction_probe")  # the same for every text: its std is exactly 0
     assert all(float(row[2 + probe]) == 0.0 for row in std_rows)

@@ -307,8 +307,8 @@ def test_a_cut_text_keeps_the_part_analysed_and_its_length(tiny_model, tmp_path)
     path = write_scan_texts_csv(result, tmp_path / "texts.csv")
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["text", "n_tokens", "truncated", "chars", "content"]
-    assert rows[2] == ["1", str(len(ran)), "1", str(len(long_text)), part]
+    assert rows[0] == ["text", "n_tokens", "truncated", "chars", "source", "content"]
+    assert rows[2] == ["1", str(len(ran)), "1", str(len(long_text)), "", part]  # texts given as a list: no source
     assert path.stat().st_size < 1000
 
 
@@ -426,3 +426,64 @@ def test_the_analysed_part_without_offsets_stops_before_a_split_character_too(ti
     fast = scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts
     monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
     assert scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts == fast
+
+
+# ----------------------------------------------------------------------------- what a folder skipped, where a text is
+def test_a_folder_names_its_blank_files_and_its_names_in_another_case_of_txt(tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("text a", encoding="utf-8")
+    (folder / "blank.txt").write_bytes("\ufeff\n  \n\r\n".encode("utf-8"))  # a BOM and blank lines
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "B.TXT").write_text("text b", encoding="utf-8")
+    (folder / "c.Txt").write_text("text c", encoding="utf-8")
+    (folder / "notes.md").write_text("not a text", encoding="utf-8")
+    texts = scan.read_texts(folder)
+    assert texts == ["text a"] and texts.sources == ("a.txt",)
+    assert texts.warnings == (
+        f"Skipped 2 names in another case of .txt in {folder}: B.TXT, c.Txt (only names ending in .txt, in lower "
+        "case, are scanned).",
+        f"Skipped 2 blank files in {folder}: blank.txt, empty.txt (they hold no text).",
+    )
+    (folder / "a.txt").unlink()
+    with pytest.raises(InputError) as caught:
+        scan.read_texts(folder)
+    assert str(caught.value) == f"{folder} holds no text to scan: its .txt files are blank (blank.txt, empty.txt)."
+    for f in folder.glob("*.txt"):
+        f.unlink()
+    with pytest.raises(InputError) as caught:
+        scan.read_texts(folder)
+    assert str(caught.value) == (f"{folder} has no regular .txt files to scan (2 names in another case of .txt: "
+                                 "B.TXT, c.Txt).")
+
+
+def test_texts_csv_says_where_each_text_came_from(tiny_model, tmp_path):
+    from analysis.export import write_scan_texts_csv
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "b.txt").write_text("text b\n\nmore of b", encoding="utf-8")
+    (folder / "a.txt").write_text("text a", encoding="utf-8")
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\ufeffone\n\n  \ntwo\r\nthree\n", encoding="utf-8")
+    assert scan.read_texts(folder).sources == ("a.txt", "b.txt")
+    assert scan.read_texts(lines).sources == ("line 1", "line 4", "line 5")  # blank lines keep their numbers
+    sample = scan.read_texts(scan.SAMPLE_TEXTS)
+    assert sample.sources[:2] == ("sample line 1", "sample line 2") and len(sample.sources) == len(sample)
+    result = scan.scan_texts(tiny_model, scan.read_texts(lines), max_texts=2)
+    assert result.sources == ("line 1", "line 4")
+    with open(write_scan_texts_csv(result, tmp_path / "texts.csv"), encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    assert [row[4:] for row in rows] == [["source", "content"], ["line 1", "one"], ["line 4", "two"]]
+
+
+@pytest.mark.parametrize("link, said", [("loop", "is a symbolic link loop (following it never reaches a file)"),
+                                        ("dangling", "is a broken symbolic link to {gone}, which does not exist")])
+def test_texts_given_as_a_link_to_nothing_say_what_the_link_is(tmp_path, link, said):
+    path, gone = tmp_path / "texts.txt", tmp_path / "gone.txt"
+    os.symlink(path if link == "loop" else gone, path)
+    with pytest.raises(InputError) as caught:
+        scan.read_texts(path)
+    assert str(caught.value) == f"Cannot read texts: {path} {said.format(gone=gone)}."
+    with pytest.raises(InputError, match=r"^Texts not found: .* does not exist\.$"):
+        scan.read_texts(tmp_path / "nothing.txt")
