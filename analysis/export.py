@@ -352,6 +352,7 @@ def check_outputs_apart(inputs: Iterable[tuple[str, str | Path]],
         chains.append((what, real, _ancestors(real)))
     for option, path, kind in outputs:
         shown = f"{option} {path}"
+        other = option if option.startswith("-") else f"place for {option}"  # "--out", or "the export"
         try:
             real = os.path.realpath(os.fspath(path))
             st = os.stat(real)
@@ -363,19 +364,19 @@ def check_outputs_apart(inputs: Iterable[tuple[str, str | Path]],
                 which, its_path = files[_identity(st)]
                 how = linked or (" (the same file under another name: a hard link)" if real != its_path else "")
                 raise ExportError(f"{shown} is {which}{how}: AttnScope never writes over what it reads; "
-                                  f"choose another {option}.")
+                                  f"choose another {other}.")
             continue
         for what, in_real, chain in chains:
             if _identity(st) in chain:
                 verb = "is" if real == in_real else "holds"
                 raise ExportError(f"{shown} {verb} {what}{linked}: an export there would delete it; "
-                                  f"choose another {option}.")
+                                  f"choose another {other}.")
         if stat.S_ISDIR(st.st_mode):
             for inner, lst in _walk(real, limit=10_000):
                 if not stat.S_ISDIR(lst.st_mode) and lst.st_nlink > 1 and _identity(lst) in files:
                     raise ExportError(f"{shown} holds {os.path.relpath(inner, real)}, the same file as "
                                       f"{files[_identity(lst)][0]} (a hard link): AttnScope never replaces what "
-                                      f"it reads; choose another {option}.")
+                                      f"it reads; choose another {other}.")
 
 
 # ----------------------------------------------------------------------------- what an export folder holds

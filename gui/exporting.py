@@ -115,9 +115,11 @@ def ask_overwrite(parent, path: Path) -> bool:
 
 
 class Exporter(QtCore.QObject):
-    """Runs exports for the window; ``finished(paths)`` or ``failed(message)`` ends each one."""
+    """Runs exports for the window; ``finished(paths)`` or ``failed(message)`` ends each one, ``warned(message)``
+    after ``finished`` for what the writers said (an earlier export that could not be deleted wholly)."""
 
     finished = QtCore.Signal(list)
+    warned = QtCore.Signal(str)
     failed = QtCore.Signal(str)
     copied = QtCore.Signal()
 
@@ -289,6 +291,8 @@ class Exporter(QtCore.QObject):
         QtWidgets.QApplication.restoreOverrideCursor()
         if not self.closed:
             self.finished.emit(list(value))
+            for warning in getattr(value, "warnings", ()):
+                self.warned.emit(warning)
 
     def _failed(self, failure: Failure) -> None:
         folder = self._pending.pop(failure.request_id, None)
@@ -356,6 +360,9 @@ def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     from analysis import export as writers
 
     r, scores = job.view.result, job.view.scores
+    # the export never replaces what the model is read from (a .json export named over its config.json)
+    writers.check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)],
+                                [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")])
 
     def copy_drawn(staging: Path) -> None:
         for src in sorted(p for p in drawn.rglob("*") if p.is_file()):

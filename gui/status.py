@@ -83,5 +83,9 @@ class StatusLine:
         folder = os.path.commonpath([Path(p).parent for p in paths])
         self.window.statusBar().showMessage(f"Exported {len(paths)} file(s) to {folder}", 8000)
 
+    def export_warning(self, message: str) -> None:
+        """What an export that succeeded left behind (it stays until the next message)."""
+        self.window.statusBar().showMessage(message)
+
     def copied(self) -> None:
         self.window.statusBar().showMessage("Figure copied to the clipboard", 4000)

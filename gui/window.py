@@ -94,6 +94,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status_model, self.status_tokens, self.status_run = self.status.model, self.status.tokens, self.status.run
         self.exporter = Exporter(self.state, self.worker, self.settings, self)
         self.exporter.finished.connect(self.status.exported)
+        self.exporter.warned.connect(self.status.export_warning)
         self.exporter.failed.connect(self.show_error)
         self.exporter.copied.connect(self.status.copied)
         actions = build_menus(self)

@@ -57,7 +57,7 @@ def check_export(out: Path, result) -> None:
     parity = json.loads((out / "parity.json").read_text(encoding="utf-8"))
     assert parity["passed"] is True
     marker = json.loads((out / ".attnscope-export.json").read_text(encoding="utf-8"))
-    assert sorted(marker["files"]) == ["attention.npz", "parity.json", "scores.csv", "summary.json"]
+    assert sorted(marker["files"]) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv", "summary.json"]
 
 
 @pytest.mark.slow  # ~15 s: in `make test` and CI, not in the quick loop

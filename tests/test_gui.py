@@ -314,6 +314,32 @@ def test_an_unwritable_export_path_shows_a_message(qtbot, window, tmp_path):
     assert window.error.isVisible() and "\n" not in blocker.args[0]
 
 
+def test_an_export_never_replaces_a_file_of_the_model_it_came_from(qtbot, window, tmp_path, tiny_model_dir):
+    """The command line's rule in the app too: a data export named over one of the model's files (here a hard
+    link to its config.json, so that the old code's rename would not harm the shared model) is refused."""
+    import os
+
+    run(qtbot, window, "The cat sat on the mat")
+    target = tmp_path / "scores.json"
+    os.link(tiny_model_dir / "config.json", target)
+    window.exporter.ask_overwrite = lambda _parent, path: True
+    with qtbot.waitSignal(window.error_shown, timeout=WAIT_MS) as blocker:
+        window.exporter.start("grid", target)
+    assert "config.json" in blocker.args[0] and blocker.args[0].endswith("choose another place for the export.")
+    assert os.path.samefile(target, tiny_model_dir / "config.json")
+
+
+def test_what_an_export_left_behind_is_said_in_the_status_bar(qtbot, window, tmp_path, monkeypatch):
+    import analysis.export as writers
+
+    run(qtbot, window, "The cat sat on the mat")
+    said = "The new export is in X, but the earlier one could not be deleted wholly: Y is left."
+    monkeypatch.setattr(writers, "export_bundle", lambda out, *a, **k: writers.Written([out / "a.csv"], [said]))
+    with qtbot.waitSignal(window.exporter.warned, timeout=WAIT_MS):
+        window.exporter.start("data", tmp_path / "out")
+    assert window.statusBar().currentMessage() == said
+
+
 def test_overwriting_asks_first(qtbot, window, tmp_path):
     run(qtbot, window, "The cat sat on the mat")
     target = tmp_path / "L0H0.png"
