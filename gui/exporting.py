@@ -11,7 +11,9 @@ What is visible exports: a figure follows the view on screen (the colormap, scal
 badges, and the value-weighted view when it is on and its norms are there). A data export is the
 command line's byte for byte: attention.npz with ``value_norms`` (computed on the worker) and
 ``rollout``, parity of every family through ``loaded.attention_weights``, and summary.json's sink
-rate at the Scores panel's ε (``ViewState.sink_epsilon``).
+rate at the Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options
+the Scores panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes
+the same bytes).
 """
 from __future__ import annotations
 
@@ -47,11 +49,12 @@ class ViewSnapshot:
     badge_score: str | None
     sink_epsilon: float
     values: object = None  # lens_data.ValueView of the bundle, when the state has it
+    tl_options: dict | None = None  # ViewState.tl_options: how scores_tl.csv is computed
 
     @classmethod
     def of(cls, state: ViewState) -> "ViewSnapshot":
         return cls(state.bundle, state.attention_view, state.colormap, state.scale, state.hide_first,
-                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS))
+                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS), state.tl_options)
 
     @property
     def result(self):
@@ -382,7 +385,8 @@ def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
         norms = value_norms(loaded, r).value_norms
         return writers.export_bundle(job.path, r, scores, parity,
                                      image_writer=copy_drawn if job.what == "everything" else None,
-                                     value_norms=norms, sink_epsilon=job.view.sink_epsilon)
+                                     value_norms=norms, sink_epsilon=job.view.sink_epsilon,
+                                     tl_options=job.view.tl_options)
     if job.what == "heads":
         return writers.write_folder_atomically(job.path, copy_drawn)
     if job.fmt in IMAGE_FORMATS:

@@ -80,6 +80,7 @@ class ScoresPanel(QtWidgets.QWidget):
         self.measure_choice = self.tl_controls.measure_choice
         self.exclude_bos_box = self.tl_controls.exclude_bos_box
         self.exclude_current_box = self.tl_controls.exclude_current_box
+        self.tl_controls.changed.connect(lambda: self.state.set_tl_options(**self.tl_controls.options()))
         self.tl_controls.changed.connect(self._refresh)
         self.tl_controls.ready.connect(self._tl_ready)
         self.tl_controls.failed.connect(self._tl_failed)

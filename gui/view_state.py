@@ -35,6 +35,10 @@ ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "va
 LENS_KINDS = ("value_norms", "rollout")
 
 
+#: TransformerLens' own defaults for ``detect_head`` (as (name, value) pairs: the state keeps them frozen)
+TL_DEFAULTS = (("error_measure", "mul"), ("exclude_bos", False), ("exclude_current_token", False))
+
+
 class ViewState(QtCore.QObject):
     bundle_changed = QtCore.Signal(object)  # the AnalysisBundle now shown (or None)
     selection_changed = QtCore.Signal(int, int)  # layer, head
@@ -47,6 +51,7 @@ class ViewState(QtCore.QObject):
     attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
     lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
     sink_epsilon_changed = QtCore.Signal(float)
+    tl_options_changed = QtCore.Signal(object)  # dict: TL's error_measure, exclude_bos, exclude_current_token
     placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
     running_changed = QtCore.Signal(bool)  # a newer text is being analysed: the bundle on screen is the previous one
 
@@ -66,6 +71,7 @@ class ViewState(QtCore.QObject):
         self._lenses: dict[str, object] = {}
         self._lens_errors: dict[str, str] = {}
         self._sink_epsilon = SINK_EPSILON
+        self._tl_options = TL_DEFAULTS
         self._placeholder: str | None = None
         self._running = False
         if settings is not None:
@@ -126,6 +132,13 @@ class ViewState(QtCore.QObject):
         """ε of the sink rate: a head is a sink head when its first-token score exceeds it (lenses.sink_rate);
         the Scores panel sets it, exports write the summary's sink rate at it."""
         return self._sink_epsilon
+
+    @property
+    def tl_options(self) -> dict:
+        """TransformerLens' ``detect_head`` options of the TL-style scores (the Head scores tab sets them):
+        ``error_measure`` ("mul" or "abs"), ``exclude_bos``, ``exclude_current_token``; a data export's
+        scores_tl.csv is computed with them."""
+        return dict(self._tl_options)
 
     @property
     def placeholder(self) -> str | None:
@@ -230,6 +243,16 @@ class ViewState(QtCore.QObject):
         if not 0.0 <= epsilon < 1.0:
             raise ValueError(f"the sink threshold ε must be in [0, 1) (got {epsilon})")
         self._change("sink_epsilon", epsilon, self.sink_epsilon_changed)
+
+    def set_tl_options(self, error_measure: str = "mul", exclude_bos: bool = False,
+                       exclude_current_token: bool = False) -> None:
+        if error_measure not in ("mul", "abs"):
+            raise ValueError(f"unknown error measure {error_measure!r}")
+        options = (("error_measure", error_measure), ("exclude_bos", bool(exclude_bos)),
+                   ("exclude_current_token", bool(exclude_current_token)))
+        if options != self._tl_options:
+            self._tl_options = options
+            self.tl_options_changed.emit(dict(options))
 
     def set_placeholder(self, text: str | None) -> None:
         text = str(text) if text else None

@@ -279,11 +279,34 @@ def test_gui_and_cli_data_exports_are_the_same_bytes(qtbot, window, tmp_path, ti
     assert {"attention.npz", "scores.csv", "parity.json"} <= {p.name for p in written}
     assert main.main(["export", "--model", str(tiny_model_dir), "--text", text, "--no-bos", "--device", "cpu",
                       "--no-head-images", "--out", str(tmp_path / "cli")]) == 0
-    for name in ("attention.npz", "scores.csv"):
+    for name in ("attention.npz", "scores.csv", "scores_tl.csv"):
         assert (tmp_path / "gui" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
     gui_parity, cli_parity = (json.loads((tmp_path / d / "parity.json").read_text()) for d in ("gui", "cli"))
     gui_parity.pop("seconds"), cli_parity.pop("seconds")  # how long it took is the one field that may differ
     assert gui_parity == cli_parity
+
+
+def test_a_data_export_writes_the_tl_scores_the_scores_tab_shows(qtbot, window, tmp_path, tiny_model_dir):
+    """scores_tl.csv of the app's data export is computed with the TL options chosen in the Head scores tab, and
+    equals the command line's with the same options, byte for byte."""
+    import main
+    from gui.scores_view import ScoresPanel
+
+    text = "The cat sat on the mat because the cat was tired."
+    run(qtbot, window, text, bos=False)
+    panel = window.tab(ScoresPanel)
+    panel.measure_choice.setCurrentIndex(panel.measure_choice.findData("abs"))
+    panel.exclude_bos_box.setChecked(True)
+    try:
+        assert window.state.tl_options == {"error_measure": "abs", "exclude_bos": True, "exclude_current_token": False}
+        export(qtbot, window, "data", tmp_path / "gui")
+    finally:
+        panel.measure_choice.setCurrentIndex(panel.measure_choice.findData("mul"))
+        panel.exclude_bos_box.setChecked(False)
+    assert main.main(["export", "--model", str(tiny_model_dir), "--text", text, "--no-bos", "--device", "cpu",
+                      "--no-head-images", "--tl-measure", "abs", "--tl-exclude-bos", "--out", str(tmp_path / "cli")]) == 0
+    gui, cli = ((tmp_path / d / "scores_tl.csv").read_bytes() for d in ("gui", "cli"))
+    assert gui == cli and b",abs,true,false" in gui
 
 
 def test_a_full_disk_leaves_no_partial_files_and_says_so_in_one_sentence(qtbot, window, tmp_path, monkeypatch):
