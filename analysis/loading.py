@@ -291,21 +291,42 @@ def check_regular_files(folder: Path) -> None:
             raise ModelCheckError(f"{path} is {kind}, not a file; a model folder holds regular files only.")
 
 
+#: The counts a model needs, by the generic names every transformers config maps (``num_hidden_layers`` is
+#: GPT-2's ``n_layer``, ``hidden_size`` its ``n_embd``, …) and then the names config.json may give them.
+CONFIG_COUNTS = {"layers": ("num_hidden_layers", "n_layer", "n_layers"),
+                 "heads": ("num_attention_heads", "n_head", "n_heads"),
+                 "width": ("hidden_size", "n_embd", "dim"),
+                 "context": ("max_position_embeddings", "n_positions"),
+                 "vocabulary": ("vocab_size",)}
+
+
+def _count(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def check_config(config, folder: Path) -> None:
     """Refuse a config that cannot describe a model: layers, heads, width and context must be positive
-    integers and the width divisible by the heads. Reads the generic names every transformers config maps
-    (``num_hidden_layers`` is GPT-2's ``n_layer``, ``hidden_size`` its ``n_embd``, …)."""
-    def value(name: str):
-        v = getattr(config, name, None)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    integers and the width divisible by the heads.
 
-    fields = {"layers": "num_hidden_layers", "heads": "num_attention_heads", "width": "hidden_size",
-              "context": "max_position_embeddings", "vocabulary": "vocab_size"}
-    bad = [f"{label} = {getattr(config, name, None)!r}" for label, name in fields.items()
-           if value(name) is None or value(name) <= 0]
+    ``config`` is a transformers config (the generic names of :data:`CONFIG_COUNTS`), or config.json as read (a
+    dict, checked before transformers reads it: a Llama or GPT-NeoX config divides by its heads as it is built,
+    and 0 heads gave "integer modulo by zero"); in the dict, a count under any of its names that is a whole
+    number below 1 is refused (a value of the wrong type is left to transformers, which names the type due)."""
+    if isinstance(config, dict):
+        bad = [f"{label} = {config[name]!r}" for label, names in CONFIG_COUNTS.items() for name in names
+               if name in config and _count(config[name]) is not None and config[name] <= 0]
+    else:
+        bad = [f"{label} = {getattr(config, names[0], None)!r}" for label, names in CONFIG_COUNTS.items()
+               if _count(getattr(config, names[0], None)) is None or getattr(config, names[0]) <= 0]
     if bad:
         raise ModelCheckError(f"{folder / 'config.json'} does not describe a model ({', '.join(bad)}): "
                               "layers, heads, width, context and vocabulary must be positive integers.")
+    if isinstance(config, dict):
+        return
+
+    def value(name: str):
+        return _count(getattr(config, name, None))
+
     head_dim = value("head_dim")  # Llama-style configs may name the head width; then the width need not divide
     if head_dim is not None and head_dim <= 0:
         raise ModelCheckError(f"{folder / 'config.json'} does not describe a model (head_dim = {head_dim}).")
@@ -777,6 +798,7 @@ def load_model(
     check_regular_files(folder)
     config = read_config(folder)
     family = family_for(config)
+    check_config(config, folder)  # before transformers, which divides by the heads as it reads the config
     fmt = weights_format(folder, allow_pickle)
     if not any((folder / name).exists() for name in TOKENIZER_FILES):
         raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json, vocab.json + merges.txt, or vocab.txt).")

@@ -348,3 +348,22 @@ def test_key_value_heads_that_cannot_share_the_query_heads_are_refused_in_one_se
     edit_config(folder, num_key_value_heads=kv_heads)
     assert refused(folder) == (f"This model's config gives num_key_value_heads = {kv_heads!r}; the key/value heads "
                                "must be a whole number of at least 1 that divides the 4 query heads evenly.")
+
+
+@pytest.mark.parametrize("heads", [0, -4])
+def test_query_heads_below_1_are_refused_before_transformers_divides_by_them(head_folders, tmp_path, heads):
+    """Before: a Llama config with num_attention_heads 0 gave transformers' raw "integer modulo by zero"."""
+    folder = shutil.copytree(head_folders["llama"], tmp_path / "m")
+    edit_config(folder, num_attention_heads=heads)
+    assert refused(folder, ModelCheckError) == (
+        f"{folder / 'config.json'} does not describe a model (heads = {heads}): layers, heads, width, context and "
+        "vocabulary must be positive integers.")
+
+
+@pytest.mark.slow
+def test_a_gpt_neox_config_with_0_heads_is_refused_in_one_sentence(tmp_path):
+    from analysis.synthetic import save_random_family
+
+    folder = save_random_family(tmp_path / "neox", "gpt_neox")
+    edit_config(folder, num_attention_heads=0)
+    assert "does not describe a model (heads = 0)" in refused(folder, ModelCheckError)
