@@ -69,6 +69,11 @@ def tiny_wordpiece_tokenizer(vocab_size: int = 300):
     tok.decoder = decoders.WordPiece()
     tok.train_from_iterator(_tokenizer_texts(), trainers.WordPieceTrainer(
         vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    # the trainer numbers the '##' pieces in hash-map order (a different model in every process): renumber them
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = tok.get_vocab()
+    order = specials + sorted(t for t in vocab if t not in specials)
+    tok.model = models.WordPiece({t: i for i, t in enumerate(order)}, unk_token="[UNK]")
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls),
                                                                                                 ("[SEP]", sep)])

@@ -66,9 +66,12 @@ def parse_select(text: str | None) -> tuple[int, int] | None:
 
 def screenshot_settings() -> QtCore.QSettings:
     """A throw-away settings file: a --screenshot run never reads or writes the user's settings."""
+    import atexit
+    import shutil
     import tempfile
 
     folder = tempfile.mkdtemp(prefix="attnscope-screenshot-settings-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # every run left one behind in the temp folder
     return QtCore.QSettings(str(Path(folder) / "settings.ini"), QtCore.QSettings.Format.IniFormat)
 
 

@@ -108,9 +108,12 @@ def test_every_early_exit_leaves_qt_in_order_and_exits_2(tmp_path, case):
     says = {"select out of range": "--select 99.99: this model has layers 0–3",
             "a model that is not there": "not found",
             "screenshots unwritable": "cannot save the screenshots in"}[case]
-    code, err = ended(launch(tmp_path, "--text", "The cat sat", *args))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    code, err = ended(launch(tmp_path, "--text", "The cat sat", *args, TMPDIR=str(temp)))
     assert code == 2, err  # not -11 (SIGSEGV) nor 1
     assert says in one_error_line(err)
+    assert not any(p.name.startswith("attnscope-screenshot-settings-") for p in temp.iterdir())  # none left behind
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
