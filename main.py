@@ -315,6 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _n(count: int, word: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def fail(message: str, code: int = 2) -> int:
     from analysis.errors import one_line
 
@@ -513,7 +518,7 @@ def _export(args, signals: _Signals) -> int:
                             value_norms=norms, sink_epsilon=args.sink_epsilon,
                             tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
                                         "exclude_current_token": args.tl_exclude_current_token})
-    print(f"wrote {len(written)} files to {args.out} ({result.n_tokens} tokens, {result.n_layer}×{result.n_head} heads, "
+    print(f"wrote {len(written)} files to {args.out} ({_n(result.n_tokens, 'token')}, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
     for warning in getattr(written, "warnings", ()):
         warn(warning)
@@ -595,7 +600,7 @@ def _scan(args, signals: _Signals) -> int:
     signals.deferred = True  # from here on a signal waits for the next safe point
     written = write_scan(result, args.out, args.sink_epsilon, check=signals.check)
     sinks = result.sink_rate(args.sink_epsilon)
-    print(f"scanned {result.n_texts} texts ({result.tokens} tokens) in {result.seconds:.1f} s, "
+    print(f"scanned {_n(result.n_texts, 'text')} ({_n(result.tokens, 'token')}) in {result.seconds:.1f} s, "
           f"{result.tokens_per_second:.0f} tokens/s (batch {result.batch_size}); sink rate {sinks.rate:.2f} "
           f"at ε {sinks.epsilon:g}; wrote {len(written)} files to {args.out}")
     for warning in getattr(written, "warnings", ()):

@@ -293,3 +293,15 @@ def test_an_interrupted_export_exits_cleanly_and_keeps_the_earlier_one(tmp_path,
     assert "interrupted" in one_error_line(err) and "is as it was" in err
     assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == ["run"]
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_one_token_export_and_a_one_text_scan_say_so_in_the_singular(tiny_model_dir, tmp_path, capsys):
+    (tmp_path / "one.txt").write_text("cat\n", encoding="utf-8")
+    code, out, err = run(capsys, "export", "--model", tiny_model_dir, "--text", "cat", "--no-bos", "--max-tokens", 1,
+                         "--no-head-images", "--out", tmp_path / "x")
+    assert code == 0, err
+    assert f"files to {tmp_path / 'x'} (1 token, 3×4 heads" in out
+    code, out, err = run(capsys, "scan", "--model", tiny_model_dir, "--texts", tmp_path / "one.txt", "--no-bos",
+                         "--max-tokens", 1, "--out", tmp_path / "s")
+    assert code == 0, err
+    assert out.startswith("scanned 1 text (1 token) in ")
