@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -412,16 +413,32 @@ def _manifest(folder: Path) -> tuple[set[str], set[str] | None] | None:
     return files, folders
 
 
+#: What an export or a scan of any AttnScope version writes at its top level, and in ``heads/``
+#: (:data:`HEAD_IMAGE`): the names that count as AttnScope's in a folder whose :data:`MARKER` has no file
+#: list (an export of a version before the list, or one whose marker was deleted).
+EXPORT_NAMES = frozenset({"attention.npz", "scores.csv", "scores_tl.csv", "parity.json", "summary.json",
+                          *(f"grid.{fmt}" for fmt in IMAGE_FORMATS), "scores_mean.csv", "scores_std.csv",
+                          "scores_per_text.csv", "texts.csv", MARKER})
+HEAD_IMAGE = re.compile(r"heads/L[0-9]+H[0-9]+\.(?:png|svg|pdf)")
+
+
 def not_written_by_attnscope(folder: Path, most: int = 4) -> list[str]:
-    """What in ``folder`` (an export with a :data:`MARKER` file list) AttnScope did not write there, as
-    relative paths (a folder with a trailing ``/``, not looked into), at most ``most`` of them; [] when all
-    of it is AttnScope's, or when there is no file list (an export of an earlier version: judged whole).
+    """What in ``folder`` (an AttnScope export) AttnScope did not write there, as relative paths (a folder
+    with a trailing ``/``, not looked into), at most ``most`` of them; [] when all of it is AttnScope's.
 
     AttnScope's: the marker, the files it lists, the folders it lists and those above a listed file (for a
-    marker without a folder list, an empty folder too: nothing in it can be lost)."""
+    marker without a folder list, an empty folder too: nothing in it can be lost). Without a marker file
+    list (an export of an earlier version, or a marker deleted), only the names an export of any version
+    writes (:data:`EXPORT_NAMES`, ``heads/`` with :data:`HEAD_IMAGE` files)."""
     manifest = _manifest(folder)
     if manifest is None:
-        return []
+        files = set(EXPORT_NAMES)
+        try:
+            with os.scandir(os.path.join(os.fspath(folder), "heads")) as listing:
+                files.update(rel for rel in (f"heads/{e.name}" for e in listing) if HEAD_IMAGE.fullmatch(rel))
+        except OSError:
+            pass
+        manifest = files, {"heads"}
     files, folders = manifest
     above = {p.as_posix() for f in files for p in Path(f).parents if p.as_posix() != "."}
     own_folders = above | (folders or set())

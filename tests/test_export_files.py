@@ -112,6 +112,33 @@ def test_exports_of_earlier_versions_are_judged_as_before(tmp_path):
     assert ex.not_written_by_attnscope(listed) == ["mine.txt"]
 
 
+def test_an_export_without_a_file_list_keeps_every_name_no_attnscope_version_writes(tmp_path):
+    """No marker (an earlier version's export, or a marker the user deleted): only the names an export of any
+    version writes are AttnScope's; the user's mine.txt and sub/ were deleted with the rest (issue 17 item 18)."""
+    old = tmp_path / "notes"
+    old.mkdir()
+    (old / "summary.json").write_text(json.dumps({"generator": "attnscope"}))
+    for name in ("attention.npz", "scores.csv", "grid.svg", "heads/L0H0.png", "heads/L11H3.pdf"):
+        (old / name).parent.mkdir(exist_ok=True)
+        (old / name).write_text("x")
+    assert ex.not_written_by_attnscope(old) == []
+    (old / "mine.txt").write_text("my notes")
+    (old / "sub").mkdir()
+    (old / "heads" / "L0H0.txt").write_text("mine too")
+    before = snapshot(old)
+    with pytest.raises(ExportError) as caught:
+        ex.write_folder_atomically(old, writer({"summary.json": "{}"}))
+    assert f"{old} holds mine.txt, sub/, heads/L0H0.txt, which AttnScope did not write" in str(caught.value)
+    assert snapshot(old) == before and hidden(tmp_path) == []
+
+    deleted = tmp_path / "deleted"
+    ex.write_folder_atomically(deleted, writer(EXPORT))
+    (deleted / ex.MARKER).unlink()
+    (deleted / "mine.txt").write_text("my notes")
+    with pytest.raises(ExportError, match="holds mine.txt, which AttnScope did not write"):
+        ex.check_export_target(deleted)
+
+
 # ----------------------------------------------------------------------------- 19: what cannot be deleted
 @contextmanager
 def undeletable(folder: Path):
