@@ -99,7 +99,8 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
     """An argparse type for a path option: a name the file system can hold (``analysis.export.path_problem``:
     no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
     later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
-    With ``blank``, an empty or blank value is refused with "needs ``blank``"."""
+    A leading ``~`` is expanded here, once: every later use (the outputs-vs-inputs check, the writers, the
+    messages) sees the same path. With ``blank``, an empty or blank value is refused with "needs ``blank``"."""
     not_blank = _not_blank(blank, str) if blank else str
 
     def check(text: str):
@@ -108,7 +109,8 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
             return text
         from analysis.export import path_problem
 
-        problem = path_problem(os.path.expanduser(text))
+        text = os.path.expanduser(text)
+        problem = path_problem(text)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)
         return convert(text)
@@ -464,7 +466,7 @@ def check_apart(args) -> None:
     if texts is not None and texts.strip():
         from analysis.scan import SAMPLE_TEXTS
 
-        inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts).expanduser()))
+        inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts)))
     folder = _model_folder(getattr(args, "model", None))
     if folder is not None:
         inputs.append((f"--model {args.model}", folder))

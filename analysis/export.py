@@ -219,7 +219,7 @@ def _umask() -> int:
 
 def check_writable_dir(out_dir: Path) -> Path:
     """Create ``out_dir`` if needed and prove a file can be written there; ExportError otherwise."""
-    out_dir = Path(out_dir).expanduser()
+    out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} is a file, not a folder.")
     try:
@@ -485,8 +485,8 @@ def check_export_target(out_dir: Path) -> Path:
     """
     if out_dir is None or str(out_dir).strip() == "":
         raise ExportError("No export folder given: name one, such as out/.")
-    _check_path(Path(out_dir).expanduser())
-    out_dir = Path(os.path.abspath(Path(out_dir).expanduser()))
+    _check_path(Path(out_dir))
+    out_dir = Path(os.path.abspath(out_dir))
     if out_dir.is_symlink() and not out_dir.exists():
         try:
             target = f" to {os.readlink(out_dir)}"
@@ -742,8 +742,8 @@ def check_file_target(path: Path) -> Path:
     """
     if path is None or str(path).strip() == "":
         raise ExportError("No file name given: name one, such as out.json.")
-    _check_path(Path(path).expanduser())
-    path = Path(os.path.abspath(Path(path).expanduser()))
+    _check_path(Path(path))
+    path = Path(os.path.abspath(path))
     if path.is_symlink():
         raise ExportError(f"{path} is a link: give the file itself (AttnScope replaces files, not what links point to).")
     if path.is_dir():

@@ -140,3 +140,22 @@ def test_a_dangling_link_as_out_is_called_a_link_to_nothing(tmp_path, capsys, no
     line = one_error_line(err)
     assert code == 2 and f"is a link to {tmp_path / 'missing'}, which does not exist" in line
     assert "a file" not in line
+
+
+# ----------------------------------------------------------------------------- one spelling of every path
+def test_a_home_folder_path_is_expanded_once_when_parsed(place, monkeypatch, capsys, no_model_load):
+    """``--json=~/model/config.json`` with ``--model=~/model``: the check compared the unexpanded '~/…' (which
+    does not exist, so it was skipped) while the writer expanded it and replaced the model's config.json."""
+    monkeypatch.setenv("HOME", str(place))
+    args = cli.parse_args(["ablate", "--model=~/model", "--text-file", "~/notes.txt", "--json=~/x.json",
+                           "--heads", "0.0"])
+    assert (args.model, args.text_file, args.json) == (str(place / "model"), place / "notes.txt", place / "x.json")
+    args = cli.parse_args(["--screenshot", "~/s", "scan", "--texts", "~/texts", "--out=~/o"])
+    assert (args.texts, args.out, args.screenshot) == (str(place / "texts"), place / "o", place / "s")
+    before = contents(place)
+    code, stdout, err = run(capsys, "ablate", "--model=~/model", "--text", "hi", "--heads", "0.0",
+                            "--json=~/model/config.json")
+    assert code == 2 and stdout == "" and f"is config.json in --model {place / 'model'}:" in one_error_line(err)
+    code, _, err = run(capsys, "export", "--text-file=~/texts/a.txt", "--out=~/texts")
+    assert code == 2 and "holds --text-file" in one_error_line(err)
+    assert contents(place) == before
