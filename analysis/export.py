@@ -486,22 +486,16 @@ def check_export_target(out_dir: Path) -> Path:
     if out_dir is None or str(out_dir).strip() == "":
         raise ExportError("No export folder given: name one, such as out/.")
     _check_path(Path(out_dir))
-    out_dir = Path(os.path.abspath(out_dir))
-    if out_dir.is_symlink() and not out_dir.exists():
-        try:
-            target = f" to {os.readlink(out_dir)}"
-        except OSError:
-            target = ""
-        raise ExportError(f"{out_dir} is a link{target}, which does not exist: give a folder, or create the "
-                          "one the link points to.")
+    _check_links(out_dir, "give a folder, or create the one the link points to")
+    out_dir = physical_path(out_dir)
     if out_dir.is_symlink() and out_dir.is_dir():
-        out_dir = out_dir.resolve()
-    cwd = Path.cwd().resolve()
+        out_dir = Path(os.path.realpath(out_dir))
+    cwd = Path(os.path.realpath(os.getcwd()))
     if out_dir == cwd or out_dir in cwd.parents or out_dir.parent == out_dir:
         raise ExportError(f"{out_dir} is the current folder or holds it: name a folder for the export, such as out/.")
-    if out_dir.exists() or out_dir.is_symlink():
+    if os.path.lexists(out_dir):
         if not out_dir.is_dir():
-            raise ExportError(f"{out_dir} is a file, not a folder: choose a folder for the export.")
+            raise ExportError(f"{out_dir} is {_what(out_dir)}, not a folder: choose a folder for the export.")
         try:
             with os.scandir(out_dir) as listing:
                 entries = next(listing, None)
@@ -517,13 +511,73 @@ def check_export_target(out_dir: Path) -> Path:
     return out_dir
 
 
+def physical_path(path: str | Path) -> Path:
+    """``path`` as the kernel resolves it, absolute: its folder resolved (links, then ``..``, as
+    ``os.path.realpath`` does), its last name kept as it is (a link there is judged by the caller). The one
+    resolution of a target: ``os.path.abspath`` removes ``lnk/..`` as text and names another place than the
+    one the kernel writes to when ``lnk`` is a link."""
+    text = os.fspath(path)
+    head, name = os.path.split(text.rstrip(os.sep) or text)
+    if name in ("", ".", ".."):
+        return Path(os.path.realpath(text))
+    return Path(os.path.join(os.path.realpath(head or os.curdir), name))
+
+
+def _link_end(link: str) -> str:
+    """Where the chain of links starting at ``link`` ends: "a link to X, which does not exist" (X the last
+    name of the chain, which is no link), or "a loop of links"."""
+    seen, current = set(), link
+    for _ in range(64):
+        if not os.path.islink(current):
+            return f"a link to {current}, which does not exist"
+        if current in seen:
+            break
+        seen.add(current)
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.join(os.path.realpath(os.path.dirname(current)), target)
+        current = physical_path(current) if os.path.basename(target) not in ("", ".", "..") else Path(current)
+        current = os.fspath(current)
+    return "a loop of links, which leads nowhere"
+
+
+def _check_links(path: str | Path, advice: str) -> None:
+    """ExportError when ``path`` or a folder above it is a link to nothing (or a loop of links): the kernel
+    would say "no such file or directory" only when the export is written, after the slow part."""
+    text = os.path.join(os.getcwd(), os.fspath(path))
+    parts = [p for p in text.split(os.sep) if p and p != os.curdir]
+    current = os.sep
+    for i, part in enumerate(parts):
+        current = os.path.join(current, part)
+        if not os.path.lexists(current):
+            return  # from here on nothing exists: it is created
+        if os.path.islink(current) and not os.path.exists(current):
+            what = "" if i == len(parts) - 1 else f"Cannot write to {text}: "
+            raise ExportError(f"{what}{current} is {_link_end(current)}: {advice}.")
+
+
+def _what(path: Path) -> str:
+    """What ``path`` is, in words: "a file", "a device", "a named pipe", "a socket", "a folder", each
+    "a link to …" (with where it leads) when ``path`` is a link."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "a link to nothing" if os.path.islink(path) else "missing"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a file"), (stat.S_ISCHR, "a device"),
+             (stat.S_ISBLK, "a device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+    kind = next((words for test, words in kinds if test(st.st_mode)), "not a file")
+    return f"a link to {kind} ({os.path.realpath(path)})" if os.path.islink(path) else kind
+
+
 def _check_writable_parent(target: Path) -> None:
     """ExportError unless the nearest existing folder above ``target`` is a folder AttnScope may write in."""
     existing = target.parent
-    while not existing.exists():
+    while not os.path.lexists(existing):
         existing = existing.parent
     if not existing.is_dir():
-        raise ExportError(f"Cannot write to {target}: {existing} is a file, not a folder.")
+        raise ExportError(f"Cannot write to {target}: {existing} is {_what(existing)}, not a folder.")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ExportError(f"Cannot write to {target}: permission denied in {existing}.")
 
@@ -743,7 +797,8 @@ def check_file_target(path: Path) -> Path:
     if path is None or str(path).strip() == "":
         raise ExportError("No file name given: name one, such as out.json.")
     _check_path(Path(path))
-    path = Path(os.path.abspath(path))
+    _check_links(path, "give a file in a folder that exists, or create the one the link points to")
+    path = physical_path(path)
     if path.is_symlink():
         raise ExportError(f"{path} is a link: give the file itself (AttnScope replaces files, not what links point to).")
     if path.is_dir():

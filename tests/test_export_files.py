@@ -398,3 +398,50 @@ def test_an_export_onto_a_full_disk_names_the_folder_asked_for_in_one_line(tiny_
     assert line == (f"attnscope: error: Cannot write the export to {out}: the disk is full (no space left on "
                     "device); nothing was changed there.")
     assert not (tmp_path / "exports").exists()
+
+
+# ----------------------------------------------------------------------------- one resolution of a target
+def test_an_export_goes_where_the_kernel_resolves_the_path_that_was_checked(tmp_path, monkeypatch):
+    """``--out lnk/../o5`` with lnk → deep/x: abspath made it ./o5 (and replaced the export read from there)
+    while the outputs-vs-inputs check resolved it as the kernel does, deep/o5."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep" / "x").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to("deep/x")
+    ex.write_folder_atomically(tmp_path / "o5", writer(EXPORT))
+    before = snapshot(tmp_path / "o5")
+    ex.check_outputs_apart([("--text-file o5/summary.json", "o5/summary.json")], [("--out", "lnk/../o5", "folder")])
+    assert ex.check_export_target(Path("lnk/../o5")) == tmp_path / "deep" / "o5"
+    ex.write_folder_atomically(Path("lnk/../o5"), writer({"summary.json": "{}"}))
+    assert snapshot(tmp_path / "o5") == before and (tmp_path / "deep" / "o5" / "summary.json").read_text() == "{}"
+    assert ex.check_file_target(Path("lnk/../a.json")) == tmp_path / "deep" / "a.json"
+
+
+def test_the_current_folder_reached_through_a_linked_parent_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "cw" / "x").mkdir(parents=True)
+    (tmp_path / "cwl").symlink_to("cw")
+    monkeypatch.chdir(tmp_path / "cw" / "x")
+    with pytest.raises(ExportError, match="is the current folder or holds it"):
+        ex.check_export_target(tmp_path / "cwl" / "x")
+    with pytest.raises(ExportError, match="is the current folder or holds it"):
+        ex.check_export_target(tmp_path / "cwl")
+
+
+@pytest.mark.parametrize("check", [ex.check_export_target, ex.check_file_target])
+def test_a_parent_that_is_a_link_to_nothing_is_named_with_the_end_of_its_chain(tmp_path, check):
+    (tmp_path / "dz1").symlink_to("nowhere")
+    (tmp_path / "dz2").symlink_to("dz1")
+    (tmp_path / "loopa").symlink_to("loopb")
+    (tmp_path / "loopb").symlink_to("loopa")
+    with pytest.raises(ExportError) as caught:
+        check(tmp_path / "dz2" / "new")
+    assert f"{tmp_path / 'dz2'} is a link to {tmp_path / 'nowhere'}, which does not exist" in str(caught.value)
+    assert "is a file" not in str(caught.value)
+    with pytest.raises(ExportError, match="loopa is a loop of links"):
+        check(tmp_path / "loopa" / "new")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_to_a_device_as_the_export_folder_is_called_so(tmp_path):
+    (tmp_path / "full").symlink_to("/dev/null")
+    with pytest.raises(ExportError, match=r"full is a link to a device \(/dev/null\), not a folder"):
+        ex.check_export_target(tmp_path / "full")
