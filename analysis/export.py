@@ -623,8 +623,7 @@ def _export_lock(out_dir: Path, check: Callable[[], None] | None, created: list[
     if fcntl is None:
         yield
         return
-    digest = hashlib.sha1(os.fsencode(out_dir.name)).hexdigest()[:10]
-    path = out_dir.parent / f".attnscope-lock-{out_dir.name[:40]}-{digest}"
+    path = lock_path(out_dir)
     fd = _lock(path, out_dir, check, created)
     try:
         yield
@@ -637,19 +636,46 @@ def _export_lock(out_dir: Path, check: Callable[[], None] | None, created: list[
             os.close(fd)
 
 
+def _digest(out_dir: Path) -> str:
+    return hashlib.sha1(os.fsencode(out_dir.name)).hexdigest()[:10]
+
+
+def lock_path(out_dir: Path) -> Path:
+    """The lock file of exports to ``out_dir``: ``.attnscope-lock-<name>-<hash of the whole name>`` beside it."""
+    return out_dir.parent / f".attnscope-lock-{out_dir.name[:40]}-{_digest(out_dir)}"
+
+
+#: How the lock file is opened: read-only is enough for flock and opens another user's lock file too; never
+#: through a link (O_CREAT would create its target), never waiting (a named pipe there blocks open forever).
+LOCK_FLAGS = (os.O_RDONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+
+
+def _in_the_way(path: Path, out_dir: Path) -> ExportError:
+    return ExportError(f"Cannot export to {out_dir}: {path}, where AttnScope keeps the lock of exports there, is "
+                       f"{_what(path)}, not a lock file; remove it, or choose another folder.")
+
+
 def _lock(path: Path, out_dir: Path, check: Callable[[], None] | None, created: list[Path]) -> int | None:
-    """The descriptor of ``path``, locked and still named ``path``; None where locks are not supported."""
+    """The descriptor of ``path``, locked and still named ``path``; None where locks are not supported.
+    Anything but a regular file at ``path`` (a named pipe, a folder, a link) is refused, naming it."""
     delay, missing = 0.002, 0
     while True:
-        try:  # read-only is enough for flock, and opens another user's lock file too
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            fd = os.open(path, LOCK_FLAGS, 0o666)
         except FileNotFoundError:  # a failed export removed the folders it had made
             missing += 1
             if missing > 3:
                 raise
             created.extend(_make_parents(out_dir))
             continue
+        except OSError as exc:
+            if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+                raise _in_the_way(path, out_dir) from None  # ELOOP, EISDIR, ENXIO (a socket)
+            raise
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise _in_the_way(path, out_dir)
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -660,7 +686,7 @@ def _lock(path: Path, out_dir: Path, check: Callable[[], None] | None, created: 
                     time.sleep(delay)
                     delay = min(2 * delay, 0.05)
             try:
-                if os.path.samestat(os.fstat(fd), os.stat(path)):
+                if os.path.samestat(os.fstat(fd), os.lstat(path)):
                     return fd
             except FileNotFoundError:
                 pass

@@ -445,3 +445,41 @@ def test_a_link_to_a_device_as_the_export_folder_is_called_so(tmp_path):
     (tmp_path / "full").symlink_to("/dev/null")
     with pytest.raises(ExportError, match=r"full is a link to a device \(/dev/null\), not a folder"):
         ex.check_export_target(tmp_path / "full")
+
+
+# ----------------------------------------------------------------------------- the lock file's name taken
+@contextmanager
+def no_hang(seconds=20):
+    """A guard, not a timing: a wait that never ends (a blocking open of a named pipe) fails the test."""
+    import signal
+
+    def stop(signum, frame):
+        raise AssertionError("the export hung")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("make, words", [
+    (os.mkfifo, "is a named pipe, not a lock file"),
+    (os.mkdir, "is a folder, not a lock file"),
+    (lambda path: os.symlink("elsewhere", path), "is a link to nothing, not a lock file"),
+    (lambda path: os.symlink("/dev/null", path), "is a link to a device (/dev/null), not a lock file"),
+])
+def test_something_else_at_the_lock_files_name_is_refused_naming_it(tmp_path, make, words):
+    """A named pipe there hung the export forever (a blocking open, deaf to Ctrl+C); a folder was "a folder is
+    in the way" without naming it; a link was followed (O_CREAT created its target)."""
+    out = tmp_path / "o6"
+    lock = ex.lock_path(out)
+    make(lock)
+    with no_hang(), pytest.raises(ExportError) as caught:
+        ex.write_folder_atomically(out, writer(EXPORT))
+    assert f"Cannot export to {out}: {lock}, where AttnScope keeps the lock of exports there, {words}" \
+           in str(caught.value)
+    assert not out.exists() and not (tmp_path / "elsewhere").exists()
+    assert hidden(tmp_path) == [lock.name]
