@@ -612,21 +612,22 @@ def _remove_created(created: list[Path]) -> None:
 
 
 @contextmanager
-def _export_lock(out_dir: Path, check: Callable[[], None] | None, created: list[Path]) -> Iterator[None]:
+def _export_lock(out_dir: Path, check: Callable[[], None] | None, created: list[Path]) -> Iterator[bool]:
     """Hold an exclusive lock beside ``out_dir`` (``fcntl.flock`` on a hidden ``.attnscope-lock-…`` file in
     its folder): two exports to one folder, from two processes or two threads, take turns from the
-    target check to the end of the swap. ``check()`` runs while waiting (Ctrl+C stops the wait).
+    target check to the end of the swap. ``check()`` runs while waiting (Ctrl+C stops the wait). Yields
+    whether the lock is held (False where the file system has none).
 
     The holder removes the lock file before it lets go; a waiter that then gets the lock of the removed
     file sees that the name means another file (or none) now, and locks again. Where the file system has
     no locks (some network mounts), the export goes on without one."""
     if fcntl is None:
-        yield
+        yield False
         return
     path = lock_path(out_dir)
     fd = _lock(path, out_dir, check, created)
     try:
-        yield
+        yield fd is not None
     finally:
         if fd is not None:
             try:
@@ -746,9 +747,10 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
         if check is not None:
             check()
         created = _make_parents(out_dir)
-        with _export_lock(out_dir, check, created):
+        with _export_lock(out_dir, check, created) as locked:
             check_export_target(out_dir)  # again: another export may have finished while this one waited
-            staging = Path(tempfile.mkdtemp(prefix=f".attnscope-export-{out_dir.name[:40]}-", dir=out_dir.parent))
+            stale = _remove_stale(out_dir) if locked else []
+            staging = Path(tempfile.mkdtemp(prefix=_hidden_prefix("export", out_dir), dir=out_dir.parent))
             os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an export folder is not
             write(staging)
             if check is not None:
@@ -757,7 +759,7 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
             write_json({"generator": GENERATOR, "files": names, "folders": folders}, staging / MARKER)
             if check is not None:
                 check()
-            warnings = _swap_in(staging, out_dir)
+            warnings = stale + _swap_in(staging, out_dir)
             done = True
         return Written([out_dir / name for name in names], warnings)
     except OSError as exc:
@@ -769,6 +771,43 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
             _remove_created(created)
 
 
+def _hidden_prefix(kind: str, out_dir: Path) -> str:
+    """The name start of an export's hidden folders beside ``out_dir``: ``.attnscope-export-`` (the staging
+    folder) or ``.attnscope-old-`` (the earlier export moved aside), then the name and the hash of the whole
+    name, so that they belong to this ``out_dir`` alone (as its lock, :func:`lock_path`)."""
+    return f".attnscope-{kind}-{out_dir.name[:40]}-{_digest(out_dir)}-"
+
+
+def _remove_stale(out_dir: Path) -> list[str]:
+    """Remove what exports to ``out_dir`` killed midway (kill -9, a power cut) left beside it: staging
+    folders and earlier exports moved aside. Called holding the lock: every export to ``out_dir`` writes
+    those only while it holds it, so any there now is an owner's that is gone. An earlier export moved aside
+    that holds what AttnScope did not write is kept; returns warnings naming what stays and why."""
+    warnings = []
+    prefixes = _hidden_prefix("export", out_dir), _hidden_prefix("old", out_dir)
+    try:
+        with os.scandir(out_dir.parent) as listing:
+            stale = sorted(e.path for e in listing if e.name.startswith(prefixes) and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    for path in stale:
+        inner = Path(path) / "export"
+        if os.path.basename(path).startswith(prefixes[1]) and inner.is_dir():
+            foreign = not_written_by_attnscope(inner)
+            if foreign:
+                warnings.append(f"{path} holds an earlier export of {out_dir} with {', '.join(foreign[:3])}, which "
+                                "AttnScope did not write: it was kept; move what you want from it, then delete it.")
+                continue
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            if os.path.lexists(path):
+                warnings.append(f"{path} is left from an earlier export to {out_dir} and cannot be deleted "
+                                f"({_reason(exc)}): delete that folder yourself.")
+    return warnings
+
+
 def _swap_in(staging: Path, out_dir: Path) -> list[str]:
     """Make ``staging`` be ``out_dir``: two renames in one folder; an earlier ``out_dir`` is moved aside
     first, put back if it now holds a file AttnScope did not write (saved since the check) or if the
@@ -776,7 +815,7 @@ def _swap_in(staging: Path, out_dir: Path) -> list[str]:
     if not os.path.lexists(out_dir):
         os.rename(staging, out_dir)
         return []
-    aside = Path(tempfile.mkdtemp(prefix=f".attnscope-old-{out_dir.name[:40]}-", dir=out_dir.parent))
+    aside = Path(tempfile.mkdtemp(prefix=_hidden_prefix("old", out_dir), dir=out_dir.parent))
     try:
         os.rename(out_dir, aside / "export")
     except BaseException:

@@ -143,21 +143,26 @@ def test_an_export_without_a_file_list_keeps_every_name_no_attnscope_version_wri
 @contextmanager
 def undeletable(folder: Path):
     """Files in ``folder`` that cannot be deleted: a read-only folder, or for root (whom permissions do
-    not stop) the immutable attribute; skips where neither works."""
-    victim = folder / "L0H0.png"
+    not stop) the immutable attribute; skips where neither works. Undone where the folder is at the end:
+    in its place, or in an earlier export moved aside (``.attnscope-old-*/export``)."""
+    def places():
+        return [p for p in (folder, *folder.parent.parent.glob(f".attnscope-old-*/export/{folder.name}")) if p.is_dir()]
+
     if os.geteuid() != 0:
         folder.chmod(0o555)
         try:
             yield
         finally:
-            folder.chmod(0o755)
+            for place in places():
+                place.chmod(0o755)
         return
-    if subprocess.run(["chattr", "+i", str(victim)], capture_output=True).returncode != 0:
+    if subprocess.run(["chattr", "+i", str(folder / "L0H0.png")], capture_output=True).returncode != 0:
         pytest.skip("chattr +i does not work here")
     try:
         yield
     finally:
-        subprocess.run(["chattr", "-i", str(victim)], capture_output=True)
+        for place in places():
+            subprocess.run(["chattr", "-i", str(place / "L0H0.png")], capture_output=True)
 
 
 def test_an_earlier_export_that_cannot_be_deleted_is_named_in_a_warning(tmp_path):
@@ -175,7 +180,10 @@ def test_an_earlier_export_that_cannot_be_deleted_is_named_in_a_warning(tmp_path
         assert f"The new export is in {out}, but the earlier one could not be deleted wholly" in warning
         assert str(tmp_path / left) in warning and "L0H0.png" in warning and "\n" not in warning
         assert set(snapshot(out)) == {"summary.json", ex.MARKER}  # the new export is whole and in place
-    assert ex.write_folder_atomically(out, writer({"a.csv": "x"})).warnings == ()
+        again = ex.write_folder_atomically(out, writer({"a.csv": "x"}))  # tries again, and says what stays
+        assert again.warnings == (f"{tmp_path / left} is left from an earlier export to {out} and cannot be "
+                                  f"deleted (permission denied): delete that folder yourself.",)
+    assert ex.write_folder_atomically(out, writer({"a.csv": "x"})).warnings == () and hidden(tmp_path) == []
 
 
 # ----------------------------------------------------------------------------- 13: two processes, one folder
@@ -483,3 +491,50 @@ def test_something_else_at_the_lock_files_name_is_refused_naming_it(tmp_path, ma
            in str(caught.value)
     assert not out.exists() and not (tmp_path / "elsewhere").exists()
     assert hidden(tmp_path) == [lock.name]
+
+
+# ----------------------------------------------------------------------------- what a killed export left
+def test_what_an_export_killed_midway_left_is_removed_by_the_next_export_to_that_folder(tmp_path):
+    """kill -9 during an export left its staging folder (model-sized) and an earlier export moved aside, and
+    nothing ever removed them. Nobody holds the lock: they are stale."""
+    out = tmp_path / "out"
+    staging = tmp_path / (ex._hidden_prefix("export", out) + "k1ll3d00")
+    (staging / "heads").mkdir(parents=True)
+    (staging / "attention.npz").write_bytes(b"\0" * 1000)
+    aside = tmp_path / (ex._hidden_prefix("old", out) + "k1ll3d01")
+    ex.write_folder_atomically(aside / "export", writer(EXPORT))
+    kept = tmp_path / (ex._hidden_prefix("old", out) + "k1ll3d02")
+    ex.write_folder_atomically(kept / "export", writer(EXPORT))
+    (kept / "export" / "mine.txt").write_text("mine")
+    other = tmp_path / (ex._hidden_prefix("export", tmp_path / "outer") + "l1ve0000")  # another folder's
+    other.mkdir()
+    written = ex.write_folder_atomically(out, writer(EXPORT))
+    assert hidden(tmp_path) == sorted([kept.name, other.name])
+    assert written.warnings == (f"{kept} holds an earlier export of {out} with mine.txt, which AttnScope did not "
+                                "write: it was kept; move what you want from it, then delete it.",)
+    assert set(snapshot(out)) == {*EXPORT, ex.MARKER}
+
+
+@pytest.mark.slow
+def test_a_staging_folder_of_an_export_killed_with_sigkill_is_removed_by_the_next_one(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from analysis import export as ex\n"
+        "def write(folder):\n"
+        "    (folder / 'attention.npz').write_bytes(b'0' * 100000)\n"
+        "    time.sleep(600)\n"
+        f"ex.write_folder_atomically(Path({str(out)!r}), write)\n")], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60  # a guard against a child that never gets there, not a timing
+        while not list(tmp_path.glob(".attnscope-export-out-*/attention.npz")) and time.monotonic() < deadline:
+            assert child.poll() is None
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert [p.name.startswith(".attnscope-export-out-") for p in tmp_path.iterdir() if p.is_dir()] == [True]
+    written = ex.write_folder_atomically(out, writer(EXPORT))
+    assert written.warnings == () and [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["out"]
