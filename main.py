@@ -95,12 +95,14 @@ def _not_blank(what: str, convert=str):
     return check
 
 
-def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None):
+def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None, writes: str | None = None):
     """An argparse type for a path option: a name the file system can hold (``analysis.export.path_problem``:
     no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
     later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
     A leading ``~`` is expanded here, once: every later use (the outputs-vs-inputs check, the writers, the
-    messages) sees the same path. With ``blank``, an empty or blank value is refused with "needs ``blank``"."""
+    messages) sees the same path. With ``blank``, an empty or blank value is refused with "needs ``blank``";
+    ``writes`` (``"folder"``, ``"file"``) marks an output, which needs room for the names AttnScope writes in
+    or beside it."""
     not_blank = _not_blank(blank, str) if blank else str
 
     def check(text: str):
@@ -110,7 +112,7 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
         from analysis.export import path_problem
 
         text = os.path.expanduser(text)
-        problem = path_problem(text)
+        problem = path_problem(text, writes)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)
         return convert(text)
@@ -118,7 +120,7 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
     return check
 
 
-out_folder = _path_option(blank="a folder name, such as out/")  # ``--out``: an empty one would mean the current folder
+out_folder = _path_option(blank="a folder name, such as out/", writes="folder")  # ``--out``: an empty one would mean the current folder
 text_file = _path_option()  # ``--text-file``
 
 
@@ -129,7 +131,7 @@ HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
 
 
 device_name = _not_blank("a device: auto, cpu, cuda, cuda:N or mps")  # which exists is checked when loading
-file_name = _path_option(blank="a file name, such as out.json")  # ``--json``
+file_name = _path_option(blank="a file name, such as out.json", writes="file")  # ``--json``
 
 
 def head_list(text: str) -> str:

@@ -221,13 +221,13 @@ def check_writable_dir(out_dir: Path) -> Path:
     """Create ``out_dir`` if needed and prove a file can be written there; ExportError otherwise."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{out_dir} is a file, not a folder.")
+        raise ExportError(f"{_p(out_dir)} is a file, not a folder.")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=out_dir, prefix=".attnscope-write-test-", delete=True)
         probe.close()
     except OSError as exc:
-        raise ExportError(f"Cannot write to {out_dir}: {_reason(exc)}.") from None
+        raise ExportError(f"Cannot write to {_p(out_dir)}: {_reason(exc)}.") from None
     return out_dir
 
 
@@ -240,13 +240,36 @@ def _pathconf(folder: str, name: str, default: int) -> int:
     return value if value and value > 0 else default
 
 
-def path_problem(path: str | Path) -> str | None:
+#: The longest path an export writes inside its folder (staging and the earlier export moved aside hold the
+#: same): the marker; ``scores_per_text.csv`` and ``heads/L<l>H<h>.png`` are shorter for any model below
+#: 10,000 layers and heads.
+LONGEST_INNER = max(len(f"/{MARKER}"), len("/scores_per_text.csv"), len("/heads/L9999H9999.png"))
+
+
+def _room(absolute: bytes, writes: str | None) -> int:
+    """How many bytes longer than ``absolute`` the longest path is that an export to it writes: for a
+    ``"folder"``, the earlier export moved aside (``.attnscope-old-<name>-<hash>-<8>/export``) with
+    :data:`LONGEST_INNER` in it; for a ``"file"``, its temporary name beside it (``.<stem>.attnscope-<8><ext>``)."""
+    if writes is None:
+        return 0
+    name = os.path.basename(absolute)
+    if writes == "folder":
+        aside = len(b".attnscope-old-") + len(name[:40]) + 1 + 10 + 1 + 8 + len(b"/export")
+        return max(aside - len(name), 0) + LONGEST_INNER
+    stem, suffix = os.path.splitext(name)
+    temporary = 1 + len(stem[:40]) + len(b".attnscope-") + 8 + len(suffix)
+    return max(temporary - len(name), 0)
+
+
+def path_problem(path: str | Path, writes: str | None = None) -> str | None:
     """Why ``path`` cannot name a file or folder here, in words without the path itself, or None.
 
     Refused: a NUL character; one name (a component) longer than the file system's NAME_MAX bytes
     (255 on most); the whole path, made absolute as AttnScope uses it, longer than PATH_MAX − 1 bytes
-    (4095 on Linux). The limits are the nearest existing folder's. Checked where a path option is
-    parsed and before anything is written, so that no user meets a raw "File name too long"."""
+    (4095 on Linux) — for an output (``writes`` ``"folder"`` or ``"file"``), with room for the longest
+    name AttnScope writes in or beside it (:func:`_room`). The limits are the nearest existing folder's.
+    Checked where a path option is parsed and before anything is written, so that no user meets a raw
+    "File name too long", and none meets it after the slow part."""
     text = os.fspath(path)
     if "\x00" in text:
         return "it holds a NUL character, which no file name can"
@@ -265,18 +288,25 @@ def path_problem(path: str | Path) -> str | None:
             shown = os.fsdecode(part)[:24]
             return (f"a name in it is {len(part):,} bytes long ('{shown}…'); the file system allows at most "
                     f"{name_max} bytes per name")
-    if len(raw) >= path_max:
-        return (f"it is {len(raw):,} bytes long as a full path; the file system allows at most "
+    room = _room(raw, writes)
+    if len(raw) + room >= path_max:
+        more = f", and AttnScope writes names up to {room} bytes longer in it" if len(raw) < path_max else ""
+        return (f"it is {len(raw):,} bytes long as a full path{more}; the file system allows at most "
                 f"{path_max - 1:,} bytes")
     return None
 
 
-def _check_path(path: Path) -> None:
-    problem = path_problem(path)
+def _p(path: str | Path, most: int = 160) -> str:
+    """``path`` for a message: whole, or, when longer than ``most`` characters, its start and end around
+    an ellipsis, so that the sentence around it (the reason) is always shown whole."""
+    text = os.fspath(path)
+    return text if len(text) <= most else f"{text[:50]}…{text[-(most - 51):]}"
+
+
+def _check_path(path: Path, writes: str | None = None) -> None:
+    problem = path_problem(path, writes)
     if problem is not None:
-        text = os.fspath(path)
-        shown = text if len(text) <= 60 else text[:60] + "…"
-        raise ExportError(f"Cannot write to {shown}: {problem}.")
+        raise ExportError(f"Cannot write to {_p(path)}: {problem}.")
 
 
 # ----------------------------------------------------------------------------- outputs never inputs
@@ -352,7 +382,7 @@ def check_outputs_apart(inputs: Iterable[tuple[str, str | Path]],
                                                      os.path.realpath(inner)))
         chains.append((what, real, _ancestors(real)))
     for option, path, kind in outputs:
-        shown = f"{option} {path}"
+        shown = f"{option} {_p(path)}"
         other = option if option.startswith("-") else f"place for {option}"  # "--out", or "the export"
         try:
             real = os.path.realpath(os.fspath(path))
@@ -471,7 +501,7 @@ def not_written_by_attnscope(folder: Path, most: int = 4) -> list[str]:
 def _foreign_refusal(out_dir: Path, foreign: list[str]) -> ExportError:
     names = ", ".join(foreign[:3]) + (" and more" if len(foreign) > 3 else "")
     it = "it" if len(foreign) == 1 else "them"
-    return ExportError(f"{out_dir} holds {names}, which AttnScope did not write: an export there would delete "
+    return ExportError(f"{_p(out_dir)} holds {names}, which AttnScope did not write: an export there would delete "
                        f"{it}; move {it} elsewhere or choose another folder.")
 
 
@@ -485,24 +515,24 @@ def check_export_target(out_dir: Path) -> Path:
     """
     if out_dir is None or str(out_dir).strip() == "":
         raise ExportError("No export folder given: name one, such as out/.")
-    _check_path(Path(out_dir))
+    _check_path(Path(out_dir), "folder")
     _check_links(out_dir, "give a folder, or create the one the link points to")
     out_dir = physical_path(out_dir)
     if out_dir.is_symlink() and out_dir.is_dir():
         out_dir = Path(os.path.realpath(out_dir))
     cwd = Path(os.path.realpath(os.getcwd()))
     if out_dir == cwd or out_dir in cwd.parents or out_dir.parent == out_dir:
-        raise ExportError(f"{out_dir} is the current folder or holds it: name a folder for the export, such as out/.")
+        raise ExportError(f"{_p(out_dir)} is the current folder or holds it: name a folder for the export, such as out/.")
     if os.path.lexists(out_dir):
         if not out_dir.is_dir():
-            raise ExportError(f"{out_dir} is {_what(out_dir)}, not a folder: choose a folder for the export.")
+            raise ExportError(f"{_p(out_dir)} is {_what(out_dir)}, not a folder: choose a folder for the export.")
         try:
             with os.scandir(out_dir) as listing:
                 entries = next(listing, None)
         except OSError as exc:
-            raise ExportError(f"Cannot read {out_dir}: {_reason(exc)}.") from None
+            raise ExportError(f"Cannot read {_p(out_dir)}: {_reason(exc)}.") from None
         if entries is not None and not is_attnscope_export(out_dir):
-            raise ExportError(f"{out_dir} holds files that are not an AttnScope export; AttnScope replaces only "
+            raise ExportError(f"{_p(out_dir)} holds files that are not an AttnScope export; AttnScope replaces only "
                               "its own exports or empty folders: choose a new or empty folder.")
         foreign = not_written_by_attnscope(out_dir)
         if foreign:
@@ -529,7 +559,7 @@ def _link_end(link: str) -> str:
     seen, current = set(), link
     for _ in range(64):
         if not os.path.islink(current):
-            return f"a link to {current}, which does not exist"
+            return f"a link to {_p(current)}, which does not exist"
         if current in seen:
             break
         seen.add(current)
@@ -554,8 +584,8 @@ def _check_links(path: str | Path, advice: str) -> None:
         if not os.path.lexists(current):
             return  # from here on nothing exists: it is created
         if os.path.islink(current) and not os.path.exists(current):
-            what = "" if i == len(parts) - 1 else f"Cannot write to {text}: "
-            raise ExportError(f"{what}{current} is {_link_end(current)}: {advice}.")
+            what = "" if i == len(parts) - 1 else f"Cannot write to {_p(text)}: "
+            raise ExportError(f"{what}{_p(current)} is {_link_end(current)}: {advice}.")
 
 
 def _what(path: Path) -> str:
@@ -577,9 +607,9 @@ def _check_writable_parent(target: Path) -> None:
     while not os.path.lexists(existing):
         existing = existing.parent
     if not existing.is_dir():
-        raise ExportError(f"Cannot write to {target}: {existing} is {_what(existing)}, not a folder.")
+        raise ExportError(f"Cannot write to {_p(target)}: {_p(existing)} is {_what(existing)}, not a folder.")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"Cannot write to {target}: permission denied in {existing}.")
+        raise ExportError(f"Cannot write to {_p(target)}: permission denied in {_p(existing)}.")
 
 
 def _make_parents(folder: Path) -> list[Path]:
@@ -653,7 +683,7 @@ LOCK_FLAGS = (os.O_RDONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(
 
 
 def _in_the_way(path: Path, out_dir: Path) -> ExportError:
-    return ExportError(f"Cannot export to {out_dir}: {path}, where AttnScope keeps the lock of exports there, is "
+    return ExportError(f"Cannot export to {_p(out_dir)}: {_p(path)}, where AttnScope keeps the lock of exports there, is "
                        f"{_what(path)}, not a lock file; remove it, or choose another folder.")
 
 
@@ -763,7 +793,7 @@ def write_folder_atomically(out_dir: Path, write: FolderWriter, check: Callable[
             done = True
         return Written([out_dir / name for name in names], warnings)
     except OSError as exc:
-        raise ExportError(f"Cannot write the export to {out_dir}: {_reason(exc)}; nothing was changed there.") from None
+        raise ExportError(f"Cannot write the export to {_p(out_dir)}: {_reason(exc)}; nothing was changed there.") from None
     finally:
         if not done:
             if staging is not None:
@@ -795,7 +825,7 @@ def _remove_stale(out_dir: Path) -> list[str]:
         if os.path.basename(path).startswith(prefixes[1]) and inner.is_dir():
             foreign = not_written_by_attnscope(inner)
             if foreign:
-                warnings.append(f"{path} holds an earlier export of {out_dir} with {', '.join(foreign[:3])}, which "
+                warnings.append(f"{_p(path)} holds an earlier export of {_p(out_dir)} with {', '.join(foreign[:3])}, which "
                                 "AttnScope did not write: it was kept; move what you want from it, then delete it.")
                 continue
         try:
@@ -803,7 +833,7 @@ def _remove_stale(out_dir: Path) -> list[str]:
         except OSError as exc:
             shutil.rmtree(path, ignore_errors=True)
             if os.path.lexists(path):
-                warnings.append(f"{path} is left from an earlier export to {out_dir} and cannot be deleted "
+                warnings.append(f"{_p(path)} is left from an earlier export to {_p(out_dir)} and cannot be deleted "
                                 f"({_reason(exc)}): delete that folder yourself.")
     return warnings
 
@@ -830,8 +860,8 @@ def _swap_in(staging: Path, out_dir: Path) -> list[str]:
         try:
             os.rename(aside / "export", out_dir)  # the earlier export, back as it was
         except OSError as exc:
-            raise ExportError(f"Cannot write the export to {out_dir}, and the earlier export could not be put "
-                              f"back ({_reason(exc)}): it is in {aside / 'export'}.") from None
+            raise ExportError(f"Cannot write the export to {_p(out_dir)}, and the earlier export could not be put "
+                              f"back ({_reason(exc)}): it is in {_p(aside / 'export')}.") from None
         aside.rmdir()
         raise
     return _delete(aside, out_dir)
@@ -846,9 +876,9 @@ def _delete(aside: Path, out_dir: Path) -> list[str]:
         shutil.rmtree(aside, ignore_errors=True)  # as much as can go
         if not os.path.lexists(aside):
             return []
-        what = f"{exc.filename}: " if exc.filename else ""
-        return [f"The new export is in {out_dir}, but the earlier one could not be deleted wholly ({what}"
-                f"{_reason(exc)}); what is left of it is in {aside}: delete that folder yourself."]
+        what = f"{_p(exc.filename)}: " if exc.filename else ""
+        return [f"The new export is in {_p(out_dir)}, but the earlier one could not be deleted wholly ({what}"
+                f"{_reason(exc)}); what is left of it is in {_p(aside)}: delete that folder yourself."]
 
 
 def check_file_target(path: Path) -> Path:
@@ -861,15 +891,15 @@ def check_file_target(path: Path) -> Path:
     """
     if path is None or str(path).strip() == "":
         raise ExportError("No file name given: name one, such as out.json.")
-    _check_path(Path(path))
+    _check_path(Path(path), "file")
     _check_links(path, "give a file in a folder that exists, or create the one the link points to")
     path = physical_path(path)
     if path.is_symlink():
-        raise ExportError(f"{path} is a link: give the file itself (AttnScope replaces files, not what links point to).")
+        raise ExportError(f"{_p(path)} is a link: give the file itself (AttnScope replaces files, not what links point to).")
     if path.is_dir():
-        raise ExportError(f"{path} is a folder: give a file name to export to.")
+        raise ExportError(f"{_p(path)} is a folder: give a file name to export to.")
     if path.exists() and not path.is_file():
-        raise ExportError(f"{path} is not a regular file (a device, pipe or socket); give a file name to export to.")
+        raise ExportError(f"{_p(path)} is not a regular file (a device, pipe or socket); give a file name to export to.")
     _check_writable_parent(path)
     return path
 
@@ -886,7 +916,7 @@ def write_file_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     try:
         created = _make_parents(path)
         if not path.parent.is_dir():
-            raise ExportError(f"Cannot write {path}: {path.parent} is a file, not a folder.")
+            raise ExportError(f"Cannot write {_p(path)}: {_p(path.parent)} is a file, not a folder.")
         fd, name = tempfile.mkstemp(prefix=f".{path.stem[:40]}.attnscope-", suffix=path.suffix, dir=path.parent)
         os.close(fd)
         tmp = Path(name)
@@ -896,7 +926,7 @@ def write_file_atomically(path: Path, write: Callable[[Path], object]) -> Path:
         tmp = None
         return path
     except OSError as exc:
-        raise ExportError(f"Cannot write {path}: {_reason(exc)}; nothing was changed there.") from None
+        raise ExportError(f"Cannot write {_p(path)}: {_reason(exc)}; nothing was changed there.") from None
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ holding the model or the texts would have replaced them; a 300-byte name gave "u
 name too long". Every refusal here comes before the model loads (``no_model_load``).
 """
 import os
+import re
 
 import pytest
 
@@ -159,3 +160,41 @@ def test_a_home_folder_path_is_expanded_once_when_parsed(place, monkeypatch, cap
     code, _, err = run(capsys, "export", "--text-file=~/texts/a.txt", "--out=~/texts")
     assert code == 2 and "holds --text-file" in one_error_line(err)
     assert contents(place) == before
+
+
+def deep_path(base, total: int, last: str = "e" * 30):
+    """A path under ``base`` of ``total`` bytes: folders of 100-byte names, then ``last`` (and padding)."""
+    text = str(base)
+    while len(text) + 101 + 1 + len(last) <= total:
+        text += "/" + "d" * 100
+    pad = total - len(text) - 1 - len(last)
+    return text + "/" + "p" * pad + last if pad > 0 else text + "/" + last
+
+
+def test_an_output_path_leaves_room_for_the_longest_name_the_export_writes(tmp_path, capsys, no_model_load):
+    """Just under PATH_MAX: parsing passed it, the model ran, then "File name too long" for heads/L0H0.png."""
+    out = deep_path(tmp_path, 4080)
+    assert len(out) == 4080
+    code, _, err = run(capsys, "export", "--text", "a", "--out", out)
+    line = one_error_line(err)
+    assert code == 2 and re.search(r"argument --out: it is 4,080 bytes long as a full path, and AttnScope writes "
+                                   r"names up to [1-9][0-9] bytes longer in it; the file system allows at most "
+                                   r"4,095 bytes", line)
+    parent = os.path.dirname(deep_path(tmp_path, 4080))
+    json_file = f"{parent}/{'p' * (4085 - len(parent) - len('//x.json'))}/x.json"  # its temporary name is longer
+    code, _, err = run(capsys, "ablate", "--text", "a", "--heads", "0.0", "--json", json_file)
+    assert code == 2 and re.search(rf"argument --json: it is {len(json_file):,} bytes long as a full path, and AttnScope writes "
+                                   r"names up to [1-9][0-9] bytes longer", one_error_line(err))
+    from analysis.export import path_problem
+
+    assert path_problem(out) is None  # an input of that length is fine: nothing is written in it
+
+
+def test_a_message_about_a_long_path_keeps_its_reason(tmp_path, capsys, no_model_load):
+    folder = deep_path(tmp_path, 3900, "f")
+    os.makedirs(os.path.dirname(folder))
+    with open(folder, "w") as f:
+        f.write("a file")
+    code, _, err = run(capsys, "export", "--text", "a", "--out", folder)
+    line = one_error_line(err)
+    assert code == 2 and line.endswith("is a file, not a folder: choose a folder for the export.") and "…" in line
