@@ -68,7 +68,7 @@ TEXTS_LIMIT = 64 * 2**20
 
 
 def _too_big(what: str, limit: int, hint: str) -> InputError:
-    from .lab import format_bytes  # the one format for sizes
+    from .display import format_bytes  # the one format for sizes
 
     return InputError(f"{what} more than {format_bytes(limit)} of text{hint}")
 
