@@ -373,7 +373,7 @@ def read_text_file(path: Path, limit: int | None = None) -> tuple[str, list[str]
     text, cut = read(path, limit)  # scan's rules: a regular file, UTF-8, no NUL bytes
     warnings = []
     if cut:
-        from analysis.lab import format_bytes
+        from analysis.display import format_bytes
 
         size = format_bytes(limit)
         warnings.append(f"{path} is longer than {size}; only its first {size} were read.")

@@ -12,12 +12,10 @@ Measured before and after: the text's next-token loss, the mean over positions t
 ``−log p(tok[t] | tok[0 … t−1])`` (natural log, the model's full softmax), and the top-5 next tokens
 after the last position.
 
-How, with a family adapter on the LoadedModel (``loaded.family``, any decoder family): a forward
+How, through the LoadedModel's family adapter (``loaded.family``, any decoder family): a forward
 pre-hook on the family's output module (W_O) replaces head h's slice of its input — the heads' outputs
-side by side, (n, H·dk) — by z̃_h. Without one (GPT-2): a forward hook on each affected attention
-module adds ``(z̃_h − z_h) W_O^h`` to its output, z_h recomputed from the module's own attention
-weights and its values (``_Gpt2Heads``: module names, the fused [Q | K | V] layout, Conv1D's (in, out)
-weights). Each way is tested against the other. Decoders only.
+side by side, (n, H·dk) — by z̃_h. Tested against independent hooks that recompute z_h = A_h V_h from
+the attention module's own weights and values. Decoders only.
 """
 from __future__ import annotations
 
@@ -37,41 +35,7 @@ TOP_K = 5
 ProgressCallback = Callable[[int, int], None]  # (done, total)
 
 
-# ----------------------------------------------------------------------------- where GPT-2 keeps things
-class _Gpt2Heads:
-    """The GPT-2 layout ablation needs: attention modules, per-head values, per-head W_O rows."""
-
-    def __init__(self, model):
-        transformer = getattr(model, "transformer", None)
-        if getattr(model, "lm_head", None) is None or transformer is None or not hasattr(transformer, "h"):
-            raise InputError("Ablation needs a decoder with a language-model head (GPT-2 family); "
-                             "this model is not one.")
-        self.model = model
-        self.blocks = transformer.h
-        config = model.config
-        self.n_head = int(config.n_head)
-        self.d_model = int(config.n_embd)
-        self.d_head = self.d_model // self.n_head
-
-    def attention_module(self, layer: int):
-        return self.blocks[layer].attn
-
-    def values(self, module, hidden):
-        """The heads' values: c_attn's last third, split per head. (B, n, d) → (B, H, n, dk)"""
-        v = module.c_attn(hidden)[..., 2 * self.d_model :]  # (B, n, d)
-        B, n, _ = v.shape
-        return v.view(B, n, self.n_head, self.d_head).transpose(1, 2)
-
-    def out_rows(self, module, head: int):
-        """W_O^h: the rows of c_proj's (in, out) weight that read head h. (dk, d)"""
-        return module.c_proj.weight[head * self.d_head : (head + 1) * self.d_head]
-
-    def install(self, layer: int, heads: list[int], mode: str):
-        """Ablate ``heads`` of ``layer`` until the returned handle is removed."""
-        return self.attention_module(layer).register_forward_hook(_ablation_hook(self, heads, mode),
-                                                                   with_kwargs=True)
-
-
+# ----------------------------------------------------------------------------- where the heads are
 class _FamilyHeads:
     """Any decoder family, through its adapter: the output module's input is the heads' outputs side by side."""
 
@@ -105,27 +69,8 @@ class _FamilyHeads:
 
 
 def heads_site(loaded):
-    """Where ``loaded``'s heads can be ablated: its family adapter's modules, or GPT-2's own."""
-    family = getattr(loaded, "family", None)
-    return _Gpt2Heads(loaded.model) if family is None else _FamilyHeads(loaded.model, family)
-
-
-def _ablation_hook(site: _Gpt2Heads, heads: list[int], mode: str):
-    """A forward hook for one attention module: add (z̃_h − z_h) W_O^h for each head h in ``heads``."""
-
-    def hook(module, args, kwargs, output):
-        hidden = args[0] if args else kwargs["hidden_states"]  # (B, n, d)
-        weights = output[1]  # (B, H, n, n), returned by eager attention
-        if weights is None:
-            raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
-        v = site.values(module, hidden)  # (B, H, n, dk)
-        z = weights[:, heads].to(v.dtype) @ v[:, heads]  # (B, k, n, dk): each ablated head's output
-        target = z.mean(dim=-2, keepdim=True).expand_as(z) if mode == "mean" else z.new_zeros(())
-        delta = target - z  # (B, k, n, dk)
-        change = sum(delta[:, k] @ site.out_rows(module, h) for k, h in enumerate(heads))  # (B, n, d)
-        return (output[0] + change.to(output[0].dtype),) + tuple(output[1:])
-
-    return hook
+    """Where ``loaded``'s heads can be ablated: its family adapter's output modules (an encoder is refused)."""
+    return _FamilyHeads(loaded.model, loaded.family)
 
 
 # ----------------------------------------------------------------------------- results
@@ -283,7 +228,7 @@ def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) 
     try:
         with torch.inference_mode():
             logits = loaded.model(input_ids=torch.tensor([ids], device=loaded.device),
-                                  **getattr(site, "forward_kwargs", {"use_cache": False})).logits[0]
+                                  **site.forward_kwargs).logits[0]
     finally:
         for handle in handles:
             handle.remove()

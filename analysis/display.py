@@ -137,3 +137,13 @@ def grid_mosaic(attentions: np.ndarray, cell: int, gap: int = 1, hide_first: boo
         for head in range(H):
             mosaic[layer * pitch : layer * pitch + c, head * pitch : head * pitch + c] = blocks[layer, head]
     return mosaic, c
+
+
+def format_bytes(b: float) -> str:
+    """Bytes for people, in binary units everywhere AttnScope shows a size: whole bytes below one KiB,
+    KiB below one MiB (1 KiB = 1024 bytes), MiB below one GiB, GiB above."""
+    if b < 2**10:
+        return f"{b:,.0f} bytes"
+    if b >= 2**30:
+        return f"{b / 2**30:,.2f} GiB"
+    return f"{b / 2**10:,.1f} KiB" if b < 2**20 else f"{b / 2**20:,.2f} MiB"

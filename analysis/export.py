@@ -164,13 +164,13 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
     attentions = result.attentions if layer is None else result.attentions[layer, head]
     data = {"text": result.text, "tokens": list(result.tokens), "token_ids": result.token_ids.tolist(),
             "bos": result.bos, "truncated": result.truncated, "model": result.model_label,
-            "family": getattr(result, "family", "gpt2"), "causal": bool(getattr(result, "causal", True)),
+            "family": result.family, "causal": result.causal,
             "axes": "(query, key)" if layer is not None else "(layer, head, query, key)",
             "layer": layer, "head": head,
             "attentions": np.round(attentions.astype(np.float64), 7).tolist(),
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions]}
-    if getattr(result, "prediction_note", ""):
+    if result.prediction_note:
         data["prediction_note"] = result.prediction_note
     if scores is not None:
         data["scores"] = scores.rows(na=None)  # a score that does not apply is null, as undefined (NaN) ones are
@@ -187,12 +187,12 @@ def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: 
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
             "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),
-            "family": getattr(result, "family", "gpt2"), "causal": bool(getattr(result, "causal", True)),
-            "max_tokens": getattr(result, "max_tokens", None),
+            "family": result.family, "causal": result.causal,
+            "max_tokens": result.max_tokens,
             "attention_bytes": attention_memory_bytes(result.n_layer, result.n_head, result.n_tokens),
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions],
-            "prediction_note": getattr(result, "prediction_note", ""),
+            "prediction_note": result.prediction_note,
             "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
             "timings": {**result.timings, **(timings or {})}}
 

@@ -479,7 +479,7 @@ def attention_memory_budget() -> int:
 
 
 def _size(n_bytes: float) -> str:
-    from .lab import format_bytes  # one format for sizes (lab imports this module's neighbours: imported late)
+    from .display import format_bytes  # one format for sizes
 
     return format_bytes(n_bytes)
 

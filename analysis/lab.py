@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .display import format_bytes
 from .manual_attention import LayerRecomputation, softmax
 
 
@@ -121,16 +122,6 @@ class AttentionCost:
                  ("FLOPs of the projections per layer (2·n·d·(2·h·dk + 2·g·dk))",
                   f"{self.flops_projections_per_layer:,}")]
         return rows
-
-
-def format_bytes(b: float) -> str:
-    """Bytes for people, in binary units everywhere AttnScope shows a size: whole bytes below one KiB,
-    KiB below one MiB (1 KiB = 1024 bytes), MiB below one GiB, GiB above."""
-    if b < 2**10:
-        return f"{b:,.0f} bytes"
-    if b >= 2**30:
-        return f"{b / 2**30:,.2f} GiB"
-    return f"{b / 2**10:,.1f} KiB" if b < 2**20 else f"{b / 2**20:,.2f} MiB"
 
 
 def attention_cost(n_tokens: int, d_model: int, n_head: int, n_layer: int, params_counted: int | None = None,

@@ -18,8 +18,7 @@ Letters used in shape comments:
    first-token score exceeds ε.
 
 The numpy cores are family-blind (they take arrays; ``per_head_value_parameters`` takes the separate
-V / W_O projections the family adapters' ``AttentionWeights`` carry, grouped-query attention included);
-``gpt2_value_parameters`` and ``value_norms`` are the only places that know GPT-2's layout.
+V / W_O projections the family adapters' ``AttentionWeights`` carry, grouped-query attention included).
 """
 from __future__ import annotations
 
@@ -29,7 +28,6 @@ from typing import Any, Callable
 import numpy as np
 
 from .head_scores import Windows, sink
-from .manual_attention import layer_norm
 
 #: Gu et al.'s default threshold on the first-token score.
 SINK_EPSILON = 0.3
@@ -83,14 +81,6 @@ def per_head_value_parameters(v_weight: np.ndarray, v_bias: np.ndarray, out_weig
     return w_v, b_v, w_o
 
 
-def gpt2_value_parameters(params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GPT-2's per-head W_V, b_V, W_O from an AttentionParameters: c_attn is one Conv1D laid out
-    [Q | K | V] along its outputs (Conv1D stores (in, out)), so V is its last third."""
-    d = params.d_model
-    return per_head_value_parameters(params.qkv_weight[:, 2 * d :], params.qkv_bias[2 * d :], params.out_weight,
-                                     params.n_head)
-
-
 @dataclass(frozen=True)
 class ValueNorms:
     """Norm-based attention for every head. Read-only float32; axis order (layer, head, query, key)."""
@@ -114,27 +104,12 @@ def row_normalise(value_norms: np.ndarray) -> np.ndarray:
 def value_norms(loaded, result) -> ValueNorms:
     """Value norms of every head of an AttentionResult.
 
-    With a family adapter on the LoadedModel (``loaded.family``, every model load_model returns) the parameters come from its
-    ``AttentionWeights`` (separate V / W_O, grouped-query attention included) and x_j is what entered
-    attention: ``result.attention_inputs`` when the run captured it, else the family's norm applied to
-    the block input (for a post-LN encoder, the block input itself). Without one (GPT-2), x_j is
-    ln_1(layer input), recomputed in float64 from ``result.layer_inputs`` and the layer's ln_1.
+    The parameters come from the family adapter's ``AttentionWeights`` (``loaded.attention_weights``:
+    separate V / W_O, grouped-query attention included) and x_j is what entered attention: the family's
+    norm applied to the block input ``result.layer_inputs`` (for a post-LN encoder, the block input itself).
     Computed layer by layer into one preallocated float32 array (the attention's size).
     """
-    family = getattr(loaded, "family", None)
-    if family is not None:
-        weights_of = getattr(loaded, "attention_weights", None) or (lambda l: family.attention_weights(loaded.model, l))
-        return value_norms_of(weights_of, getattr(result, "attention_inputs", None), result.layer_inputs,
-                              result.attentions)
-    L, H, n = result.n_layer, result.n_head, result.n_tokens
-    norms = np.empty((L, H, n, n), dtype=np.float32)
-    keys = np.empty((L, H, n), dtype=np.float32)
-    for layer in range(L):
-        params = loaded.attention_parameters(layer)
-        x_ln = layer_norm(result.layer_inputs[layer].astype(np.float64), params.ln_weight.astype(np.float64),
-                          params.ln_bias.astype(np.float64), params.ln_eps)  # (n, d)
-        norms[layer], keys[layer] = value_norms_layer(x_ln, *gpt2_value_parameters(params), result.attentions[layer])
-    return ValueNorms(_frozen(norms), _frozen(keys))
+    return value_norms_of(loaded.attention_weights, None, result.layer_inputs, result.attentions)
 
 
 def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarray | None,

@@ -692,7 +692,7 @@ class LoadedModel:
             family=self.family.name, family_title=self.family.title, causal=self.causal,
             n_kv_head=shape.n_kv_head, d_head=shape.d_head, token_style=self.token_style,
             bos_token=self.bos_token, predicts_next_token=self.predicts_next_token,
-            steps=tuple(self.family.steps), model_type=str(getattr(self.config, "model_type", "")),
+            steps=tuple(self.family.steps), model_type=str(self.config.model_type),
             n_special=len(self.special_ids([], special=True)),
         )
 

@@ -32,14 +32,11 @@ import numpy as np
 
 from .errors import InputError
 
-if TYPE_CHECKING:  # loading imports the family adapters, which import this module's steps
+from .families.base import (OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, attention_scores, merge_heads,  # noqa: F401
+                            mix_values, scale_scores, softmax)
+
+if TYPE_CHECKING:
     from .loading import AttentionParameters
-
-#: Largest max |manual − model| of attention weights that counts as a match, by the model's dtype.
-WEIGHT_TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
-#: Same for the attention sub-layer output, relative to max(1, max |model output|) of the layer.
-OUTPUT_RELATIVE_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 5e-2}
-
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """ln_1: normalise each token vector to zero mean and unit variance, then scale and shift. (n, d) → (n, d)"""
@@ -65,40 +62,12 @@ def split_heads(qkv: np.ndarray, n_head: int) -> tuple[np.ndarray, np.ndarray, n
     return heads(q), heads(k), heads(v)
 
 
-def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """QKᵀ: how well each query matches each key. (h, n, dk) × (h, n, dk) → (h, n, n)"""
-    return q @ np.swapaxes(k, -1, -2)
-
-
-def scale_scores(scores: np.ndarray, scale: float) -> np.ndarray:
-    """Multiply by 1/√dk so the scores keep unit variance and the softmax does not saturate."""
-    return scores * scale
-
-
 def causal_mask(scores: np.ndarray) -> np.ndarray:
     """Set every key after its query to −∞ *before* the softmax, so those weights are exactly 0
     and each row still sums to 1 (masking after the softmax would break the budget)."""
     n_query, n_key = scores.shape[-2:]
     future = np.triu(np.ones((n_query, n_key), dtype=bool), k=1 + (n_key - n_query))
     return np.where(future, -np.inf, scores)
-
-
-def softmax(scores: np.ndarray) -> np.ndarray:
-    """Row-wise softmax, numerically stable: subtract the row max before exponentiating."""
-    row_max = scores.max(axis=-1, keepdims=True)
-    exp = np.exp(scores - row_max)
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
-def mix_values(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Each output row is a weighted average (a convex mixture) of value rows. (h, n, n) @ (h, n, dk) → (h, n, dk)"""
-    return weights @ v
-
-
-def merge_heads(head_outputs: np.ndarray) -> np.ndarray:
-    """Concatenate the heads side by side: (h, n, dk) → (n, h, dk) → (n, d)"""
-    h, n, dk = head_outputs.shape
-    return head_outputs.transpose(1, 0, 2).reshape(n, h * dk)
 
 
 def output_projection(merged: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:

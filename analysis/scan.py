@@ -68,7 +68,7 @@ TEXTS_LIMIT = 64 * 2**20
 
 
 def _too_big(what: str, limit: int, hint: str) -> InputError:
-    from .lab import format_bytes  # the one format for sizes
+    from .display import format_bytes  # the one format for sizes
 
     return InputError(f"{what} more than {format_bytes(limit)} of text{hint}")
 
@@ -550,7 +550,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
         check_attention_memory(L, H, lengths[longest], budget)
     except InputError as exc:
         raise InputError(f"Text {longest + 1}: {exc}") from None
-    causal = bool(getattr(loaded, "causal", True))
+    causal = loaded.causal
     probe = None  # encoders: no induction probe
     if causal:
         probe_result = run_probe(loaded)

@@ -171,7 +171,7 @@ class AblationPanel(QtWidgets.QWidget):
         r = self.state.result
         if r is None:
             return "Run a text first: ablation measures the next-token loss on the text on screen."
-        if not getattr(r, "causal", True):
+        if not r.causal:
             return (f"Ablation measures the next-token loss, so it needs a decoder; {r.model_label} is an encoder. "
                     "Load a decoder (GPT-2, Llama, …).")
         if r.n_tokens < 2:

@@ -170,7 +170,7 @@ class ScoresPanel(QtWidgets.QWidget):
     def _refresh(self) -> None:
         """Redraw table, map choice, map, notes and sink row for the source now chosen."""
         result = self.state.result
-        causal = bool(getattr(result, "causal", True)) if result is not None else True
+        causal = result.causal if result is not None else True
         tl_item = self.source_choice.model().item(1)
         tl_item.setEnabled(causal)
         tl_item.setToolTip("" if causal else "TransformerLens's detectors are for decoders; this model is an encoder")

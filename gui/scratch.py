@@ -138,9 +138,9 @@ class ScratchPanel(QtWidgets.QTabWidget):
         self.steps.set_data(data.result, data.recomputation, data.head, data.weights)
         self.parity.set_data(data.result, data.recomputation, data.report, data.head, cmap)
         r, rec = data.result, data.recomputation
-        n_kv = int(rec.kv_head_of.max()) + 1 if getattr(rec, "kv_head_of", None) is not None else r.n_head
+        n_kv = int(rec.kv_head_of.max()) + 1
         self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,
-                           n_kv_head=n_kv, d_head=rec.q.shape[-1], causal=bool(getattr(r, "causal", True)))
+                           n_kv_head=n_kv, d_head=rec.q.shape[-1], causal=r.causal)
         self.status.setText(f"layer {rec.layer}, head {data.head}")
         self.status.setToolTip(self.status.text())
         if self.state.query_row is not None and self.state.query_row < r.n_tokens:

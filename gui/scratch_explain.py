@@ -109,8 +109,8 @@ class StepHovers:
 
     def _explain_masked(self, i, j):
         rec, h = self.rec, self.head
-        causal = getattr(rec, "causal", True)
-        window = getattr(rec, "sliding_window", None)
+        causal = rec.causal
+        window = rec.sliding_window
         where = self._pair(i, j)
         if causal and j > i:
             return (f"{where}\nkey {j} comes after query {i}: set to {MASKED_TEXT} before the softmax, "

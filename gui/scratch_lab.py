@@ -7,7 +7,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from analysis.lab import attention_cost, format_bytes, scaling_experiment
+from analysis.display import format_bytes
+from analysis.lab import attention_cost, scaling_experiment
 
 
 # ============================================================================= √d_k lab

@@ -103,7 +103,7 @@ class ParityPage(QtWidgets.QScrollArea):
             f"(tolerance {tol:g} for a {report.model_dtype} model; manual computed in {report.manual_dtype})"))
         out_diff = float(report.output_max_abs_diff[layer])
         out_tol = report.output_relative_tolerance * float(report.output_scale[layer])
-        w_o = OUTPUT_PROJECTION.get(getattr(rec, "family", "gpt2"), "")
+        w_o = OUTPUT_PROJECTION.get(rec.family, "")
         self.layer_verdict.setText(pass_badge(
             out_diff <= out_tol, f"whole layer {layer}: heads merged through W_O{f' ({w_o})' if w_o else ''} vs the "
             f"model's attention output: max |diff| = {out_diff:.3e} (tolerance {out_tol:.2e})"))

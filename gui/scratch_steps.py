@@ -128,25 +128,24 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         return int(self.rec.kv_head_of[self.head]) if self.rec is not None else 0
 
     def set_data(self, result, rec, head: int, weights=None) -> None:
-        """Show head ``head`` of ``rec`` (a FamilyRecomputation, or GPT-2's LayerRecomputation);
+        """Show head ``head`` of ``rec`` (a FamilyRecomputation);
         ``weights``: the layer's AttentionWeights, for the rotary base and the norm in the hovers."""
         self.result, self.rec, self.head, self.weights = result, rec, head, weights
         h, n = head, result.n_tokens
-        steps = tuple(getattr(rec, "steps", ()) or ("layer_norm", "causal_mask"))
-        family = getattr(rec, "family", "gpt2")
-        rotary = getattr(rec, "rotary_dim", 0) > 0 and getattr(rec, "angles", None) is not None
-        causal = bool(getattr(rec, "causal", True))
-        window = getattr(rec, "sliding_window", None)
+        steps = rec.steps
+        family = rec.family
+        rotary = rec.rotary_dim > 0 and rec.angles is not None
+        causal = rec.causal
+        window = rec.sliding_window
         masked = causal or window is not None
-        kv_of = getattr(rec, "kv_head_of", None)
-        n_kv = int(kv_of.max()) + 1 if kv_of is not None else rec.q.shape[0]
+        kv_of = rec.kv_head_of
+        n_kv = int(kv_of.max()) + 1
         g = self.kv_head
         grouped = n_kv < rec.q.shape[0]
         d_k = rec.q.shape[-1]
-        q0 = getattr(rec, "q_before_rotation", rec.q)
-        k0 = getattr(rec, "k_before_rotation", None)
-        k_head = k0[g] if k0 is not None else rec.k[h]
-        v_head = rec.v_per_kv_head[g] if hasattr(rec, "v_per_kv_head") else rec.v[h]
+        q0 = rec.q_before_rotation
+        k_head = rec.k_before_rotation[g]
+        v_head = rec.v_per_kv_head[g]
 
         names = ["x_ln", "q", "k", "v"] + (["angles", "q_rot", "k_rot"] if rotary else []) + ["scores", "scaled"]
         names += (["masked"] if masked else []) + ["weights", "out"]
@@ -240,7 +239,7 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         if self.rec is None or i < 0:
             return
         rec, h, tokens = self.rec, self.head, self.result.tokens
-        masked = bool(np.isneginf(rec.masked[h]).any()) or getattr(rec, "causal", True)
+        masked = bool(np.isneginf(rec.masked[h]).any()) or rec.causal
         n = len(tokens)
         rows = []
         for j in range(n):

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from PySide6 import QtWidgets
 
-from analysis import lab
+from analysis import display
 from analysis.inference import attention_memory_bytes
 
 from .model_bar import BUNDLED_DESCRIPTION
 
 
-format_bytes = lab.format_bytes  # the Cost tab's units (KiB, MiB, GiB) in the status bar too
+format_bytes = display.format_bytes  # the Cost tab's units (KiB, MiB, GiB) in the status bar too
 
 
 def attention_line(n_tokens: int, n_layer: int, n_head: int) -> str:

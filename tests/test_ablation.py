@@ -131,14 +131,6 @@ def test_bad_input_gets_a_sentence(tiny_model):
             ablation.parse_heads(bad, 3, 4)
 
 
-def test_encoders_are_refused():
-    class NoLmHead:
-        config = None
-
-    with pytest.raises(InputError, match="decoder"):
-        ablation._Gpt2Heads(NoLmHead())
-
-
 @pytest.mark.slow
 def test_bundled_importance_map_has_heads_that_matter():
     from analysis.loading import load_model
@@ -157,23 +149,6 @@ def _loaded(model, tokenizer):
 
     return LoadedModel(model=model, tokenizer=tokenizer, source=ModelSource("folder", "test", Path("test")),
                        folder=Path("test"), device="cpu", dtype="float32", prepend_bos_default=True, load_seconds=0.0)
-
-
-@pytest.mark.parametrize("mode", ["zero", "mean"])
-def test_the_adapter_path_equals_the_gpt2_weights_times_values_path(tiny_model, mode):
-    """Two independent ways: the adapter edits c_proj's input; the GPT-2 path recomputes z_h = A_h V_h
-    from the attention module's own weights and c_attn, and adds (z̃_h − z_h) W_O^h to its output."""
-    from analysis.inference import tokenize
-
-    assert isinstance(ablation.heads_site(tiny_model), ablation._FamilyHeads)
-    ids, _, _ = tokenize(tiny_model, TEXT, True)
-    heads = [(0, 1), (2, 3)]
-    through = ablation._run(tiny_model, ablation._FamilyHeads(tiny_model.model, tiny_model.family), ids, heads, mode)
-    direct = ablation._run(tiny_model, ablation._Gpt2Heads(tiny_model.model), ids, heads, mode)
-    baseline = ablation._run(tiny_model, ablation._Gpt2Heads(tiny_model.model), ids, [], mode)
-    assert through.loss == pytest.approx(direct.loss, abs=1e-5)
-    np.testing.assert_allclose([p for _, p in through.top], [p for _, p in direct.top], atol=1e-5)
-    assert abs(direct.loss - baseline.loss) > 1e-4
 
 
 def _llama_like(tokenizer):

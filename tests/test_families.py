@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from analysis.errors import InputError, ModelLoadError  # noqa: E402
-from analysis.families import FAMILIES, Mistakes, capture_attention, family_for, parity  # noqa: E402
+from analysis.families import FAMILIES, Mistakes, capture_attention, family_for, load_pretrained, parity  # noqa: E402
 from analysis.families import base as fb  # noqa: E402
 from analysis.manual_attention import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
 
@@ -405,7 +405,7 @@ def test_uneven_grouped_query_heads_are_refused():
 def test_a_saved_folder_loads_with_eager_attention_and_no_missing_keys(tmp_path, built, model_type):
     family, model, ids, capture, _ = built(model_type)
     model.save_pretrained(tmp_path)
-    loaded, info = family.load(tmp_path)
+    loaded, info = load_pretrained(family, tmp_path)
     assert loaded.config._attn_implementation == "eager"
     assert not info["missing_keys"] and not loaded.training
     np.testing.assert_allclose(capture_attention(loaded, family, ids).attentions, capture.attentions, atol=1e-6)
@@ -416,7 +416,7 @@ def test_bert_loads_its_masked_lm_head_when_the_weights_have_one(tmp_path):
 
     family, model = _build("bert")
     BertForMaskedLM(model.config).save_pretrained(tmp_path)
-    loaded, _ = family.load(tmp_path)
+    loaded, _ = load_pretrained(family, tmp_path)
     assert type(loaded).__name__ == "BertForMaskedLM"
     assert family.model_class(model.config, frozenset({"embeddings.word_embeddings.weight"})).__name__ == "BertModel"
 
@@ -425,6 +425,6 @@ def test_loading_refuses_a_folder_of_another_family(tmp_path, built):
     _, model, *_ = built("bert")
     model.save_pretrained(tmp_path)
     with pytest.raises(ModelLoadError, match="not a Llama-style decoder"):
-        family_for({"model_type": "llama"}).load(tmp_path)
+        load_pretrained(family_for({"model_type": "llama"}), tmp_path)
     with pytest.raises(ModelLoadError, match="no readable model configuration"):
-        family_for({"model_type": "bert"}).load(tmp_path / "nowhere")
+        load_pretrained(family_for({"model_type": "bert"}), tmp_path / "nowhere")

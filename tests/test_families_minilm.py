@@ -33,11 +33,11 @@ def minilm():
 
     from transformers import AutoTokenizer
 
-    from analysis.families import capture_attention, family_for
+    from analysis.families import capture_attention, family_for, load_pretrained
 
     folder = minilm_folder()
     family = family_for(json.loads((folder / "config.json").read_text(encoding="utf-8")))
-    model, info = family.load(folder)
+    model, info = load_pretrained(family, folder)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     ids = family.wrap(tokenizer, tokenizer(TEXT, add_special_tokens=False)["input_ids"], special=True)
     return family, model, info, tokenizer, ids, capture_attention(model, family, ids)

@@ -71,7 +71,7 @@ def test_cost_with_grouped_query_attention_by_hand():
 
 
 def test_format_bytes():
-    from analysis.lab import format_bytes
+    from analysis.display import format_bytes
 
     assert format_bytes(16384) == "16.0 KiB" and format_bytes(3 * 2**20) == "3.00 MiB"
     assert format_bytes(1000) == "1,000 bytes" and format_bytes(1024) == "1.0 KiB"  # never "1.0 KiB" for 1,000

@@ -257,19 +257,6 @@ def test_family_value_norms_match_the_model_modules_with_grouped_query_attention
     assert not np.allclose(reference[:, 0], reference[:, 1])  # heads 0 and 1 share a value head, not W_O rows
 
 
-def test_value_norms_through_the_gpt2_adapter_equal_the_gpt2_path(tiny_model, tiny_result):
-    from types import SimpleNamespace
-
-    from analysis.families import family_for
-
-    adapted = SimpleNamespace(model=tiny_model.model, family=family_for(tiny_model.model.config))
-    gpt2_only = SimpleNamespace(attention_parameters=tiny_model.attention_parameters)  # ln_1 + fused c_attn path
-    direct = lenses.value_norms(gpt2_only, tiny_result)
-    through = lenses.value_norms(adapted, tiny_result)
-    np.testing.assert_allclose(through.value_norms, direct.value_norms, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(through.key_norms, direct.key_norms, rtol=1e-5, atol=1e-7)
-
-
 def test_sink_rate_of_scores_does_not_touch_its_input():
     scores = np.array([[0.9, 0.3, np.nan], [0.31, 0.0, 0.5]])
     kept = scores.copy()

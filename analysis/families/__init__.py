@@ -1,7 +1,7 @@
 """One adapter per model family; the rest of AttnScope asks the adapter and never tests a model-type string.
 
     family = family_for(config)            # config.json as a dict, or a transformers config
-    model, info = family.load(folder)      # eager attention, never remote code
+    model, info = load_pretrained(family, folder)  # eager attention, never remote code
     capture = capture_attention(model, family, ids)
     weights = [family.attention_weights(model, l) for l in range(family.shape(model.config).n_layer)]
     report = parity(capture, weights, family)

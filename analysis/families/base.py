@@ -39,10 +39,14 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..manual_attention import (OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, attention_scores, merge_heads,
-                                mix_values, scale_scores, softmax)
+from .tokens import TokenStyle, display_token, token_style
 
-TokenStyle = Literal["byte_level", "sentencepiece", "wordpiece"]
+#: Largest max |manual − model| of attention weights that counts as a match, by the model's dtype.
+WEIGHT_TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
+#: Same for the attention sub-layer output, relative to max(1, max |model output|) of the layer.
+OUTPUT_RELATIVE_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 5e-2}
+
+
 NormKind = Literal["layernorm", "rmsnorm"]
 
 
@@ -223,6 +227,34 @@ def apply_rotary(x: np.ndarray, angles: np.ndarray, rotary_dim: int, pairing: st
     out = x.copy()
     out[..., part] = x[..., part] * cos + turn(x[..., part]) * sin
     return out
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """QKᵀ: how well each query matches each key. (h, n, dk) × (h, n, dk) → (h, n, n)"""
+    return q @ np.swapaxes(k, -1, -2)
+
+
+def scale_scores(scores: np.ndarray, scale: float) -> np.ndarray:
+    """Multiply by 1/√dk so the scores keep unit variance and the softmax does not saturate."""
+    return scores * scale
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, numerically stable: subtract the row max before exponentiating."""
+    row_max = scores.max(axis=-1, keepdims=True)
+    exp = np.exp(scores - row_max)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def mix_values(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Each output row is a weighted average (a convex mixture) of value rows. (h, n, n) @ (h, n, dk) → (h, n, dk)"""
+    return weights @ v
+
+
+def merge_heads(head_outputs: np.ndarray) -> np.ndarray:
+    """Concatenate the heads side by side: (h, n, dk) → (n, h, dk) → (n, d)"""
+    h, n, dk = head_outputs.shape
+    return head_outputs.transpose(1, 0, 2).reshape(n, h * dk)
 
 
 def repeat_kv(t: np.ndarray, kv_head_of: np.ndarray) -> np.ndarray:
@@ -410,12 +442,6 @@ class Family:
         """The transformers class to ``from_pretrained`` with (never trust_remote_code)."""
         raise NotImplementedError
 
-    def load(self, folder, dtype=None, use_safetensors: bool = True):
-        """Load ``folder`` with eager attention; return (model in eval mode, loading info from transformers)."""
-        from .runtime import load_pretrained
-
-        return load_pretrained(self, folder, dtype=dtype, use_safetensors=use_safetensors)
-
     def forward_kwargs(self) -> dict:
         """Extra arguments for the base model's forward (decoders: no KV cache)."""
         return {"use_cache": False} if self.causal else {}
@@ -460,8 +486,6 @@ class Family:
         return ([tokenizer.convert_tokens_to_ids(bos)] if bos is not None else []) + list(text_ids)
 
     def display_tokens(self, tokenizer, raw_tokens: Sequence[str]) -> tuple[str, ...]:
-        from .tokens import display_token, token_style
-
         style = token_style(tokenizer, self.token_style)
         specials = frozenset(tokenizer.all_special_tokens)
         return tuple(display_token(raw, style, specials) for raw in raw_tokens)
@@ -471,6 +495,59 @@ class Family:
 
 
 # ----------------------------------------------------------------------------- parity
+@dataclass(frozen=True)
+class ParityReport:
+    """max |manual − model| per (layer, head) for the weights and per layer for the sub-layer output."""
+
+    weights_max_abs_diff: np.ndarray  # (layer, head)
+    output_max_abs_diff: np.ndarray  # (layer,)
+    output_scale: np.ndarray  # (layer,) max(1, max |model output|): the output tolerance is relative to it
+    weight_tolerance: float
+    output_relative_tolerance: float
+    manual_dtype: str  # float32 or float64: the precision of the numpy recomputation
+    model_dtype: str
+    seconds: float
+
+    @property
+    def max_abs_diff_weights(self) -> float:
+        return float(self.weights_max_abs_diff.max())
+
+    @property
+    def max_abs_diff_output(self) -> float:
+        return float(self.output_max_abs_diff.max())
+
+    @property
+    def heads_passed(self) -> np.ndarray:
+        return self.weights_max_abs_diff <= self.weight_tolerance
+
+    @property
+    def layers_output_passed(self) -> np.ndarray:
+        return self.output_max_abs_diff <= self.output_relative_tolerance * self.output_scale
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.heads_passed.all() and self.layers_output_passed.all())
+
+    def to_dict(self) -> dict:
+        return {
+            "max_abs_diff_weights": self.max_abs_diff_weights,
+            "max_abs_diff_output": self.max_abs_diff_output,
+            "tolerance": {"weights": self.weight_tolerance, "output_relative": self.output_relative_tolerance},
+            "passed": self.passed,
+            "manual_dtype": self.manual_dtype,
+            "model_dtype": self.model_dtype,
+            "seconds": self.seconds,
+            "layers": [
+                {"layer": layer, "max_abs_diff_weights": float(self.weights_max_abs_diff[layer].max()),
+                 "max_abs_diff_weights_per_head": [float(x) for x in self.weights_max_abs_diff[layer]],
+                 "max_abs_diff_output": float(self.output_max_abs_diff[layer]),
+                 "output_tolerance": float(self.output_relative_tolerance * self.output_scale[layer]),
+                 "passed": bool(self.heads_passed[layer].all() and self.layers_output_passed[layer])}
+                for layer in range(len(self.output_max_abs_diff))
+            ],
+        }
+
+
 def parity(capture, weights: Sequence[AttentionWeights], family: Family, manual_dtype: str = "float32",
            model_dtype: str = "float32", mistakes: Mistakes | None = None):
     """Recompute every layer from ``capture.block_inputs`` and compare with the model's own numbers.
@@ -478,8 +555,6 @@ def parity(capture, weights: Sequence[AttentionWeights], family: Family, manual_
     Returns ``analysis.parity.ParityReport``: max |manual − model| per (layer, head) for the weights
     (tolerance ``WEIGHT_TOLERANCE[model_dtype]``) and per layer for the attention output before the
     residual (tolerance ``OUTPUT_RELATIVE_TOLERANCE[model_dtype]`` × max(1, max |model output|))."""
-    from ..parity import ParityReport
-
     started = time.perf_counter()
     dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
     L, H = capture.attentions.shape[:2]

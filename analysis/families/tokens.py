@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Literal
 
 from ..tokens import VISIBLE, display_token as byte_level_display, visible_char
-from .base import TokenStyle
+
+TokenStyle = Literal["byte_level", "sentencepiece", "wordpiece"]
 
 SENTENCEPIECE_SPACE = "\u2581"  # ▁
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
