@@ -130,29 +130,37 @@ def run_app(args) -> int:
     app = ensure_qapp()
     from .window import MainWindow
 
-    window = MainWindow(screenshot_settings() if screenshot_dir is not None else None)
     status = {"code": 0}
+    shown: dict = {"window": None}
 
     def leave(code: int) -> None:
-        """End the app with ``code``: the window closes as by its close button, then the event loop ends."""
+        """End the app with ``code``: the window closes as by its close button, then the event loop ends.
+        A signal while the window is still being built only records the code: the build finishes, then the
+        app ends without running its loop."""
         status["code"] = status["code"] or code
-        window.close()
+        if shown["window"] is not None:
+            shown["window"].close()
         app.exit(status["code"])
 
+    # Before the window is built: a Ctrl+C during its seconds of construction raised KeyboardInterrupt inside
+    # a half-built window or a pyqtgraph slot (a SIGSEGV at exit, or a traceback and an app that kept running).
     closer = SignalCloser(leave) if threading.current_thread() is threading.main_thread() else None
     # In --screenshot mode the app ends itself with app.exit(); closing the window must not also post a
     # Quit event, which would be left in the queue and end every later event loop of this process at once.
     quit_on_close = app.quitOnLastWindowClosed()
-    code = 0
+    code, ended, window = 0, True, None
     try:
-        start(window, args, select, screenshot_dir, leave, status)
+        window = shown["window"] = MainWindow(screenshot_settings() if screenshot_dir is not None else None)
+        if not status["code"]:
+            start(window, args, select, screenshot_dir, leave, status)
         app.setQuitOnLastWindowClosed(screenshot_dir is None and quit_on_close)
         if not status["code"]:  # else a signal came during the start: app.exit() cannot end a loop not yet run
             code = app.exec()
     finally:
         app.setQuitOnLastWindowClosed(quit_on_close)
-        ended = close_down(window)
-        del window  # the last reference: nothing of the window is left for Python's exit to destroy
+        if window is not None:
+            ended = close_down(window)
+        shown["window"] = window = None  # the last references: nothing of the window is left for Python's exit
         gc.collect()
         if closer is not None:
             closer.restore()

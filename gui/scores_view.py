@@ -52,6 +52,7 @@ class ScoresPanel(QtWidgets.QWidget):
         self.scan = None  # analysis.scan.ScanResult of the last scan, for the model loaded
         self.scan_source = ""  # where its texts came from, in words
         self.showing_scan = False
+        self._scan_dialog = None  # the "Scores over many texts" dialog while it is open
         self._build()
         if worker is not None:
             worker.model_loaded.connect(self._model_loaded)  # a bound slot: disconnected when the panel goes
@@ -256,11 +257,22 @@ class ScoresPanel(QtWidgets.QWidget):
 
         if self.worker is None:
             return None
+        import shiboken6
+
+        open_one = self._scan_dialog
+        if open_one is not None and shiboken6.isValid(open_one) and open_one.isVisible():
+            open_one.raise_()  # one scan dialog at a time: the one open (and its scan) comes to the front
+            open_one.activateWindow()
+            return open_one
         result = self.state.result
-        dialog = ScanDialog(self.worker, None if result is None else bool(result.bos), self.window())
+        dialog = ScanDialog(self.worker, None if result is None else bool(result.bos), self.window(),
+                            max_tokens=None if result is None else result.max_tokens)
         dialog.scan_ready.connect(self.show_scan)
         dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose, True)
-        dialog.open()
+        # modeless: while a scan runs the window stays usable (a new model stops the scan and the dialog says
+        # so; a text run waits for the scan and the status bar says for what)
+        dialog.setWindowModality(QtCore.Qt.WindowModality.NonModal)
+        dialog.show()
         self._scan_dialog = dialog
         return dialog
 

@@ -57,6 +57,18 @@ if slow:
         QtCore.QTimer.singleShot(300, self.close)
 
     window.MainWindow._analysis_started = close_soon
+if os.environ.get("ATTNSCOPE_TEST_SIGNAL_IN_BUILD"):  # a Ctrl+C while the window is being built, in a slot
+    import signal                                       # pyqtgraph's C++ signals call (where the walk met it)
+    import pyqtgraph
+
+    linked, sent = pyqtgraph.AxisItem.linkedViewChanged, []
+
+    def interrupted(self, *args, **kwargs):
+        if not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGINT))
+        return linked(self, *args, **kwargs)
+
+    pyqtgraph.AxisItem.linkedViewChanged = interrupted
 import main
 sys.exit(main.main(sys.argv[1:]))
 """.format(root=str(ROOT))
@@ -128,6 +140,16 @@ def test_ctrl_c_and_sigterm_close_the_app_as_its_window_does(tmp_path, signum):
     assert "Traceback" not in err and "terminate called" not in err
     saved = list((tmp_path / "config").rglob("*.conf"))
     assert saved and "bundled" in saved[0].read_text()  # the window's close path ran: the model is remembered
+
+
+def test_ctrl_c_while_the_window_is_built_ends_the_app_cleanly(tmp_path):
+    """A Ctrl+C in the seconds the window takes to build raised KeyboardInterrupt inside the half-built window or
+    a pyqtgraph slot: a SIGSEGV at exit, or a traceback and an app that kept running. The handler is now there
+    before the window: the build finishes, the loop never runs, the app leaves in order with 130."""
+    code, err = ended(launch(tmp_path, "--model", "bundled", "--text", "The cat sat",
+                             ATTNSCOPE_TEST_SIGNAL_IN_BUILD="1"))
+    assert code == 130, err
+    assert err == "", err  # no traceback from the slot, no Qt warning
 
 
 @pytest.mark.parametrize("forward", ["modules", "modules", "modules", "300"])

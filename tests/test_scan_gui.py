@@ -295,3 +295,16 @@ def test_a_load_asked_for_mid_scan_stops_it_and_the_dialog_says_why(qtbot, panel
     assert dialog.run_button.isEnabled() and panel.scan is None
     wait_until(qtbot, lambda: worker._queue.empty())
     dialog.close()
+
+
+def test_the_dialog_leaves_the_window_usable_and_is_opened_once(qtbot, panel):
+    """Window-modal, the dialog made the window's model list and text box unreachable while a scan ran, so a new
+    model or text during a scan (which the worker handles: the scan stops, or the text waits and says so) could not
+    be asked for. It is modeless now, and asking again brings the open one to the front."""
+    dialog = panel.open_scan_dialog()
+    try:
+        assert dialog.isVisible() and dialog.windowModality() == QtCore.Qt.WindowModality.NonModal
+        assert panel.open_scan_dialog() is dialog
+        assert dialog.max_tokens == panel.state.result.max_tokens  # the scan follows Run → Token limit
+    finally:
+        dialog.close()
