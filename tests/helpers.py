@@ -115,3 +115,24 @@ def one_error_line(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("attnscope: error:"), err
     assert "Traceback" not in err and "\x1b" not in err and "unexpected" not in err.lower()
     return lines[0]
+
+
+# ----------------------------------------------------------------------------- export folders
+def folder_files(folder):
+    """Every file under ``folder`` (hidden ones too) with its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def hidden_leftovers(parent):
+    """The hidden names an export may leave beside its folder (staging, moved-aside, lock)."""
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(".attnscope"))
+
+
+def folder_writer(files: dict):
+    """A folder writer for ``write_folder_atomically``: {relative name: text}."""
+    def write(folder):
+        for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+    return write
+

@@ -17,25 +17,11 @@ import pytest
 
 from analysis import export as ex
 from analysis.errors import ExportError
+from helpers import folder_files as snapshot, folder_writer as writer, hidden_leftovers as hidden
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def snapshot(folder):
-    """Every file under ``folder`` (hidden ones too) with its bytes."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def hidden(parent):
-    return sorted(p.name for p in parent.iterdir() if p.name.startswith(".attnscope"))
-
-
-def writer(files: dict):
-    def write(folder):
-        for name, text in files.items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
-    return write
 
 
 EXPORT = {"summary.json": '{"generator": "attnscope"}', "heads/L0H0.png": "png", "scores.csv": "csv"}
