@@ -38,6 +38,7 @@ from .devices import resolve_device, resolve_dtype
 from .errors import (HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
                      WeightsMismatchError, one_line)
 from .families import SUPPORTED_MODEL_TYPES, AttentionWeights, Family, FamilyRecomputation, ModelShape, family_for
+from .families.runtime import safetensors_names, safetensors_shapes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
@@ -391,36 +392,6 @@ def check_weights(model, loading_info: dict, folder: Path) -> None:
            else "They are for another model, or another head on this one")
     raise WeightsMismatchError(f"{folder}: the weights do not match the config: {'; '.join(parts)}. {why}; use the "
                                "folder the weights were saved with.")
-
-
-def safetensors_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
-    """Every tensor's shape in the folder's safetensors files, read from their headers (no weights loaded);
-    None when a header cannot be read (from_pretrained then says the file is corrupt)."""
-    import struct
-
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError, AttributeError):
-            return None
-        files = [folder / name for name in sorted(names)]
-    else:
-        files = [folder / "model.safetensors"]
-    shapes = {}
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                (size,) = struct.unpack("<Q", f.read(8))
-                if size > 100_000_000:
-                    return None
-                header = json.loads(f.read(size))
-            for name, entry in header.items():
-                if name != "__metadata__":
-                    shapes[name] = tuple(int(d) for d in entry["shape"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
-            return None
-    return shapes
 
 
 def safetensors_elements(folder: Path) -> int | None:
@@ -810,8 +781,6 @@ def load_model(
     from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from .families.runtime import _weight_names
-
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is checked below, not printed
     hf_logging.disable_progress_bar()
@@ -822,7 +791,7 @@ def load_model(
             raise ModelLoadError(f"{folder / 'config.json'} cannot be read: {one_line(exc, 300)}") from None
         check_config(model_config, folder)
         family.check(model_config)
-        model_class = family.model_class(model_config, _weight_names(folder) if fmt == "safetensors" else None)
+        model_class = family.model_class(model_config, safetensors_names(folder) if fmt == "safetensors" else None)
         if fmt == "safetensors":
             check_weight_count(model_class, model_config, folder)
         try:
