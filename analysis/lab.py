@@ -150,11 +150,6 @@ def attention_cost(n_tokens: int, d_model: int, n_head: int, n_layer: int, param
         params_per_layer_formula_without_gqa=4 * d * h * dk, bytes_per_value=b)
 
 
-def counted_parameters(params) -> int:
-    """Parameters of one GPT-2 attention layer read off its ``AttentionParameters``: c_attn (W, b) and c_proj (W, b)."""
-    return int(params.qkv_weight.size + params.qkv_bias.size + params.out_weight.size + params.out_bias.size)
-
-
 def projection_parameter_count(modules) -> int:
     """Parameters of the linear layers inside ``modules`` (torch modules; e.g. a family's attention module
     and its output projection), each layer counted once: its 2-D weight, and its bias when it has one.

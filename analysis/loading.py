@@ -38,6 +38,7 @@ from .devices import resolve_device, resolve_dtype
 from .errors import (HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
                      WeightsMismatchError, one_line)
 from .families import SUPPORTED_MODEL_TYPES, AttentionWeights, Family, FamilyRecomputation, ModelShape, family_for
+from .families.runtime import safetensors_names, safetensors_shapes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
@@ -393,36 +394,6 @@ def check_weights(model, loading_info: dict, folder: Path) -> None:
                                "folder the weights were saved with.")
 
 
-def safetensors_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
-    """Every tensor's shape in the folder's safetensors files, read from their headers (no weights loaded);
-    None when a header cannot be read (from_pretrained then says the file is corrupt)."""
-    import struct
-
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError, AttributeError):
-            return None
-        files = [folder / name for name in sorted(names)]
-    else:
-        files = [folder / "model.safetensors"]
-    shapes = {}
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                (size,) = struct.unpack("<Q", f.read(8))
-                if size > 100_000_000:
-                    return None
-                header = json.loads(f.read(size))
-            for name, entry in header.items():
-                if name != "__metadata__":
-                    shapes[name] = tuple(int(d) for d in entry["shape"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
-            return None
-    return shapes
-
-
 def safetensors_elements(folder: Path) -> int | None:
     """How many numbers the folder's safetensors files hold (:func:`safetensors_shapes`); None when a
     header cannot be read."""
@@ -567,32 +538,6 @@ def weights_format(folder: Path, allow_pickle: bool) -> str:
 
 
 # ----------------------------------------------------------------------------- loaded model
-@dataclass(frozen=True)
-class AttentionParameters:
-    """GPT-2's form of one layer's attention parameters as float32 numpy (Conv1D stores weights as (in, out)).
-
-    Only GPT-2-family models have it (one fused c_attn); every family has :class:`AttentionWeights`
-    (``LoadedModel.attention_weights``), the common shape the recompute and parity use."""
-
-    ln_weight: np.ndarray  # (d_model,)
-    ln_bias: np.ndarray  # (d_model,)
-    ln_eps: float
-    qkv_weight: np.ndarray  # (d_model, 3*d_model): c_attn, x @ W + b
-    qkv_bias: np.ndarray  # (3*d_model,)
-    out_weight: np.ndarray  # (d_model, d_model): c_proj
-    out_bias: np.ndarray  # (d_model,)
-    n_head: int
-    scale: float  # multiplies QKᵀ: 1/√d_k (and 1/(layer+1) when the config asks for it)
-
-    @property
-    def d_model(self) -> int:
-        return int(self.ln_weight.shape[0])
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_head
-
-
 @dataclass
 class LoadedModel:
     """A model ready to run. Owned by one thread (the worker); only ``info`` is shared with the UI.
@@ -609,7 +554,6 @@ class LoadedModel:
     load_seconds: float
     family: Family = None  # type: ignore[assignment]  # set by load_model; found from the config otherwise
     token_style: str = ""  # byte_level, sentencepiece or wordpiece: how tokens are shown (read once from the tokenizer)
-    _parameters: dict[int, AttentionParameters] = field(default_factory=dict, repr=False)
     _weights: dict[int, AttentionWeights] = field(default_factory=dict, repr=False)
     _probe: Any = field(default=None, repr=False)
 
@@ -709,30 +653,6 @@ class LoadedModel:
         """Layer ``layer`` recomputed in numpy from its block input (n, d) by the family's steps."""
         return self.family.recompute(self.attention_weights(layer), layer_input, dtype=dtype)
 
-    def attention_parameters(self, layer: int) -> AttentionParameters:
-        """GPT-2 only: layer ``layer``'s ln_1, c_attn and c_proj as float32 numpy (copied once, then cached).
-        Other families have no fused c_attn: use :meth:`attention_weights`."""
-        if not 0 <= layer < self.n_layer:
-            raise IndexError(f"layer {layer} out of range 0..{self.n_layer - 1}")
-        if self.family.name != "gpt2":
-            raise ModelLoadError(f"This {self.family.title} model has no GPT-2 c_attn; its attention parameters "
-                                 "are in attention_weights().")
-        if layer not in self._parameters:
-            block = self.family.blocks(self.model)[layer]
-
-            def as_numpy(t):
-                array = t.detach().to("cpu", dtype=__import__("torch").float32).numpy().copy()
-                array.setflags(write=False)
-                return array
-
-            scale = self.attention_weights(layer).scale
-            self._parameters[layer] = AttentionParameters(
-                ln_weight=as_numpy(block.ln_1.weight), ln_bias=as_numpy(block.ln_1.bias), ln_eps=float(block.ln_1.eps),
-                qkv_weight=as_numpy(block.attn.c_attn.weight), qkv_bias=as_numpy(block.attn.c_attn.bias),
-                out_weight=as_numpy(block.attn.c_proj.weight), out_bias=as_numpy(block.attn.c_proj.bias),
-                n_head=self.n_head, scale=scale,
-            )
-        return self._parameters[layer]
 
 
 @dataclass(frozen=True)
@@ -810,8 +730,6 @@ def load_model(
     from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from .families.runtime import _weight_names
-
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is checked below, not printed
     hf_logging.disable_progress_bar()
@@ -822,7 +740,7 @@ def load_model(
             raise ModelLoadError(f"{folder / 'config.json'} cannot be read: {one_line(exc, 300)}") from None
         check_config(model_config, folder)
         family.check(model_config)
-        model_class = family.model_class(model_config, _weight_names(folder) if fmt == "safetensors" else None)
+        model_class = family.model_class(model_config, safetensors_names(folder) if fmt == "safetensors" else None)
         if fmt == "safetensors":
             check_weight_count(model_class, model_config, folder)
         try:
@@ -882,5 +800,5 @@ def check_special_tokens(tokenizer, family: Family, folder: Path) -> None:
 
 
 __all__ = ["BUNDLED", "HUB_MODELS", "HUB_MODEL_GROUPS", "HUB_MODEL_TABLE", "MINILM", "SUPPORTED_MODEL_TYPES",
-           "AttentionParameters", "HubModel", "LoadedModel", "ModelInfo", "ModelSource", "load_model",
+           "HubModel", "LoadedModel", "ModelInfo", "ModelSource", "load_model",
            "minilm_folder", "resolve_source"]

@@ -36,7 +36,7 @@ from .families.base import (OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, attenti
                             mix_values, scale_scores, softmax)
 
 if TYPE_CHECKING:
-    from .loading import AttentionParameters
+    from .families import AttentionWeights
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """ln_1: normalise each token vector to zero mean and unit variance, then scale and shift. (n, d) → (n, d)"""
@@ -96,14 +96,21 @@ class LayerRecomputation:
     scale: float
 
 
-def recompute_layer(params: AttentionParameters, layer_input: np.ndarray, layer: int = 0,
+def recompute_layer(params: AttentionWeights, layer_input: np.ndarray, layer: int = 0,
                     dtype: type = np.float32) -> LayerRecomputation:
-    """Recompute one layer's attention from its input with plain numpy, keeping every step."""
+    """Recompute one GPT-2 layer's attention from its input with plain numpy, keeping every step.
+
+    ``params``: the layer's ``loaded.attention_weights(layer)``; c_attn is put back together from its
+    thirds, [W_Q | W_K | W_V], as GPT-2 stores it."""
+    if params.qkv_layout != "fused [Q|K|V]" or params.norm is None or params.norm.kind != "layernorm":
+        raise ValueError(f"recompute_layer is GPT-2's attention; a {params.family} layer is recomputed by its family")
     as_dtype = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
+    qkv_weight = np.concatenate([params.q_weight, params.k_weight, params.v_weight], axis=1)  # (d, 3d) c_attn
+    qkv_bias = np.concatenate([params.q_bias, params.k_bias, params.v_bias])  # (3d,)
     x = as_dtype(layer_input)  # (n, d)
-    x_ln = layer_norm(x, as_dtype(params.ln_weight), as_dtype(params.ln_bias), params.ln_eps)
-    qkv = project_qkv(x_ln, as_dtype(params.qkv_weight), as_dtype(params.qkv_bias))
-    q, k, v = split_heads(qkv, params.n_head)
+    x_ln = layer_norm(x, as_dtype(params.norm.weight), as_dtype(params.norm.bias), params.norm.eps)  # (n, d)
+    qkv = project_qkv(x_ln, as_dtype(qkv_weight), as_dtype(qkv_bias))  # (n, 3d)
+    q, k, v = split_heads(qkv, params.n_head)  # (h, n, dk) each
     scores = attention_scores(q, k)
     scaled = scale_scores(scores, dtype(params.scale))
     masked = causal_mask(scaled)

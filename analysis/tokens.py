@@ -21,7 +21,6 @@ VISIBLE_SPACE = "\u2423"  # ␣
 VISIBLE = {" ": VISIBLE_SPACE, "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
 VISIBLE.update({chr(c): chr(0x2400 + c) for c in range(0x20) if chr(c) not in VISIBLE})  # ␀ … ␟
 VISIBLE.update({"\x7f": "\u2421", "\u00a0": "\u237d"})  # DEL ␡, no-break space ⍽
-ELLIPSIS = "\u2026"
 
 
 def visible_char(ch: str) -> str:
@@ -37,19 +36,6 @@ def visible_char(ch: str) -> str:
 def visible(text: str) -> str:
     """``text`` with every invisible character replaced by its visible stand-in (see the module docstring)."""
     return "".join(visible_char(ch) for ch in text)
-
-
-def elide(label: str, max_chars: int = 24) -> str:
-    """A label at most ``max_chars`` characters long: a long one keeps its start and end around "…"
-    (``"internationalisation…ation"``-like), a short one is returned unchanged."""
-    if max_chars < 1:
-        raise ValueError("max_chars must be at least 1")
-    if len(label) <= max_chars:
-        return label
-    keep = max_chars - 1
-    head = (keep + 1) // 2 + keep // 4  # about two thirds at the start
-    head = min(head, keep)
-    return label[:head] + ELLIPSIS + (label[len(label) - (keep - head):] if keep > head else "")
 
 
 @lru_cache(maxsize=1)

@@ -84,6 +84,8 @@ def test_elide():
     assert elide("short") == "short"
     long = "x" * 30
     assert elide(long) == "x" * 23 + "…" and len(elide(long)) == 24
+    assert elide("x" * 24) == "x" * 24
+    assert elide("abcdefgh", 5) == "abcd…" and elide("abcdefgh", 1) == "…"
 
 
 def test_shown_weights_masks_future_keys_only_for_a_causal_model():

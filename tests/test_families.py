@@ -178,20 +178,22 @@ def test_wrong_scale_fails_for_every_family(built):
 
 
 def test_gpt2_adapter_agrees_with_the_existing_gpt2_recompute(built):
-    """Two implementations of GPT-2's layer (manual_attention's fused one and the family-blind one) agree."""
-    from analysis.loading import AttentionParameters
+    """Two implementations of GPT-2's layer (manual_attention's fused one, the lesson, and the family-blind
+    one) agree, and the lesson's is GPT-2's only."""
     from analysis.manual_attention import recompute_layer
 
     family, model, _, capture, weights = built("gpt2")
     block = model.transformer.h[1]
-    t = lambda x: x.detach().numpy()  # noqa: E731
-    params = AttentionParameters(t(block.ln_1.weight), t(block.ln_1.bias), block.ln_1.eps, t(block.attn.c_attn.weight),
-                                 t(block.attn.c_attn.bias), t(block.attn.c_proj.weight), t(block.attn.c_proj.bias),
-                                 4, 8 ** -0.5)
-    old = recompute_layer(params, capture.block_inputs[1], 1, np.float64)
+    np.testing.assert_array_equal(  # c_attn put back together from the thirds is the model's own
+        np.concatenate([weights[1].q_weight, weights[1].k_weight, weights[1].v_weight], axis=1),
+        block.attn.c_attn.weight.detach().numpy())
+    old = recompute_layer(weights[1], capture.block_inputs[1], 1, np.float64)
     new = family.recompute(weights[1], capture.block_inputs[1], dtype=np.float64)
     for name in ("x_ln", "qkv", "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "merged", "output"):
         np.testing.assert_allclose(getattr(new, name), getattr(old, name), atol=1e-6, err_msg=name)
+    llama = built("llama")
+    with pytest.raises(ValueError, match="family"):
+        recompute_layer(llama[4][0], llama[3].block_inputs[0])
 
 
 # ----------------------------------------------------------------------------- the recompute's record

@@ -113,19 +113,8 @@ def test_a_wrong_recompute_is_caught(engine, model_type):
         assert not parity_report(result, weights, mistakes=Mistakes(kv_tiled=True)).passed
 
 
-def test_gpt2_parity_is_the_same_through_either_parameter_form(engine):
-    """GPT-2's fused AttentionParameters and its AttentionWeights give the very same report."""
-    loaded, result = engine("gpt2")
-    a = parity_report(result, [loaded.attention_parameters(l) for l in range(loaded.n_layer)], "float64")
-    b = parity_report(result, weights_of(loaded), "float64")
-    np.testing.assert_array_equal(a.weights_max_abs_diff, b.weights_max_abs_diff)
-    np.testing.assert_array_equal(a.output_max_abs_diff, b.output_max_abs_diff)
-
-
-def test_only_gpt2_has_the_fused_parameter_form(engine):
+def test_grouped_key_value_heads_are_counted_alike_everywhere(engine):
     loaded, _ = engine("llama")
-    with pytest.raises(ModelLoadError, match="attention_weights"):
-        loaded.attention_parameters(0)
     assert loaded.attention_weights(0).n_kv_head == 2 and loaded.n_kv_head == 2 and loaded.info.n_kv_head == 2
 
 

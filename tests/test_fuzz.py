@@ -40,7 +40,7 @@ TEXTS = st.one_of(st.text(CHARS, max_size=40), st.text(CHARS, min_size=150, max_
 
 @pytest.fixture(scope="module")
 def parameters(tiny_model):
-    return [tiny_model.attention_parameters(l) for l in range(tiny_model.n_layer)]
+    return [tiny_model.attention_weights(l) for l in range(tiny_model.n_layer)]
 
 
 def check_export(out: Path, result) -> None:

@@ -196,7 +196,7 @@ def test_export_bundle_writes_a_complete_recognisable_folder(tiny_model, tiny_re
     from analysis.head_scores import all_scores
     from analysis.parity import parity_report
 
-    parity = parity_report(tiny_result, [tiny_model.attention_parameters(l) for l in range(tiny_model.n_layer)])
+    parity = parity_report(tiny_result, [tiny_model.attention_weights(l) for l in range(tiny_model.n_layer)])
     out = tmp_path / "export"
     written = ex.export_bundle(out, tiny_result, all_scores(tiny_result), parity)
     assert sorted(p.name for p in written) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv", "summary.json"]

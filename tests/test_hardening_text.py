@@ -5,7 +5,7 @@ import pytest
 
 from analysis.errors import InputError
 from analysis.inference import run_text, tokenize
-from analysis.tokens import display_token, elide, visible
+from analysis.tokens import display_token, visible
 
 
 def full_ids(model, text):
@@ -82,17 +82,6 @@ def test_display_rules():
     assert visible("\x01\x1f") == "\u2401\u241f"
     assert visible("\u2028\u202e\x85") == "⟨U+2028⟩⟨U+202E⟩⟨U+0085⟩"
     assert visible("é漢😀<b>") == "é漢😀<b>"  # visible characters stay as they are (escaping is the GUI's)
-
-
-def test_elide_keeps_short_labels_and_cuts_long_ones_with_an_ellipsis():
-    assert elide("short") == "short"
-    long = "a" * 10 + "b" * 2980 + "c" * 10
-    shown = elide(long)
-    assert len(shown) == 24 and shown.startswith("aaaaaaaaaa") and shown.endswith("ccccc") and "…" in shown
-    assert elide(long, 5) == "aaa…c" and elide(long, 1) == "…"
-    assert elide("x" * 24) == "x" * 24
-    with pytest.raises(ValueError):
-        elide("x", 0)
 
 
 def test_attention_npz_keeps_nul_tokens(tiny_model, tmp_path):

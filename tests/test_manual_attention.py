@@ -39,7 +39,7 @@ def test_layer_norm_matches_torch():
 
 @pytest.mark.parametrize("manual_dtype", ["float32", "float64"])
 def test_parity_on_the_tiny_model(tiny_model, tiny_result, manual_dtype):
-    params = [tiny_model.attention_parameters(layer) for layer in range(tiny_model.n_layer)]
+    params = [tiny_model.attention_weights(layer) for layer in range(tiny_model.n_layer)]
     report = parity_report(tiny_result, params, manual_dtype)
     assert report.weights_max_abs_diff.shape == (3, 4)
     assert report.passed, report.to_dict()
@@ -49,7 +49,7 @@ def test_parity_on_the_tiny_model(tiny_model, tiny_result, manual_dtype):
 
 def test_parity_notices_a_wrong_step(tiny_model, tiny_result):
     """The report must be able to fail: scaling by 1/d_k instead of 1/√d_k (a lesson pitfall) is caught."""
-    params = [tiny_model.attention_parameters(layer) for layer in range(tiny_model.n_layer)]
+    params = [tiny_model.attention_weights(layer) for layer in range(tiny_model.n_layer)]
     wrong = [dataclasses.replace(p, scale=p.scale**2) for p in params]
     report = parity_report(tiny_result, wrong)
     assert not report.passed
@@ -57,7 +57,7 @@ def test_parity_notices_a_wrong_step(tiny_model, tiny_result):
 
 
 def test_every_intermediate_has_its_shape(tiny_model, tiny_result):
-    r = recompute_layer(tiny_model.attention_parameters(1), tiny_result.layer_inputs[1], layer=1)
+    r = recompute_layer(tiny_model.attention_weights(1), tiny_result.layer_inputs[1], layer=1)
     n, d, h = tiny_result.n_tokens, tiny_model.d_model, tiny_model.n_head
     assert r.x_ln.shape == (n, d) and r.qkv.shape == (n, 3 * d)
     assert r.q.shape == r.k.shape == r.v.shape == (h, n, d // h)
@@ -87,7 +87,7 @@ def test_parity_across_configs(tmp_path, tokenizer, config):
         (folder / "config.json").write_text(json.dumps(cfg))
     model = load_model(str(folder), device="cpu")
     result = run_text(model, "Attention is a budget being spent.")
-    report = parity_report(result, [model.attention_parameters(layer) for layer in range(model.n_layer)])
+    report = parity_report(result, [model.attention_weights(layer) for layer in range(model.n_layer)])
     assert report.passed, report.to_dict()
 
 
@@ -103,7 +103,7 @@ def test_parity_on_a_gpt2_small_shaped_model(tmp_path_factory, tokenizer):
     text = "The server rejected the request because it was overloaded. " * 6
     result = run_text(model, text, bos=True)
     assert result.attentions.shape == (12, 12, result.n_tokens, result.n_tokens)
-    params = [model.attention_parameters(layer) for layer in range(12)]
+    params = [model.attention_weights(layer) for layer in range(12)]
     for dtype in ("float32", "float64"):
         report = parity_report(result, params, dtype)
         assert report.passed, report.to_dict()

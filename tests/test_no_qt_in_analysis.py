@@ -29,7 +29,7 @@ def test_every_analysis_module_imports_and_runs_without_qt(tiny_model_dir):
         m = load_model({str(tiny_model_dir)!r}, device='cpu')
         r = run_text(m, 'Qt is not needed here.')
         all_scores(r)
-        assert parity_report(r, [m.attention_parameters(l) for l in range(m.n_layer)]).passed
+        assert parity_report(r, [m.attention_weights(l) for l in range(m.n_layer)]).passed
         assert not any(k.split('.')[0] in ('PySide6', 'pyqtgraph') for k in sys.modules)
         print(len(names), 'modules')
     """)

@@ -147,7 +147,7 @@ def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model
     panel.state.set_bundle(bundle)
     panel.state.select(1, 2)
     show(qtbot, panel)
-    rec = recompute_layer(tiny_model.attention_parameters(1), r.layer_inputs[1], 1)
+    rec = recompute_layer(tiny_model.attention_weights(1), r.layer_inputs[1], 1)
     np.testing.assert_allclose(panel.steps.views["weights"].values, rec.weights[2], atol=1e-7)
     np.testing.assert_allclose(panel.steps.views["q"].values, rec.q[2], atol=1e-6)
     assert np.isneginf(panel.steps.views["masked"].values[0, 1])

@@ -37,7 +37,7 @@ def load_pretrained(family: Family, folder, dtype=None, use_safetensors: bool = 
     if config.model_type not in family.model_types:
         raise ModelLoadError(f"{folder} holds a '{config.model_type}' model, not a {family.title} model.")
     family.check(config)
-    weight_names = _weight_names(folder) if use_safetensors else None
+    weight_names = safetensors_names(folder) if use_safetensors else None
     cls = family.model_class(config, weight_names)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # 'unused weights' chatter is not for the user
@@ -62,8 +62,40 @@ def load_pretrained(family: Family, folder, dtype=None, use_safetensors: bool = 
     return model, info
 
 
-def _weight_names(folder: Path) -> frozenset[str] | None:
-    """Tensor names in the folder's safetensors files (read from the headers, no weights loaded)."""
+def safetensors_shapes(folder: Path) -> dict[str, tuple[int, ...]] | None:
+    """Every tensor's shape in the folder's safetensors files, read from their headers (no weights loaded);
+    None when a header cannot be read (from_pretrained then says the file is corrupt)."""
+    import json
+    import struct
+
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError):
+            return None
+        files = [folder / name for name in sorted(names)]
+    else:
+        files = [folder / "model.safetensors"]
+    shapes = {}
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                (size,) = struct.unpack("<Q", f.read(8))
+                if size > 100_000_000:
+                    return None
+                header = json.loads(f.read(size))
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    shapes[name] = tuple(int(d) for d in entry["shape"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
+            return None
+    return shapes
+
+
+def safetensors_names(folder: Path) -> frozenset[str] | None:
+    """Tensor names in the folder's safetensors files: the index's weight map when the weights are sharded,
+    else the single file's header (:func:`safetensors_shapes`); None when neither can be read."""
     import json
 
     index = folder / "model.safetensors.index.json"
@@ -72,16 +104,10 @@ def _weight_names(folder: Path) -> frozenset[str] | None:
             return frozenset(json.loads(index.read_text(encoding="utf-8"))["weight_map"])
         except (OSError, ValueError, KeyError):
             return None
-    single = folder / "model.safetensors"
-    if not single.is_file():
+    if not (folder / "model.safetensors").is_file():
         return None
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(single), framework="pt") as f:
-            return frozenset(f.keys())
-    except Exception:  # a corrupt file: from_pretrained will say so
-        return None
+    shapes = safetensors_shapes(folder)
+    return None if shapes is None else frozenset(shapes)
 
 
 @dataclass(frozen=True)
