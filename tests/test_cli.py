@@ -295,6 +295,7 @@ def test_an_interrupted_export_exits_cleanly_and_keeps_the_earlier_one(tmp_path,
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_a_one_token_export_and_a_one_text_scan_say_so_in_the_singular(tiny_model_dir, tmp_path, capsys):
     (tmp_path / "one.txt").write_text("cat\n", encoding="utf-8")
     code, out, err = run(capsys, "export", "--model", tiny_model_dir, "--text", "cat", "--no-bos", "--max-tokens", 1,

@@ -47,6 +47,7 @@ def test_ablate_tokens_say_when_the_text_was_cut(tiny_model):
     assert tokenize(tiny_model, SHORT, False)[0] == list(short.ids)
 
 
+@pytest.mark.slow
 def test_ablate_drops_a_byte_order_mark_as_a_run_does_and_honours_the_token_cap(tiny_model):
     """A BOM once ran as 3 extra tokens in ablate (loss 9.70 instead of 6.33 on the bundled model), while
     export dropped it; and the GUI's token cap was not passed, so the importance map ran another prefix."""

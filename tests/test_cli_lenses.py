@@ -65,6 +65,7 @@ def read_table(path):
     return rows[0], rows[1:]
 
 
+@pytest.mark.slow
 def test_scan_writes_the_scores_over_the_texts(tiny_model_dir, tiny_model, texts_file, tmp_path, capsys):
     from analysis.export import MARKER, SCAN_FILES
     from analysis.head_scores import SCORE_NAMES
@@ -101,6 +102,7 @@ def test_scan_writes_the_scores_over_the_texts(tiny_model_dir, tiny_model, texts
     assert summary["sink_rate"] == pytest.approx(float((mean_sink > 0.2).mean()))
 
 
+@pytest.mark.slow
 def test_scan_defaults_to_the_bundled_sample_set(tiny_model_dir, tmp_path, capsys):
     code, stdout, err = run(capsys, "scan", "--model", tiny_model_dir, "--out", tmp_path / "s", "--max-texts", "6")
     assert code == 0, err
@@ -167,6 +169,7 @@ def test_ctrl_c_during_the_scan_exits_130_and_leaves_nothing(tiny_model_dir, tex
     assert len(calls) == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_writing_keeps_the_earlier_scan(tiny_model_dir, texts_file, tmp_path, capsys, monkeypatch):
     from analysis import export
 
@@ -215,6 +218,7 @@ def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path,
     assert json.loads(target.read_text(encoding="utf-8")) == data
 
 
+@pytest.mark.slow
 def test_ablate_importance_lists_the_heads_that_matter(tiny_model_dir, tiny_model, capsys):
     code, stdout, err = run(capsys, "ablate", "--model", tiny_model_dir, "--text", ABLATE_TEXT, "--importance",
                             "--bos")
