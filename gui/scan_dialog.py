@@ -61,9 +61,9 @@ class ScanDialog(QtWidgets.QDialog):
         self.path_edit = QtWidgets.QLineEdit()
         self.path_edit.setPlaceholderText("a .txt file, or a folder")
         self.path_edit.textEdited.connect(lambda _: self.file_radio.setChecked(True))
-        file_button = QtWidgets.QPushButton("File…")
+        self.file_button = file_button = QtWidgets.QPushButton("File…")
         file_button.clicked.connect(self._choose_file)
-        folder_button = QtWidgets.QPushButton("Folder…")
+        self.folder_button = folder_button = QtWidgets.QPushButton("Folder…")
         folder_button.clicked.connect(self._choose_folder)
         path_row = QtWidgets.QHBoxLayout()
         path_row.setContentsMargins(20, 0, 0, 0)
@@ -169,7 +169,8 @@ class ScanDialog(QtWidgets.QDialog):
 
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
-        for widget in (self.sample_radio, self.file_radio, self.path_edit, self.max_spin, self.batch_spin):
+        for widget in (self.sample_radio, self.file_radio, self.path_edit, self.file_button, self.folder_button,
+                       self.max_spin, self.batch_spin):
             widget.setEnabled(not running)
         self.cancel_button.setText("Cancel" if running else "Close")
 

@@ -264,8 +264,12 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status.waiting(self._waiting_for)
 
     def _tasks_stopped(self, labels: list, kind) -> None:
-        if not self.closed:
-            self.status.stopped(labels, "a new model is loading" if kind is RequestKind.LOAD else "a new text is running")
+        if self.closed:
+            return
+        self.status.stopped(labels, "a new model is loading" if kind is RequestKind.LOAD else "a new text is running")
+        if self._waiting_for is not None and (not shiboken6.isValid(self._waiting_for) or self._waiting_for.stopping):
+            self._wait_for(None)  # the job a text waited for is stopped: it no longer waits for it
+            self.status.running()
 
     def _analysis_sized(self, request_id: int, n_tokens: int, _bytes) -> None:
         if request_id == self.latest_analyse_id and self.model_info is not None:

@@ -703,6 +703,20 @@ def test_a_new_model_stops_a_scan_at_once_and_says_so(qtbot, window, tiny_model_
     qtbot.waitUntil(lambda: outcome == ["cancelled"], timeout=WAIT_MS)
 
 
+def test_a_text_waiting_for_a_scan_that_a_new_model_stops_no_longer_says_it_waits(qtbot, window, tiny_model_dir):
+    """The status bar went on saying "waiting for the scan (12 % done)…" beside "Stopped the scan" while the new
+    model loaded: the text no longer waits for that scan."""
+    job, outcome = long_job(window, 20_000, threading.Event())
+    qtbot.waitUntil(lambda: job.done == 5_000, timeout=WAIT_MS)
+    window.set_text("A text typed while the scan runs.")
+    window.run_text()
+    assert window.status_run.text().startswith("waiting for the scan")
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+        assert "waiting for the scan" not in window.status_run.text()
+    qtbot.waitUntil(lambda: outcome == ["cancelled"], timeout=WAIT_MS)
+
+
 def test_a_text_run_during_a_scan_says_at_once_what_it_waits_for(qtbot, window):
     """A new text does not end a scan (its scores are not the text's): the run waits, and says so at once."""
     go = threading.Event()

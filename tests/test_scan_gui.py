@@ -305,6 +305,9 @@ def test_the_dialog_leaves_the_window_usable_and_is_opened_once(qtbot, panel):
     try:
         assert dialog.isVisible() and dialog.windowModality() == QtCore.Qt.WindowModality.NonModal
         assert panel.open_scan_dialog() is dialog
+        dialog._set_running(True)  # as while a scan runs: nothing can change what is being scanned
+        assert not dialog.file_button.isEnabled() and not dialog.folder_button.isEnabled()
+        dialog._set_running(False)
         assert dialog.max_tokens == panel.state.result.max_tokens  # the scan follows Run → Token limit
     finally:
         dialog.close()
