@@ -1,9 +1,10 @@
 """GPT-2's attention, from scratch in numpy, one readable step at a time.
 
-This is GPT-2's own form (one fused c_attn); every family, GPT-2 included, is recomputed by
-``analysis.families.base.recompute`` from the same steps (``attention_scores``, ``scale_scores``,
-``softmax``, ``mix_values``, ``merge_heads``) plus what a family adds (RMSNorm, rotary, grouped
-key/value heads, no mask for encoders). ``parity_report`` uses that one.
+This is GPT-2's own form (one fused c_attn), the lesson and the calculator: every step's code is here.
+The engine does not import it: every family, GPT-2 included, is recomputed by
+``analysis.families.base.recompute`` from its own copy of the same steps plus what a family adds (RMSNorm,
+rotary, grouped key/value heads, no mask for encoders); ``parity_report`` uses that one, and a test holds
+the two to the same numbers.
 
 Letters used in shape comments:
     n   tokens in the sequence (query and key positions)
@@ -31,12 +32,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import InputError
-
-from .families.base import (OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, attention_scores, merge_heads,  # noqa: F401
-                            mix_values, scale_scores, softmax)
+from .families.base import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: F401  (the parity check's, shown here)
 
 if TYPE_CHECKING:
     from .families import AttentionWeights
+
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """ln_1: normalise each token vector to zero mean and unit variance, then scale and shift. (n, d) → (n, d)"""
@@ -62,12 +62,40 @@ def split_heads(qkv: np.ndarray, n_head: int) -> tuple[np.ndarray, np.ndarray, n
     return heads(q), heads(k), heads(v)
 
 
+def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """QKᵀ: how well each query matches each key. (h, n, dk) × (h, n, dk) → (h, n, n)"""
+    return q @ np.swapaxes(k, -1, -2)
+
+
+def scale_scores(scores: np.ndarray, scale: float) -> np.ndarray:
+    """Multiply by 1/√dk so the scores keep unit variance and the softmax does not saturate."""
+    return scores * scale
+
+
 def causal_mask(scores: np.ndarray) -> np.ndarray:
     """Set every key after its query to −∞ *before* the softmax, so those weights are exactly 0
     and each row still sums to 1 (masking after the softmax would break the budget)."""
     n_query, n_key = scores.shape[-2:]
     future = np.triu(np.ones((n_query, n_key), dtype=bool), k=1 + (n_key - n_query))
     return np.where(future, -np.inf, scores)
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, numerically stable: subtract the row max before exponentiating."""
+    row_max = scores.max(axis=-1, keepdims=True)
+    exp = np.exp(scores - row_max)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def mix_values(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Each output row is a weighted average (a convex mixture) of value rows. (h, n, n) @ (h, n, dk) → (h, n, dk)"""
+    return weights @ v
+
+
+def merge_heads(head_outputs: np.ndarray) -> np.ndarray:
+    """Concatenate the heads side by side: (h, n, dk) → (n, h, dk) → (n, d)"""
+    h, n, dk = head_outputs.shape
+    return head_outputs.transpose(1, 0, 2).reshape(n, h * dk)
 
 
 def output_projection(merged: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
