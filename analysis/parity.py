@@ -2,13 +2,67 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from .families import AttentionWeights, Mistakes
-from .families.base import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, ParityReport  # noqa: F401
+from .families.base import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE
 from .inference import AttentionResult
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """max |manual − model| per (layer, head) for the weights and per layer for the sub-layer output."""
+
+    weights_max_abs_diff: np.ndarray  # (layer, head)
+    output_max_abs_diff: np.ndarray  # (layer,)
+    output_scale: np.ndarray  # (layer,) max(1, max |model output|): the output tolerance is relative to it
+    weight_tolerance: float
+    output_relative_tolerance: float
+    manual_dtype: str  # float32 or float64: the precision of the numpy recomputation
+    model_dtype: str
+    seconds: float
+
+    @property
+    def max_abs_diff_weights(self) -> float:
+        return float(self.weights_max_abs_diff.max())
+
+    @property
+    def max_abs_diff_output(self) -> float:
+        return float(self.output_max_abs_diff.max())
+
+    @property
+    def heads_passed(self) -> np.ndarray:
+        return self.weights_max_abs_diff <= self.weight_tolerance
+
+    @property
+    def layers_output_passed(self) -> np.ndarray:
+        return self.output_max_abs_diff <= self.output_relative_tolerance * self.output_scale
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.heads_passed.all() and self.layers_output_passed.all())
+
+    def to_dict(self) -> dict:
+        return {
+            "max_abs_diff_weights": self.max_abs_diff_weights,
+            "max_abs_diff_output": self.max_abs_diff_output,
+            "tolerance": {"weights": self.weight_tolerance, "output_relative": self.output_relative_tolerance},
+            "passed": self.passed,
+            "manual_dtype": self.manual_dtype,
+            "model_dtype": self.model_dtype,
+            "seconds": self.seconds,
+            "layers": [
+                {"layer": layer, "max_abs_diff_weights": float(self.weights_max_abs_diff[layer].max()),
+                 "max_abs_diff_weights_per_head": [float(x) for x in self.weights_max_abs_diff[layer]],
+                 "max_abs_diff_output": float(self.output_max_abs_diff[layer]),
+                 "output_tolerance": float(self.output_relative_tolerance * self.output_scale[layer]),
+                 "passed": bool(self.heads_passed[layer].all() and self.layers_output_passed[layer])}
+                for layer in range(len(self.output_max_abs_diff))
+            ],
+        }
 
 
 def parity_report(result: AttentionResult, parameters: Sequence[AttentionWeights],

@@ -15,9 +15,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from analysis.errors import InputError, ModelLoadError  # noqa: E402
-from analysis.families import FAMILIES, Mistakes, capture_attention, family_for, load_pretrained, parity  # noqa: E402
+from analysis.families import FAMILIES, Mistakes, capture_attention, family_for, load_pretrained  # noqa: E402
 from analysis.families import base as fb  # noqa: E402
 from analysis.manual_attention import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
+from analysis.parity import parity_report  # noqa: E402
+from helpers import as_result  # noqa: E402
 
 N_TOKENS = 12
 VOCAB = 96
@@ -129,7 +131,7 @@ def test_what_enters_attention_is_the_family_norm_of_the_block_input(built, mode
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_numpy_recompute_matches_the_model(built, model_type, manual_dtype):
     family, _, _, capture, weights = built(model_type)
-    report = parity(capture, weights, family, manual_dtype=manual_dtype)
+    report = parity_report(as_result(capture), weights, manual_dtype)
     assert report.passed, report.to_dict()
     assert report.max_abs_diff_weights <= WEIGHT_TOLERANCE["float32"] == 1e-5
     scale = np.maximum(1, np.abs(capture.attention_outputs).max(axis=(1, 2)))
@@ -157,7 +159,7 @@ WRONG = [
 @pytest.mark.parametrize("model_type, mistake", WRONG, ids=[f"{t}-{m}" for t, m in WRONG])
 def test_a_wrong_recompute_fails_parity(built, model_type, mistake):
     family, _, _, capture, weights = built(model_type)
-    report = parity(capture, weights, family, mistakes=mistake)
+    report = parity_report(as_result(capture), weights, mistakes=mistake)
     assert not report.passed
     assert report.max_abs_diff_weights > 1e-2
 
@@ -167,14 +169,14 @@ def test_mistral_needs_its_sliding_window(built):
     assert weights[0].sliding_window == 5 and N_TOKENS > 5
     assert (capture.attentions[0, :, 7, :3] == 0).all()  # query 7 no longer sees keys 0..2
     no_window = [dataclasses.replace(w, sliding_window=None) for w in weights]
-    assert not parity(capture, no_window, family).passed
+    assert not parity_report(as_result(capture), no_window).passed
 
 
 def test_wrong_scale_fails_for_every_family(built):
     for model_type in MODEL_TYPES:
         family, _, _, capture, weights = built(model_type)
         wrong = [dataclasses.replace(w, scale=w.scale ** 2) for w in weights]  # 1/dk instead of 1/√dk
-        assert not parity(capture, wrong, family).passed, model_type
+        assert not parity_report(as_result(capture), wrong).passed, model_type
 
 
 def test_gpt2_adapter_agrees_with_the_existing_gpt2_recompute(built):
@@ -345,21 +347,21 @@ def test_rotary_frequencies_from_the_config_match_the_model(kind):
     np.testing.assert_allclose(w.rotary.inv_freq, model.model.rotary_emb.inv_freq.numpy(), rtol=1e-6)
     capture = capture_attention(model, family, _ids(1, 20))
     weights = [family.attention_weights(model, layer) for layer in range(2)]
-    assert parity(capture, weights, family).passed
+    assert parity_report(as_result(capture), weights).passed
     if kind != "default":  # the scaling matters: the default frequencies would fail
         plain = [dataclasses.replace(x, rotary=dataclasses.replace(
             x.rotary, inv_freq=default_inv_freq(x.rotary.theta, x.rotary.rotary_dim))) for x in weights]
-        assert not parity(capture, plain, family).passed
+        assert not parity_report(as_result(capture), plain).passed
 
 
 def test_dynamic_rope_is_recomputed_below_the_trained_length_and_refused_at_it():
     family, model = _build("llama", _llama_with({"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
                                                 max_positions=16))
     weights = [family.attention_weights(model, layer) for layer in range(2)]
-    assert parity(capture_attention(model, family, _ids(2, 15)), weights, family).passed
+    assert parity_report(as_result(capture_attention(model, family, _ids(2, 15))), weights).passed
     long = capture_attention(model, family, _ids(2, 24))  # transformers rescales θ here
     with pytest.raises(InputError, match="dynamic RoPE"):
-        parity(long, weights, family)
+        parity_report(as_result(long), weights)
 
 
 @pytest.mark.parametrize("rope", [{"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,

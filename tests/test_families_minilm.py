@@ -64,10 +64,11 @@ def test_minilm_tokens_and_attention_are_the_models_own(minilm):
 
 
 def test_minilm_recompute_matches(minilm):
-    from analysis.families import parity
+    from analysis.parity import parity_report
+    from helpers import as_result
 
     family, model, _, _, _, capture = minilm
-    report = parity(capture, [family.attention_weights(model, layer) for layer in range(6)], family)
+    report = parity_report(as_result(capture), [family.attention_weights(model, layer) for layer in range(6)])
     assert report.passed, report.to_dict()
     assert report.max_abs_diff_weights < 1e-5
 

@@ -4,7 +4,7 @@
     model, info = load_pretrained(family, folder)  # eager attention, never remote code
     capture = capture_attention(model, family, ids)
     weights = [family.attention_weights(model, l) for l in range(family.shape(model.config).n_layer)]
-    report = parity(capture, weights, family)
+    # parity: analysis.parity.parity_report(result, weights), the one check (families/ imports no parity)
 
 Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ModelLoadError
 from .base import (AttentionWeights, Family, FamilyRecomputation, Mistakes, ModelShape, Norm, Rotary, config_get,
-                   parity, recompute)
+                   recompute)
 from .bert import DISTILBERT, FAMILY as BERT
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA
@@ -51,4 +51,4 @@ def family_named(name: str) -> Family:
 
 __all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Capture", "Family", "FamilyRecomputation",
            "Mistakes", "ModelShape", "Norm", "Rotary", "capture_attention", "family_for", "load_pretrained",
-           "family_named", "parity", "recompute"]
+           "family_named", "recompute"]

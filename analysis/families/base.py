@@ -32,7 +32,6 @@ ones its models take):
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Sequence
 
@@ -494,81 +493,5 @@ class Family:
         return f"<family {self.name}>"
 
 
-# ----------------------------------------------------------------------------- parity
-@dataclass(frozen=True)
-class ParityReport:
-    """max |manual − model| per (layer, head) for the weights and per layer for the sub-layer output."""
-
-    weights_max_abs_diff: np.ndarray  # (layer, head)
-    output_max_abs_diff: np.ndarray  # (layer,)
-    output_scale: np.ndarray  # (layer,) max(1, max |model output|): the output tolerance is relative to it
-    weight_tolerance: float
-    output_relative_tolerance: float
-    manual_dtype: str  # float32 or float64: the precision of the numpy recomputation
-    model_dtype: str
-    seconds: float
-
-    @property
-    def max_abs_diff_weights(self) -> float:
-        return float(self.weights_max_abs_diff.max())
-
-    @property
-    def max_abs_diff_output(self) -> float:
-        return float(self.output_max_abs_diff.max())
-
-    @property
-    def heads_passed(self) -> np.ndarray:
-        return self.weights_max_abs_diff <= self.weight_tolerance
-
-    @property
-    def layers_output_passed(self) -> np.ndarray:
-        return self.output_max_abs_diff <= self.output_relative_tolerance * self.output_scale
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.heads_passed.all() and self.layers_output_passed.all())
-
-    def to_dict(self) -> dict:
-        return {
-            "max_abs_diff_weights": self.max_abs_diff_weights,
-            "max_abs_diff_output": self.max_abs_diff_output,
-            "tolerance": {"weights": self.weight_tolerance, "output_relative": self.output_relative_tolerance},
-            "passed": self.passed,
-            "manual_dtype": self.manual_dtype,
-            "model_dtype": self.model_dtype,
-            "seconds": self.seconds,
-            "layers": [
-                {"layer": layer, "max_abs_diff_weights": float(self.weights_max_abs_diff[layer].max()),
-                 "max_abs_diff_weights_per_head": [float(x) for x in self.weights_max_abs_diff[layer]],
-                 "max_abs_diff_output": float(self.output_max_abs_diff[layer]),
-                 "output_tolerance": float(self.output_relative_tolerance * self.output_scale[layer]),
-                 "passed": bool(self.heads_passed[layer].all() and self.layers_output_passed[layer])}
-                for layer in range(len(self.output_max_abs_diff))
-            ],
-        }
-
-
-def parity(capture, weights: Sequence[AttentionWeights], family: Family, manual_dtype: str = "float32",
-           model_dtype: str = "float32", mistakes: Mistakes | None = None):
-    """Recompute every layer from ``capture.block_inputs`` and compare with the model's own numbers.
-
-    Returns ``analysis.parity.ParityReport``: max |manual − model| per (layer, head) for the weights
-    (tolerance ``WEIGHT_TOLERANCE[model_dtype]``) and per layer for the attention output before the
-    residual (tolerance ``OUTPUT_RELATIVE_TOLERANCE[model_dtype]`` × max(1, max |model output|))."""
-    started = time.perf_counter()
-    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
-    L, H = capture.attentions.shape[:2]
-    weights_diff, output_diff, output_scale = np.zeros((L, H)), np.zeros(L), np.zeros(L)
-    for layer in range(L):
-        rec = family.recompute(weights[layer], capture.block_inputs[layer], dtype=dtype, mistakes=mistakes)
-        weights_diff[layer] = np.abs(rec.weights - capture.attentions[layer]).max(axis=(-2, -1))
-        model_output = capture.attention_outputs[layer]  # (n, d)
-        output_diff[layer] = np.abs(rec.output - model_output).max()
-        output_scale[layer] = max(1.0, float(np.abs(model_output).max()))
-    return ParityReport(weights_diff, output_diff, output_scale, WEIGHT_TOLERANCE[model_dtype],
-                        OUTPUT_RELATIVE_TOLERANCE[model_dtype], manual_dtype, model_dtype,
-                        time.perf_counter() - started)
-
-
 __all__ = ["AttentionWeights", "Family", "FamilyRecomputation", "ModelShape", "Mistakes", "Norm", "Rotary",
-           "TokenStyle", "parity", "recompute"]
+           "TokenStyle", "recompute"]
