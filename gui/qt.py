@@ -19,5 +19,14 @@ def ensure_qapp(offscreen: bool | None = None):
         app.setApplicationName("AttnScope")
     import pyqtgraph as pg
 
+    if not hasattr(app, "_attnscope_gc"):
+        # Python's cyclic collector, run at any allocation, could destroy a QObject of a reference cycle inside
+        # QObject::disconnect (which holds Qt's signal mutex and calls into Python): ~QObject then waits on that
+        # mutex for ever (the whole suite hung once in a pyqtgraph setParentItem). pyqtgraph's collector turns
+        # automatic collection off and collects on a timer in the GUI thread, between events, where no Qt lock is held.
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        app._attnscope_gc = GarbageCollector(interval=1.0)
+
     pg.setConfigOptions(antialias=True, imageAxisOrder="row-major", background="w", foreground="k")
     return app

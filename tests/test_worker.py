@@ -212,3 +212,15 @@ def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(
     assert (kind, kind2, rid, rid2) == ("sized", "ready", request_id, request_id)
     assert n == result.n_tokens == 5 and result.truncated
     assert size == 3 * 4 * 5 * 5 * 4 == result.attentions.size * 4
+
+
+def test_python_collects_reference_cycles_only_between_qt_events(qtbot):
+    """The suite once hung for ever: Python's collector, run by an allocation inside QObject::disconnect (Qt's
+    signal mutex held, PySide looking for a Python override), destroyed a QObject of a reference cycle, whose
+    destructor waits on that mutex. Collection is automatic no more; a GUI-thread timer collects between events."""
+    import gc
+
+    from gui.qt import ensure_qapp
+
+    app = ensure_qapp()
+    assert not gc.isenabled() and app._attnscope_gc.timer.isActive()
