@@ -524,7 +524,7 @@ def _export(args, signals: _Signals) -> int:
                                         "exclude_current_token": args.tl_exclude_current_token})
     print(f"wrote {len(written)} files to {args.out} ({_n(result.n_tokens, 'token')}, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
-    for warning in getattr(written, "warnings", ()):
+    for warning in written.warnings:
         warn(warning)
     return 0
 
@@ -607,7 +607,7 @@ def _scan(args, signals: _Signals) -> int:
     print(f"scanned {_n(result.n_texts, 'text')} ({_n(result.tokens, 'token')}) in {result.seconds:.1f} s, "
           f"{result.tokens_per_second:.0f} tokens/s (batch {result.batch_size}); sink rate {sinks.rate:.2f} "
           f"at ε {sinks.epsilon:g}; wrote {len(written)} files to {args.out}")
-    for warning in getattr(written, "warnings", ()):
+    for warning in written.warnings:
         warn(warning)
     return 0
 

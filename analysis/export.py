@@ -939,7 +939,7 @@ ImageWriter = Callable[[Path], list[Path]]  # draws images into a folder, return
 def export_bundle(out_dir: Path, result: AttentionResult, scores: HeadScores, parity: ParityReport,
                   image_writer: ImageWriter | None = None, timings: dict | None = None,
                   check: Callable[[], None] | None = None, value_norms: np.ndarray | None = None,
-                  sink_epsilon: float = SINK_EPSILON, tl_options: dict | None = None) -> list[Path]:
+                  sink_epsilon: float = SINK_EPSILON, tl_options: dict | None = None) -> Written:
     """The command line's export folder: attention.npz (with ``rollout``, and ``value_norms`` when given:
     ``lenses.value_norms(loaded, result).value_norms``, which needs the model), scores.csv, scores_tl.csv
     (TransformerLens-style scores with ``tl_options``: ``write_tl_scores_csv``'s keywords, TL's defaults
@@ -1015,7 +1015,7 @@ def write_scan_texts_csv(scan: ScanResult, path: Path) -> Path:
 
 
 def write_scan(scan: ScanResult, out_dir: Path, sink_epsilon: float = SINK_EPSILON,
-               check: Callable[[], None] | None = None) -> list[Path]:
+               check: Callable[[], None] | None = None) -> Written:
     """The scan folder (:data:`SCAN_FILES`), written with :func:`write_folder_atomically`: the whole new
     scan or nothing; an earlier AttnScope folder there is replaced as a whole. ``check()`` between files."""
     def write(folder: Path) -> None:
