@@ -132,7 +132,9 @@ def test_a_load_interrupts_a_model_bound_task_at_once_and_says_so(qtbot, worker,
     assert stopped == []
     load = worker.load("bundled")
     assert stopped == [(["the scan"], RequestKind.LOAD)]  # said at once, on the GUI thread
-    qtbot.waitUntil(lambda: loads == [load], timeout=10_000)
+    # the load runs on the worker thread (appended there at once) while the scan's failure is a queued signal:
+    # wait for both, or the failure may not have reached this thread yet
+    qtbot.waitUntil(lambda: loads == [load] and any(f.request_id == scan for f in failures), timeout=10_000)
     (failure,) = [f for f in failures if f.request_id == scan]
     assert isinstance(failure.error, AnalysisCancelled) and failure.kind is RequestKind.TASK
     assert analyses == []  # the analysis queued before the load was superseded by it: never run
