@@ -96,7 +96,7 @@ def _not_blank(what: str, convert=str):
 
 
 def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None, writes: str | None = None):
-    """An argparse type for a path option: a name the file system can hold (``analysis.export.path_problem``:
+    """An argparse type for a path option: a name the file system can hold (``analysis.export.writers.path_problem``:
     no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
     later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
     A leading ``~`` is expanded here, once: every later use (the outputs-vs-inputs check, the writers, the
@@ -109,7 +109,7 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
         text = not_blank(text)
         if text.strip() in keep:
             return text
-        from analysis.export import path_problem
+        from analysis.export.writers import path_problem
 
         text = os.path.expanduser(text)
         problem = path_problem(text, writes)
@@ -136,8 +136,8 @@ file_name = _path_option(blank="a file name, such as out.json", writes="file")  
 
 def head_list(text: str) -> str:
     """argparse type of ``ablate --heads``: the syntax is checked here, before the model loads; the
-    range once it has (``analysis.ablation.parse_head_list`` / ``parse_heads``)."""
-    from analysis.ablation import parse_head_list
+    range once it has (``analysis.measures.ablation.parse_head_list`` / ``parse_heads``)."""
+    from analysis.measures.ablation import parse_head_list
     from analysis.errors import InputError
 
     try:
@@ -238,7 +238,7 @@ def _add_max_tokens(p: argparse.ArgumentParser, what: str = "analyse") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from analysis.export import IMAGE_FORMATS
+    from analysis.export.writers import IMAGE_FORMATS
 
     parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
@@ -350,7 +350,7 @@ def cmd_calc(args) -> int:
     import json
 
     from analysis.errors import AttnScopeError
-    from analysis.manual_attention import attend, parse_matrix
+    from analysis.lessons.manual_attention import attend, parse_matrix
 
     try:
         q, k, v = (parse_matrix(text, name) for text, name in ((args.q, "--q"), (args.k, "--k"), (args.v, "--v")))
@@ -424,7 +424,7 @@ def _image_writer(result, fmt: str, heads: bool, check):
     """Draws the figures; passes ``check`` to the figure code when it takes one (between figures)."""
     import inspect
 
-    from gui.figures import write_result_images
+    from gui.plots.figures import write_result_images
 
     takes_check = "check" in inspect.signature(write_result_images).parameters
 
@@ -446,7 +446,7 @@ def _model_folder(model: str | None) -> Path | None:
     """The folder ``--model`` would be read from (bundled, minilm, a folder, a hub model in the local cache),
     or None (a hub model not cached, a name that is no model: loading says why)."""
     from analysis.errors import ModelLoadError
-    from analysis.loading import cached_hub_folder, resolve_source
+    from analysis.model.loading import cached_hub_folder, resolve_source
 
     try:
         source = resolve_source(model or "")
@@ -458,15 +458,15 @@ def _model_folder(model: str | None) -> Path | None:
 def check_apart(args) -> None:
     """Before anything is read or loaded: no output of the command (``--out``, ``--json``) can be, or hold,
     one of its inputs (``--text-file``, ``--texts``, the model's folder), however spelled
-    (``analysis.export.check_outputs_apart``). The one check of export, scan and ablate."""
-    from analysis.export import check_outputs_apart
+    (``analysis.export.writers.check_outputs_apart``). The one check of export, scan and ablate."""
+    from analysis.export.writers import check_outputs_apart
 
     inputs = []
     if getattr(args, "text_file", None) is not None:
         inputs.append((f"--text-file {args.text_file}", args.text_file))
     texts = getattr(args, "texts", None)
     if texts is not None and texts.strip():
-        from analysis.scan import SAMPLE_TEXTS
+        from analysis.measures.scan import SAMPLE_TEXTS
 
         inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts)))
     folder = _model_folder(getattr(args, "model", None))
@@ -482,7 +482,7 @@ def check_apart(args) -> None:
 
 def _export(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export import check_export_target, export_bundle
+    from analysis.export.writers import check_export_target, export_bundle
 
     check_apart(args)
     warnings: list[str] = []
@@ -494,11 +494,11 @@ def _export(args, signals: _Signals) -> int:
         raise InputError("The text is empty: give --text or a non-empty --text-file.")
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
-    from analysis.head_scores import all_scores
-    from analysis.inference import check_text, run_text
-    from analysis.lenses import value_norms
-    from analysis.loading import load_model
-    from analysis.parity import parity_report
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import check_text, run_text
+    from analysis.measures.lenses import value_norms
+    from analysis.model.loading import load_model
+    from analysis.measures.parity import parity_report
 
     check_text(text)
     started = time.perf_counter()
@@ -582,8 +582,8 @@ def cmd_scan(args) -> int:
 
 def _scan(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export import check_export_target, write_scan
-    from analysis.scan import SAMPLE_TEXTS, read_texts, scan_texts
+    from analysis.export.writers import check_export_target, write_scan
+    from analysis.measures.scan import SAMPLE_TEXTS, read_texts, scan_texts
 
     if not args.texts or not args.texts.strip():
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")
@@ -592,7 +592,7 @@ def _scan(args, signals: _Signals) -> int:
     for warning in texts.warnings:  # what a folder held that is not a text (links to nothing, pipes, …)
         warn(warning)
     check_export_target(args.out)  # fail before the slow part (creates nothing)
-    from analysis.loading import load_model
+    from analysis.model.loading import load_model
 
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=_terminal_progress())
@@ -632,7 +632,7 @@ def cmd_ablate(args) -> int:
 
 def _ablate(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export import _json_safe, write_file_atomically
+    from analysis.export.writers import _json_safe, write_file_atomically
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
@@ -644,12 +644,12 @@ def _ablate(args, signals: _Signals) -> int:
     if not text or not text.strip():
         raise InputError("The text is empty: give --text or a non-empty --text-file.")
     if args.json is not None:
-        from analysis.export import check_file_target
+        from analysis.export.writers import check_file_target
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
-    from analysis import ablation
-    from analysis.inference import check_text
-    from analysis.loading import load_model
+    from analysis.measures import ablation
+    from analysis.run.inference import check_text
+    from analysis.model.loading import load_model
 
     check_text(text)
     for warning in warnings:

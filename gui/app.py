@@ -23,7 +23,7 @@ DEFAULT_TEXT = "The server rejected the request because it was overloaded."
 
 def default_model_choice() -> tuple[str, bool]:
     """(source, gpt2_missing): GPT-2 when it is in the local cache (no network is touched), else bundled."""
-    from analysis.loading import BUNDLED, is_cached
+    from analysis.model.loading import BUNDLED, is_cached
 
     if is_cached("gpt2"):
         return "gpt2", False
@@ -34,7 +34,7 @@ def still_available(source: str) -> bool:
     """A remembered model is reopened only if it can be without the network (a folder that still exists,
     the bundled model, or a hub model in the cache); otherwise the app starts on the default."""
     from analysis.errors import ModelLoadError
-    from analysis.loading import is_cached, resolve_source
+    from analysis.model.loading import is_cached, resolve_source
 
     try:
         src = resolve_source(source)
@@ -128,7 +128,7 @@ def run_app(args) -> int:
     select = parse_select(getattr(args, "select", None))
     screenshot_dir: Path | None = getattr(args, "screenshot", None)
     app = ensure_qapp()
-    from .window import MainWindow
+    from .chrome.window import MainWindow
 
     status = {"code": 0}
     shown: dict = {"window": None}
@@ -182,7 +182,7 @@ def start(window, args, select, screenshot_dir: Path | None, leave, status) -> N
         window.model_bar.set_device(args.device)  # not probed yet: loading will say if it is not there
     source, gpt2_missing = choose_source(args.model, window.settings)
     if gpt2_missing:
-        from .downloads import offer_gpt2_download
+        from .chrome.downloads import offer_gpt2_download
 
         offer_gpt2_download(window, about=source)
     text = args.text if args.text is not None else (DEFAULT_TEXT if screenshot_dir else "")
@@ -268,8 +268,8 @@ def screenshot_problem(folder: Path, exc: OSError) -> str:
 
 def take_screenshots(window, folder: Path, leave) -> None:
     """Main views now; then the from-scratch tabs once the worker has computed them; then ``leave(code)``."""
-    from .scores_view import ScoresPanel
-    from .scratch import ScratchPanel
+    from .tabs.scores.scores_view import ScoresPanel
+    from .tabs.scratch.scratch import ScratchPanel
 
     taken = []
 

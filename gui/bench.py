@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.synthetic import SMALL, XL
+from analysis.model.synthetic import SMALL, XL
 
 CACHE = Path(__file__).resolve().parent.parent / ".bench-cache"
 TEXT_SEED = ("The server rejected the request because it was overloaded, and the cat sat on the mat because it "
@@ -40,13 +40,13 @@ TEXT_SEED = ("The server rejected the request because it was overloaded, and the
 
 def model_folder(name: str) -> Path:
     """The cached random GPT-2-shaped folder for ``small`` or ``xl`` (built on first use), or the bundled model."""
-    from analysis.loading import BUNDLED_MODEL_DIR
+    from analysis.model.loading import BUNDLED_MODEL_DIR
 
     if name == "bundled":
         return BUNDLED_MODEL_DIR
     folder = CACHE / f"gpt2-{name}-random"
     if not (folder / "model.safetensors").exists() and not (folder / "model.safetensors.index.json").exists():
-        from analysis.synthetic import save_random_gpt2, tiny_tokenizer
+        from analysis.model.synthetic import save_random_gpt2, tiny_tokenizer
 
         print(f"building a random GPT-2-{name}-shaped model in {folder} (once)…", file=sys.stderr, flush=True)
         tokenizer = tiny_tokenizer(2048)
@@ -85,9 +85,9 @@ def peak_rss_above_model(folder: Path, n: int) -> float:
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from analysis.loading import load_model
-from analysis.inference import run_text
-from analysis.head_scores import all_scores
+from analysis.model.loading import load_model
+from analysis.run.inference import run_text
+from analysis.measures.head_scores import all_scores
 from gui.bench import text_of_length
 def rss(field):
     for line in open('/proc/self/status'):
@@ -114,7 +114,7 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
     from PySide6 import QtCore
 
     from .qt import ensure_qapp
-    from .window import MainWindow
+    from .chrome.window import MainWindow
 
     app = ensure_qapp()
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +127,7 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
         window.model_ready.connect(lambda _info: loop.quit())
         window.load_model(str(folder))
         loop.exec()
-        from analysis.loading import load_model
+        from analysis.model.loading import load_model
 
         tokenizer = load_model(str(folder), device="cpu").tokenizer
         stalls = {}
@@ -157,7 +157,7 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
 
 
 def paint_times(result, repeats: int) -> tuple[float, float]:
-    from .figures import GridPlot, HeadPlot, lay_out_offscreen, dispose_figure, grid_source
+    from .plots.figures import GridPlot, HeadPlot, lay_out_offscreen, dispose_figure, grid_source
 
     grid, detail = GridPlot(), HeadPlot()
     lay_out_offscreen(grid, 700, 800)
@@ -213,11 +213,11 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
                 stall: bool) -> list[dict]:
     import torch
 
-    from analysis.head_scores import all_scores
-    from analysis.inference import run_text
-    from analysis.loading import load_model
-    from analysis.parity import parity_report
-    from analysis.tl_scores import ERROR_MEASURES, detect_all
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import run_text
+    from analysis.model.loading import load_model
+    from analysis.measures.parity import parity_report
+    from analysis.measures.tl_scores import ERROR_MEASURES, detect_all
 
     loaded = load_model(str(folder), device="cpu")
     params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]
@@ -299,8 +299,8 @@ SCAN_BATCHES = (8, 16, 32)
 def bench_scan(folder: Path, n_texts: int, batch_sizes=SCAN_BATCHES, repeats: int = 2) -> dict:
     """Tokens per second of ``scan_texts`` one text at a time and at each batch size, on ``n_texts``
     texts of :data:`SCAN_TOKENS` tokens; the best batch size's ratio to one at a time."""
-    from analysis.loading import load_model
-    from analysis.scan import SAMPLE_TEXTS, max_abs_diff, read_texts, scan_speeds, texts_of_length
+    from analysis.model.loading import load_model
+    from analysis.measures.scan import SAMPLE_TEXTS, max_abs_diff, read_texts, scan_speeds, texts_of_length
 
     loaded = load_model(str(folder), device="cpu")
     texts = texts_of_length(loaded, read_texts(SAMPLE_TEXTS), SCAN_TOKENS, n_texts)
@@ -362,7 +362,7 @@ def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeat
 def bench_main(args) -> int:
     """``main.py bench``. The options arrive checked by main.py's parser (``--models`` and ``--ns`` as lists,
     ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
-    from analysis.export import check_file_target, write_file_atomically, write_json
+    from analysis.export.writers import check_file_target, write_file_atomically, write_json
 
     if args.json:
         check_file_target(args.json)  # an hour of measuring must not end in "is a folder" (ExportError: one line)

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from analysis.synthetic import tiny_tokenizer
+    from analysis.model.synthetic import tiny_tokenizer
 
     return tiny_tokenizer()
 
@@ -24,7 +24,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     """3 layers × 4 heads × d 64, context 64, random weights."""
-    from analysis.synthetic import save_random_gpt2
+    from analysis.model.synthetic import save_random_gpt2
 
     return save_random_gpt2(tmp_path_factory.mktemp("tiny"), n_layer=3, n_head=4, d_model=64, n_positions=64,
                             tokenizer=tokenizer, seed=1)
@@ -32,14 +32,14 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
-    from analysis.loading import load_model
+    from analysis.model.loading import load_model
 
     return load_model(str(tiny_model_dir), device="cpu")
 
 
 @pytest.fixture(scope="session")
 def tiny_result(tiny_model):
-    from analysis.inference import run_text
+    from analysis.run.inference import run_text
 
     from helpers import TEXT
 
@@ -53,7 +53,7 @@ def worker(tiny_model_dir):
     from PySide6 import QtCore
 
     from gui.qt import ensure_qapp
-    from gui.worker import Worker
+    from gui.state.worker import Worker
     from helpers import WAIT_MS
 
     ensure_qapp()
@@ -74,7 +74,7 @@ def loaded_worker(qtbot, tiny_model):
     """A real worker thread holding the session's tiny model as after a load (no load through it: that costs
     seconds), one per test; stopped at the end. For tests that ask the worker for lenses or scores."""
     from gui.qt import ensure_qapp
-    from gui.worker import Worker
+    from gui.state.worker import Worker
 
     ensure_qapp()
     w = Worker()
@@ -86,8 +86,8 @@ def loaded_worker(qtbot, tiny_model):
 @pytest.fixture
 def shown_figure(qtbot):
     """``shown_figure(make, width, height)``: ``make()``'s figure at that size, shown and exposed; disposed at the
-    end (gui.figures.dispose_figure, not qtbot's close: closing a pyqtgraph view crashes Qt 6.11)."""
-    from gui.figures import dispose_figure
+    end (gui.plots.figures.dispose_figure, not qtbot's close: closing a pyqtgraph view crashes Qt 6.11)."""
+    from gui.plots.figures import dispose_figure
     from gui.qt import ensure_qapp
 
     ensure_qapp()

@@ -76,10 +76,10 @@ def hold_at_call(monkeypatch, owner, name: str, n: int):
 
 
 def shown_tab(qtbot, tab_class, worker, width: int, height: int):
-    """A tab (the protocol of gui/tabs.py) on a fresh ViewState (``tab.state``), shown at that size; qtbot
+    """A tab (the protocol of gui/tabs/protocol.py) on a fresh ViewState (``tab.state``), shown at that size; qtbot
     closes it at the end."""
     from gui.qt import ensure_qapp
-    from gui.view_state import ViewState
+    from gui.state.view_state import ViewState
 
     ensure_qapp()
     tab = tab_class(ViewState(), worker)
@@ -91,7 +91,7 @@ def shown_tab(qtbot, tab_class, worker, width: int, height: int):
 
 def bundle(result, scores=None, request_id: int = 1):
     """What the worker's ``analysis_ready`` carries, made here: ``result`` with its ``scores`` (None: none yet)."""
-    from gui.worker import AnalysisBundle
+    from gui.state.worker import AnalysisBundle
 
     return AnalysisBundle(request_id, result, scores, 0.0)
 
@@ -140,7 +140,7 @@ def folder_writer(files: dict):
 
 # ----------------------------------------------------------------------------- parity of a family capture
 def as_result(capture, dtype: str = "float32"):
-    """``analysis.families.Capture`` as the fields ``analysis.parity.parity_report`` reads of an AttentionResult
+    """``analysis.families.Capture`` as the fields ``analysis.measures.parity.parity_report`` reads of an AttentionResult
     (block_inputs is run_text's layer_inputs), so the family tests check parity with the app's own function."""
     from types import SimpleNamespace
 

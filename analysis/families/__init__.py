@@ -4,7 +4,7 @@
     model, info = load_pretrained(family, folder)  # eager attention, never remote code
     capture = capture_attention(model, family, ids)
     weights = [family.attention_weights(model, l) for l in range(family.shape(model.config).n_layer)]
-    # parity: analysis.parity.parity_report(result, weights), the one check (families/ imports no parity)
+    # parity: analysis.measures.parity.parity_report(result, weights), the one check (families/ imports no parity)
 
 Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below.
 """

@@ -1,6 +1,6 @@
 """Held-out text for measuring the bundled model's heads: written for AttnScope, not in the corpus.
 
-Used by the model card and by tests/test_bundled_model.py, so the card's figures and the test's
+Used by the model card and by tests/analysis/test_bundled_model.py, so the card's figures and the test's
 targets come from the same sentences.
 """
 

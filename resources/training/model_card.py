@@ -17,9 +17,9 @@ from .heldout import HELDOUT_SENTENCES
 
 
 def measure(model_dir: Path) -> dict:
-    from analysis.head_scores import all_scores
-    from analysis.inference import run_text
-    from analysis.loading import load_model
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import run_text
+    from analysis.model.loading import load_model
 
     loaded = load_model(str(model_dir), device="cpu")
     per_text = [all_scores(run_text(loaded, text)) for text in HELDOUT_SENTENCES]

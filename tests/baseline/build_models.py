@@ -7,7 +7,7 @@ file: its sha256 and path. Fixed seeds; the same bytes on every call (record.py 
 with --check).
 
 The generators are the checkout's own (``save_random_family``, ``save_random_gpt2``, ``tiny_wordpiece_tokenizer``
-of ``analysis.synthetic``); when a restructuring has moved that module, the first module under the checkout that
+of ``analysis.model.synthetic``); when a restructuring has moved that module, the first module under the checkout that
 defines ``save_random_family`` is used. Record the "after" run with ``record.py --models BEFORE/models`` and the
 generator is not used at all.
 
@@ -40,7 +40,7 @@ FAMILIES = {
 def synthetic_module(root: Path):
     sys.path.insert(0, str(root))
     try:
-        return importlib.import_module("analysis.synthetic")
+        return importlib.import_module("analysis.model.synthetic")
     except ImportError:
         pass
     for path in sorted(root.rglob("*.py")):

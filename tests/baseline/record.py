@@ -18,7 +18,7 @@ that reaches an output (the model folder in summary.json, the app's model bar) i
 and are copied into OUT_DIR at the end. One recording at a time per base folder (a lock says so).
 
 ``--models DIR`` copies the model folders of an earlier recording instead of building them: record the
-"after" run with the "before" run's models, so that a change to the generator (analysis.synthetic) cannot
+"after" run with the "before" run's models, so that a change to the generator (analysis.model.synthetic) cannot
 make a difference. Built here, they are the same bytes each time (build_models.py: checked with --check-models).
 """
 from __future__ import annotations

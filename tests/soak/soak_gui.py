@@ -55,9 +55,9 @@ def main() -> int:
     args = parser.parse_args()
     from PySide6 import QtCore
 
-    from analysis.synthetic import save_random_gpt2, tiny_tokenizer
+    from analysis.model.synthetic import save_random_gpt2, tiny_tokenizer
     from gui.qt import ensure_qapp
-    from gui.window import MainWindow
+    from gui.chrome.window import MainWindow
 
     app = ensure_qapp()
     work = Path(tempfile.mkdtemp(prefix="attnscope-soak-"))

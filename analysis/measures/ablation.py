@@ -1,0 +1,294 @@
+"""Ablating heads: does this head matter for the next-token prediction on this text?
+
+Head h of layer l outputs ``z_h = A_h · V_h`` (n, dk) — its softmax weights times its values, before
+the heads are merged and projected by W_O. The layer writes ``Σ_h z_h W_O^h + b_O`` into the
+residual stream. Ablation replaces z_h at every position by
+
+- ``"zero"``: 0 — the head writes nothing;
+- ``"mean"``: its mean over the positions of this text, ``z̄_h = (1/n) Σ_i z_h[i]`` — the head writes
+  the same average vector everywhere, so only what it does *differently per position* is removed.
+
+Measured before and after: the text's next-token loss, the mean over positions t = 1 … n−1 of
+``−log p(tok[t] | tok[0 … t−1])`` (natural log, the model's full softmax), and the top-5 next tokens
+after the last position.
+
+How, through the LoadedModel's family adapter (``loaded.family``, any decoder family): a forward
+pre-hook on the family's output module (W_O) replaces head h's slice of its input — the heads' outputs
+side by side, (n, H·dk) — by z̃_h. Tested against independent hooks that recompute z_h = A_h V_h from
+the attention module's own weights and values. Decoders only.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+import numpy as np
+
+from ..errors import AnalysisCancelled, InputError
+
+AblationMode = Literal["zero", "mean"]
+MODES: tuple[str, ...] = ("zero", "mean")
+TOP_K = 5
+
+ProgressCallback = Callable[[int, int], None]  # (done, total)
+
+
+# ----------------------------------------------------------------------------- where the heads are
+class _FamilyHeads:
+    """Any decoder family, through its adapter: the output module's input is the heads' outputs side by side."""
+
+    def __init__(self, model, family):
+        if not family.causal:
+            raise InputError(f"Ablation measures the next-token loss, so it needs a decoder; this model "
+                             f"({family.title or family.name}) is an encoder. Load a decoder (GPT-2, Llama, …).")
+        if model.get_output_embeddings() is None:
+            raise InputError("Ablation measures the next-token loss, so it needs a language-model head; "
+                             "this model has none.")
+        self.model = model
+        self.blocks = list(family.blocks(model))
+        self.output_modules = [family.output_module(block) for block in self.blocks]
+        self.forward_kwargs = family.forward_kwargs()
+        shape = family.shape(model.config)
+        self.n_head, self.d_head = shape.n_head, shape.d_head
+
+    def install(self, layer: int, heads: list[int], mode: str):
+        H, dk = self.n_head, self.d_head
+
+        def pre_hook(module, args, kwargs):
+            merged = args[0]  # (B, n, H·dk): the heads' outputs side by side, before W_O
+            B, n, _ = merged.shape
+            edited = merged.clone().view(B, n, H, dk)  # (B, n, H, dk)
+            for h in heads:
+                edited[:, :, h] = 0 if mode == "zero" else merged.view(B, n, H, dk)[:, :, h].mean(dim=1, keepdim=True)
+            edited = edited.view(B, n, H * dk)
+            return (edited, *args[1:]), kwargs
+
+        return self.output_modules[layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
+
+
+def heads_site(loaded):
+    """Where ``loaded``'s heads can be ablated: its family adapter's output modules (an encoder is refused)."""
+    return _FamilyHeads(loaded.model, loaded.family)
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Outcome:
+    """The model's next-token behaviour on the text."""
+
+    loss: float  # mean NLL over positions 1 … n−1, nats
+    top: tuple[tuple[str, float], ...]  # top-5 next tokens after the last position: (display token, probability)
+
+    def to_dict(self) -> dict:
+        return {"loss": self.loss, "top": [[token, p] for token, p in self.top]}
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    mode: str
+    heads: tuple[tuple[int, int], ...]
+    baseline: Outcome
+    ablated: Outcome
+    n_tokens: int  # tokens run and measured (BOS included): the loss averages over n_tokens − 1 predictions
+    truncated: bool  # the text was longer than the context (or the token cap) and only its start was run
+    warnings: tuple[str, ...] = ()  # sentences for the user (a byte-order mark removed, the text cut)
+
+    @property
+    def loss_change(self) -> float:
+        return self.ablated.loss - self.baseline.loss
+
+    def to_dict(self) -> dict:
+        """``{"mode", "heads": [[l, h], ...], "n_tokens", "truncated", "baseline": {"loss", "top"},
+        "ablated": {...}}`` (JSON-able)."""
+        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads], "n_tokens": self.n_tokens,
+                "truncated": self.truncated, "baseline": self.baseline.to_dict(), "ablated": self.ablated.to_dict()}
+
+
+@dataclass(frozen=True)
+class ImportanceMap:
+    """Loss change when each head alone is ablated. Arrays (layer, head), read-only."""
+
+    mode: str
+    baseline_loss: float
+    ablated_loss: np.ndarray  # (L, H) nats
+    loss_change: np.ndarray  # (L, H) ablated − baseline, nats: > 0 means the head helps on this text
+    n_tokens: int  # tokens run (BOS included)
+    truncated: bool  # only the start of a longer text was run
+    warnings: tuple[str, ...] = ()  # sentences for the user (a byte-order mark removed, the text cut)
+
+    def top(self, k: int = 5) -> list[tuple[int, int, float]]:
+        """The k heads whose ablation raises the loss most: (layer, head, loss change)."""
+        order = np.argsort(-self.loss_change, axis=None)[:k]
+        return [(int(i // self.loss_change.shape[1]), int(i % self.loss_change.shape[1]),
+                 float(self.loss_change.flat[i])) for i in order]
+
+
+# ----------------------------------------------------------------------------- running
+_HEAD = re.compile(r"([0-9]+)\.([0-9]+)", re.ASCII)  # LAYER.HEAD, ASCII digits only
+
+
+def parse_head_list(spec: str) -> list[tuple[int, int]]:
+    """The syntax of ``--heads``, before any model is loaded: ``"1.0, 1.3"`` → [(1, 0), (1, 3)].
+
+    Each comma-separated item is LAYER.HEAD in ASCII digits (spaces around an item are allowed, inside
+    it are not; no sign, no ``_``); an empty item, or a head named twice, is an InputError naming it.
+    Whether the heads exist is :func:`parse_heads`'s question, once the model is known."""
+    if spec is None or not spec.strip():
+        raise InputError("No heads given: name at least one as LAYER.HEAD, e.g. 1.0,1.3")
+    heads: list[tuple[int, int]] = []
+    for k, item in enumerate(spec.split(",")):
+        part = item.strip()
+        if not part:
+            raise InputError(f"Head {k + 1} of '{spec}' is empty: write heads as LAYER.HEAD separated by single "
+                             "commas, e.g. 1.0,1.3")
+        match = _HEAD.fullmatch(part)
+        if match is None:
+            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD with the digits 0–9, e.g. 1.0,1.3")
+        head = (int(match[1]), int(match[2]))
+        if head in heads:
+            raise InputError(f"Head {head[0]}.{head[1]} is named twice in '{spec}': name each head once.")
+        heads.append(head)
+    return heads
+
+
+def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """``"1.0,1.3"`` → [(1, 0), (1, 3)], checked against the model's layers and heads; an InputError
+    naming the bad part otherwise (the syntax as :func:`parse_head_list` reads it)."""
+    return _check_heads(parse_head_list(spec), n_layer, n_head)
+
+
+def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    out = []
+    for layer, head in heads:
+        if not (0 <= layer < n_layer and 0 <= head < n_head):
+            raise InputError(f"Head {layer}.{head} does not exist: the model has layers 0–{n_layer - 1} "
+                             f"and heads 0–{n_head - 1}.")
+        if (int(layer), int(head)) not in out:
+            out.append((int(layer), int(head)))
+    if not out:
+        raise InputError("No heads to ablate: name at least one as LAYER.HEAD, e.g. 1.0")
+    return out
+
+
+@dataclass(frozen=True)
+class TextTokens:
+    """What of a text ablation runs: the ids (BOS included where used), whether the text was cut, and the
+    sentences to show (a byte-order mark removed, the text cut)."""
+
+    ids: tuple[int, ...]
+    truncated: bool  # longer than the model's context (or the token cap): only its first tokens are run
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+
+def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | None = None) -> TextTokens:
+    """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it: a leading byte-order mark
+    removed and the text cut to the model's context or ``max_tokens`` exactly as ``run_text`` does, with
+    the same sentences. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
+    from ..run.inference import token_limit, tokenize, truncation_warning, without_bom
+
+    text, warnings = without_bom(text)
+    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    use_bos = use_bos and bool(loaded.special_ids([], special=True))
+    ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
+    if len(ids) < 2:
+        if loaded.context_length < 2:
+            raise InputError(f"This model's context holds only {loaded.context_length} position: a next-token loss "
+                             "needs 2 tokens, so it cannot be measured on this model.")
+        if cut:  # the text has more: the cap is what stops it
+            cap = token_limit(loaded, max_tokens)
+            raise InputError(f"A token cap of {cap} runs only {len(ids)} token{'' if len(ids) == 1 else 's'} of the "
+                             "text, and a next-token loss needs 2; raise the cap (--max-tokens) to at least 2.")
+        raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
+    if cut:
+        warnings.append(truncation_warning(loaded, ids, use_bos, token_limit(loaded, max_tokens),
+                                           "run: the losses and the top-5 describe that part"))
+    return TextTokens(tuple(ids), cut, tuple(warnings))
+
+
+def _tokens(loaded, text: str | TextTokens, bos: bool | None, max_tokens: int | None) -> TextTokens:
+    return text if isinstance(text, TextTokens) else text_tokens(loaded, text, bos, max_tokens)
+
+
+def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
+    """One forward, with ``heads`` ablated (none: the baseline); hooks are always removed."""
+    import torch
+
+    from ..run.inference import _top_predictions
+
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    handles = [site.install(layer, hs, mode) for layer, hs in by_layer.items()]
+    try:
+        with torch.inference_mode():
+            logits = loaded.model(input_ids=torch.tensor([ids], device=loaded.device),
+                                  **site.forward_kwargs).logits[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    logits = logits.double()  # (n, vocab)
+    if not bool(torch.isfinite(logits).all()):
+        from ..run.inference import not_finite
+
+        raise not_finite("logits" + (", with heads ablated" if heads else ""), loaded.dtype)
+    targets = torch.tensor(ids[1:], device=logits.device)
+    nll = -torch.log_softmax(logits[:-1], dim=-1).gather(1, targets[:, None])  # (n−1, 1)
+    specials = frozenset(loaded.tokenizer.all_special_tokens)
+    top = _top_predictions(logits[-1].cpu().numpy(), loaded, specials)
+    return Outcome(float(nll.mean()), tuple((p.token, p.probability) for p in top[:TOP_K]))
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InputError(f"Unknown ablation mode '{mode}': use zero or mean.")
+    return mode
+
+
+def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mode: AblationMode = "zero",
+           bos: bool | None = None, max_tokens: int | None = None) -> AblationResult:
+    """Run ``text`` (or the :class:`TextTokens` of :func:`text_tokens`) with and without ``heads`` ablated;
+    loss and top-5 next tokens for both."""
+    site = heads_site(loaded)
+    mode = _check_mode(mode)
+    chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
+    tokens = _tokens(loaded, text, bos, max_tokens)
+    ids = list(tokens.ids)
+    return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),
+                          _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated, tokens.warnings)
+
+
+def importance_map(loaded, text: str | TextTokens, mode: AblationMode = "zero", bos: bool | None = None,
+                   progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
+                   max_tokens: int | None = None) -> ImportanceMap:
+    """Loss change when each head alone is ablated: one forward per head (plus the baseline).
+
+    ``progress(done, total)`` after each forward; setting ``cancel`` stops between forwards with
+    AnalysisCancelled.
+    """
+    site = heads_site(loaded)
+    mode = _check_mode(mode)
+    tokens = _tokens(loaded, text, bos, max_tokens)
+    ids = list(tokens.ids)
+    L, H = loaded.n_layer, loaded.n_head
+    total = L * H + 1
+    baseline = _run(loaded, site, ids, [], mode).loss
+    if progress:
+        progress(1, total)
+    ablated = np.empty((L, H))
+    for layer in range(L):
+        for head in range(H):
+            if cancel is not None and cancel.is_set():
+                raise AnalysisCancelled("Importance map cancelled.")
+            ablated[layer, head] = _run(loaded, site, ids, [(layer, head)], mode).loss
+            if progress:
+                progress(2 + layer * H + head, total)
+    change = ablated - baseline
+    ablated.setflags(write=False)
+    change.setflags(write=False)
+    return ImportanceMap(mode, baseline, ablated, change, tokens.n_tokens, tokens.truncated, tokens.warnings)

@@ -1,0 +1,213 @@
+"""Beyond raw attention weights: value-weighted attention, attention rollout, and the sink rate.
+
+Letters used in shape comments:
+    L   layers          H   heads          n   tokens (query and key positions)
+    d   d_model         dk  d / H, one head's width
+
+1. Value norms (Kobayashi et al. 2020, "Attention is not only a weight"). Head h writes
+   ``Σ_j A[i, j] · f_h(x_j)`` into the residual stream at position i, with
+   ``f_h(x) = (x W_V^h + b_V^h) W_O^h``: x the normed residual stream entering attention (ln_1's
+   output for GPT-2), W_V^h / b_V^h the head's slice of the value projection, W_O^h the head's rows
+   of the output projection (the output bias belongs to no head and is left out). So
+   ``N[i, j] = A[i, j] · ‖f_h(x_j)‖`` is how much key j really moves query i's output. A sink head
+   may put 90% of its weight on token 0 while ‖f_h(x_0)‖ is tiny: the weights alone mislead.
+2. Rollout (Abnar & Zuidema 2020): ``Â(l) = 0.5 · mean_h A(l) + 0.5 · I`` (rows renormalised),
+   ``R(0) = Â(0)``, ``R(l) = Â(l) · R(l−1)``: which input tokens each position draws on, all
+   layers up to l composed, the residual connection counted as the identity.
+3. Sink rate (Gu et al. 2024, "When Attention Sink Emerges"): the share of heads whose
+   first-token score exceeds ε.
+
+The numpy cores are family-blind (they take arrays; ``per_head_value_parameters`` takes the separate
+V / W_O projections the family adapters' ``AttentionWeights`` carry, grouped-query attention included).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .head_scores import Windows, sink
+
+#: Gu et al.'s default threshold on the first-token score.
+SINK_EPSILON = 0.3
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+# ----------------------------------------------------------------------------- value norms
+def value_vectors(x_ln: np.ndarray, w_v: np.ndarray, b_v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
+    """f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head and key: what head h would write if it
+    attended to key j alone (without the output bias).
+
+    x_ln (n, d), w_v (H, d, dk), b_v (H, dk), w_o (H, dk, d) → (H, n, d)
+    """
+    v = np.einsum("nd,hde->hne", x_ln, w_v) + b_v[:, None, :]  # (H, n, dk): the head's values
+    return np.einsum("hne,hed->hnd", v, w_o)  # (H, n, d): moved into the residual stream by W_O^h
+
+
+def value_norms_layer(x_ln: np.ndarray, w_v: np.ndarray, b_v: np.ndarray, w_o: np.ndarray,
+                      attentions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One layer's norm-based attention: ``N[h, i, j] = A[h, i, j] · ‖f_h(x_j)‖``.
+
+    x_ln (n, d) the normed input to attention; w_v (H, d, dk), b_v (H, dk), w_o (H, dk, d) per head;
+    attentions (H, n, n). Returns N (H, n, n) and the key norms ‖f_h(x_j)‖ (H, n), float64.
+    Nothing passed in is modified.
+    """
+    x = np.asarray(x_ln, dtype=np.float64)
+    f = value_vectors(x, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
+    key_norms = np.linalg.norm(f, axis=-1)  # (H, n)
+    return np.asarray(attentions, dtype=np.float64) * key_norms[:, None, :], key_norms  # (H, n, n), (H, n)
+
+
+def per_head_value_parameters(v_weight: np.ndarray, v_bias: np.ndarray, out_weight: np.ndarray, n_head: int,
+                              n_kv_head: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-head W_V (H, d, dk), b_V (H, dk), W_O (H, dk, d) from ``x @ W + b`` projections laid out head
+    after head: v_weight (d, g·dk), v_bias (g·dk,), out_weight (H·dk, d).
+
+    With grouped-query attention (g = n_kv_head < H key/value heads), query head i reads value head
+    i // (H/g); g defaults to H. This is the shape the family adapters' AttentionWeights carry.
+    """
+    g = n_head if n_kv_head is None else n_kv_head
+    d = v_weight.shape[0]
+    dk = out_weight.shape[0] // n_head
+    kv_of = np.arange(n_head) // (n_head // g)  # (H,) the value head each query head reads
+    w_v = v_weight.reshape(d, g, dk).transpose(1, 0, 2)[kv_of]  # (H, d, dk)
+    b_v = v_bias.reshape(g, dk)[kv_of]  # (H, dk)
+    w_o = out_weight.reshape(n_head, dk, -1)  # (H, dk, d): W_O's rows h·dk … (h+1)·dk read head h
+    return w_v, b_v, w_o
+
+
+@dataclass(frozen=True)
+class ValueNorms:
+    """Norm-based attention for every head. Read-only float32; axis order (layer, head, query, key)."""
+
+    value_norms: np.ndarray  # (L, H, n, n): N[i, j] = A[i, j] · ‖f_h(x_j)‖, in residual-stream units
+    key_norms: np.ndarray  # (L, H, n): ‖f_h(x_j)‖ per key
+
+    def row_normalised(self) -> np.ndarray:
+        """N[i, j] / Σ_k N[i, k]: each row as shares of the head's summed contribution norms (display)."""
+        return row_normalise(self.value_norms)
+
+
+def row_normalise(value_norms: np.ndarray) -> np.ndarray:
+    """Divide each query row by its sum (a row summing to 0 stays 0). Same shape, float32, a new array."""
+    n = np.asarray(value_norms, dtype=np.float64)
+    total = n.sum(axis=-1, keepdims=True)
+    out = np.divide(n, total, out=np.zeros_like(n), where=total > 0)
+    return out.astype(np.float32)
+
+
+def value_norms(loaded, result) -> ValueNorms:
+    """Value norms of every head of an AttentionResult.
+
+    The parameters come from the family adapter's ``AttentionWeights`` (``loaded.attention_weights``:
+    separate V / W_O, grouped-query attention included) and x_j is what entered attention: the family's
+    norm applied to the block input ``result.layer_inputs`` (for a post-LN encoder, the block input itself).
+    Computed layer by layer into one preallocated float32 array (the attention's size).
+    """
+    return value_norms_of(loaded.attention_weights, None, result.layer_inputs, result.attentions)
+
+
+def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarray | None,
+                   block_inputs: np.ndarray | None, attentions: np.ndarray) -> ValueNorms:
+    """Family-blind value norms: ``weights_of(layer)`` gives a family adapter's AttentionWeights.
+
+    attention_inputs (L, n, d) what entered attention, or None to apply each layer's ``norm`` to
+    block_inputs (L, n, d) (no norm: the block input enters as is); attentions (L, H, n, n).
+    """
+    from ..families.base import normalise
+
+    L, H, n = attentions.shape[0], attentions.shape[1], attentions.shape[-1]
+    norms = np.empty((L, H, n, n), dtype=np.float32)
+    keys = np.empty((L, H, n), dtype=np.float32)
+    for layer in range(L):
+        w = weights_of(layer)
+        if attention_inputs is not None:
+            x_ln = np.asarray(attention_inputs[layer], dtype=np.float64)  # (n, d)
+        else:
+            x_ln = normalise(np.asarray(block_inputs[layer], dtype=np.float64), w.norm, np.float64)  # (n, d)
+        per_head = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
+        norms[layer], keys[layer] = value_norms_layer(x_ln, *per_head, attentions[layer])
+    return ValueNorms(_frozen(norms), _frozen(keys))
+
+
+def first_token_shares(attentions: np.ndarray, value_norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How much of each head goes to the first token, by weight and by value-weighted norm.
+
+    raw[l, h]      = mean over i ≥ 1 of A[i, 0]                       (= head_scores.sink without windows)
+    weighted[l, h] = mean over i ≥ 1 of N[i, 0] / Σ_j N[i, j]          (rows with Σ_j N = 0 count 0)
+
+    The second is the share of the summed contribution norms ``Σ_j ‖A[i, j] f_h(x_j)‖`` that the first
+    token supplies: 0.9 raw and 0.05 weighted means the head looks at token 0 but moves almost
+    nothing from it. Row 0 is excluded (it can only attend to itself). NaN for a 1-token text.
+    """
+    a = np.asarray(attentions)
+    if a.shape[-1] < 2:
+        nan = np.full(a.shape[:2], np.nan)
+        return nan, nan.copy()
+    shares = row_normalise(value_norms)[..., 1:, 0].astype(np.float64)  # (L, H, n−1)
+    return sink(a), shares.mean(axis=-1)
+
+
+# ----------------------------------------------------------------------------- rollout
+def rollout(attentions: np.ndarray) -> np.ndarray:
+    """Attention rollout: ``Â(l) = 0.5 · mean_h A(l) + 0.5 · I``, rows renormalised to sum to 1;
+    ``R(0) = Â(0)``, ``R(l) = Â(l) · R(l−1)``.
+
+    attentions (L, H, n, n) → R (L, n, n) float32, read-only: R[l, i, j] is how much input token j
+    feeds position i after layers 0…l. Each row of R sums to 1. Computed in float64.
+    """
+    a = np.asarray(attentions)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"attentions must be (layer, head, n, n), got shape {a.shape}")
+    L, n = a.shape[0], a.shape[-1]
+    identity = np.eye(n)
+    out = np.empty((L, n, n), dtype=np.float32)
+    r = identity
+    for layer in range(L):
+        a_hat = 0.5 * a[layer].astype(np.float64).mean(axis=0) + 0.5 * identity  # (n, n)
+        a_hat /= a_hat.sum(axis=-1, keepdims=True)
+        r = a_hat @ r  # (n, n): this layer composed onto everything below it
+        out[layer] = r
+    return _frozen(out)
+
+
+# ----------------------------------------------------------------------------- sink rate
+@dataclass(frozen=True)
+class SinkRate:
+    """Which heads are sink heads at threshold ``epsilon``, and their share of all heads."""
+
+    mask: np.ndarray  # (L, H) bool, read-only: first-token score > epsilon
+    rate: float  # mask.mean()
+    epsilon: float
+    scores: np.ndarray  # (L, H) the first-token scores the mask was taken from
+
+
+def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON, windows: Windows = None) -> SinkRate:
+    """Gu et al. 2024: a head is a sink head when its first-token score exceeds ε; the sink rate is
+    the share of such heads.
+
+    The first-token score is ``head_scores.sink``: mean over queries i ≥ 1 of A[i, 0] (under a
+    sliding window, ``windows`` per layer, over the queries that see token 0). (Gu et al.
+    average over every query, row 0 included, whose A[0, 0] is always 1; excluding it keeps the score
+    equal to the one shown in the Head scores table.) A 1-token text has no score: no head is a sink,
+    and the rate is NaN (``null`` in summary.json), not 0: there is nothing to count.
+    """
+    return sink_rate_of_scores(sink(attentions, windows), epsilon)
+
+
+def sink_rate_of_scores(scores: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate:
+    """The sink rate from first-token scores already computed (L, H), e.g. their mean over many texts:
+    the share of heads whose score is strictly above ε (NaN counts as not a sink); NaN when no head has a
+    score at all."""
+    if not 0.0 <= float(epsilon) <= 1.0:
+        raise ValueError(f"the sink threshold ε must be between 0 and 1, got {epsilon}")
+    scores = np.array(scores, dtype=np.float64)  # a copy: the caller's array stays writable and untouched
+    with np.errstate(invalid="ignore"):
+        mask = scores > epsilon  # NaN compares False
+    rate = float(mask.mean()) if np.isfinite(scores).any() else float("nan")
+    return SinkRate(_frozen(mask), rate, float(epsilon), _frozen(scores))

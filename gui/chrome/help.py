@@ -1,0 +1,70 @@
+"""Help dialogs: About / the bundled model's card, and every keyboard shortcut."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtGui, QtWidgets
+
+MODEL_CARD = Path(__file__).resolve().parents[2] / "resources" / "model" / "README.md"
+ABOUT = ("AttnScope looks inside the attention of GPT-2-family models: every layer and head as heatmaps, "
+         "the arithmetic recomputed from scratch beside the model's own numbers, the heads that matter scored, "
+         "and everything exported as figures and data.\n\n"
+         "The bundled model is a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "
+         "4,096-token vocabulary and a 256-token context. It is not OpenAI's GPT-2: its tokens look different, "
+         "and it was trained so that previous-token, sink and induction heads are there to find. Its model card "
+         "follows.")
+
+
+def text_dialog(parent, title: str, markdown: str) -> QtWidgets.QDialog:
+    dialog = QtWidgets.QDialog(parent)
+    dialog.setWindowTitle(title)
+    view = QtWidgets.QTextBrowser()
+    view.setOpenExternalLinks(False)
+    view.setMarkdown(markdown)
+    buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Close)
+    buttons.rejected.connect(dialog.reject)
+    layout = QtWidgets.QVBoxLayout(dialog)
+    layout.addWidget(view)
+    layout.addWidget(buttons)
+    screen = (parent.screen() if parent is not None else QtGui.QGuiApplication.primaryScreen()).availableGeometry()
+    dialog.resize(min(760, screen.width() - 40), min(640, screen.height() - 80))
+    dialog.view = view
+    return dialog
+
+
+def model_card_dialog(parent) -> QtWidgets.QDialog:
+    try:
+        card = MODEL_CARD.read_text(encoding="utf-8")
+    except OSError:
+        card = f"The model card is missing ({MODEL_CARD})."
+    return text_dialog(parent, "About AttnScope and the bundled model", ABOUT + "\n\n---\n\n" + card)
+
+
+def shortcuts_of(window: QtWidgets.QWidget) -> list[tuple[str, str]]:
+    """(keys, what) for every action with a shortcut in ``window``'s menus, then the keys of the plots."""
+    rows = []
+    for menu in window.menuBar().findChildren(QtWidgets.QMenu):
+        for action in menu.actions():
+            keys = action.shortcut().toString(QtGui.QKeySequence.SequenceFormat.NativeText)
+            if keys and action.isVisible():
+                rows.append((keys, action.text().replace("&", "")))
+    rows += [("←/→/↑/↓", "move the selected head while the grid or the head map has the focus"),
+             ("Tab / Shift+Tab", "move the focus (out of the text box too)"),
+             ("Home, double-click", "zoom a map back to all of it")]
+    return rows
+
+
+def keyboard_dialog(window) -> QtWidgets.QDialog:
+    table = "| keys | what |\n| --- | --- |\n" + "\n".join(f"| {k} | {w} |" for k, w in shortcuts_of(window))
+    return text_dialog(window, "Keyboard", "## Keyboard shortcuts\n\n" + table)
+
+
+def with_shortcut_tooltips(menu_bar: QtWidgets.QMenuBar) -> None:
+    """Every menu action shows its shortcut in its tooltip."""
+    for menu in menu_bar.findChildren(QtWidgets.QMenu):
+        menu.setToolTipsVisible(True)
+        for action in menu.actions():
+            keys = action.shortcut().toString(QtGui.QKeySequence.SequenceFormat.NativeText)
+            if keys:
+                action.setToolTip(f"{action.text().replace('&', '')} ({keys})")
+

@@ -1,0 +1,1 @@
+"""Exporting from the window: the dialog, the shared export path, and figures to PNG/SVG/PDF files."""

@@ -1,0 +1,404 @@
+"""Exporting from the window: the dialog, then the one export path shared with the command line.
+
+Figures are Qt widgets, so they are drawn on the GUI thread — one figure per turn of the event loop,
+into a private temporary folder, so the window never freezes. The writing itself (data files, and
+moving the drawn figures into place) runs on the worker with analysis/export/writers.py's staged writers:
+a file or folder appears at its destination only when all of it was written, an earlier export is
+replaced as a whole, and a failure (a full disk, a folder that cannot be written) leaves nothing
+behind and is shown as one sentence.
+
+What is visible exports: a figure follows the view on screen (the colormap, scale, hidden first key,
+badges, and the value-weighted view when it is on and its norms are there). A data export is the
+command line's byte for byte: attention.npz with ``value_norms`` (computed on the worker) and
+``rollout``, parity of every family through ``loaded.attention_weights``, and summary.json's sink
+rate at the Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options
+the Scores panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes
+the same bytes).
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from analysis.errors import AttnScopeError, ExportError
+from analysis.export.writers import DATA_FORMATS, IMAGE_FORMATS
+
+from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
+from ..state.lens_data import VALUE_NORMS
+from ..state.view_state import ViewState
+from ..state.worker import Failure
+
+EXPORT_TASK = "export"
+
+
+@dataclass(frozen=True)
+class ViewSnapshot:
+    """How the views draw, frozen when an export is asked for (the state may change while figures are
+    drawn one per event-loop turn). It answers what ``grid_panel.grid_figure`` and
+    ``head_panel.draw_head`` ask of a ViewState."""
+
+    bundle: object  # AnalysisBundle
+    attention_view: str
+    colormap: str
+    scale: str
+    hide_first: bool
+    badge_score: str | None
+    sink_epsilon: float
+    values: object = None  # lens_data.ValueView of the bundle, when the state has it
+    tl_options: dict | None = None  # ViewState.tl_options: how scores_tl.csv is computed
+
+    @classmethod
+    def of(cls, state: ViewState) -> "ViewSnapshot":
+        return cls(state.bundle, state.attention_view, state.colormap, state.scale, state.hide_first,
+                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS), state.tl_options)
+
+    @property
+    def result(self):
+        return self.bundle.result
+
+    @property
+    def scores(self):
+        return self.bundle.scores
+
+    @property
+    def value_weighted(self) -> bool:
+        """The value-weighted view is on and drawn (its norms are there): figures draw it too."""
+        return self.attention_view == "value-weighted" and self.values is not None
+
+    def lens(self, kind: str):
+        return self.values if kind == VALUE_NORMS else None
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """One export: what, where, and the view at the moment it was asked for."""
+
+    what: str  # head, grid, heads, data, everything, front
+    path: Path
+    fmt: str
+    png_width: int | None
+    view: ViewSnapshot
+    layer: int
+    head: int
+    front_figure: object = None  # what == "front": the tab's offscreen figure, drawn when asked for
+
+    @property
+    def bundle(self):
+        return self.view.bundle
+
+    def figures(self) -> list[tuple[str, int | None, int | None]]:
+        """(file name relative to the export, layer, head) of every figure to draw; layer None = the grid."""
+        r = self.bundle.result
+        if self.what == "head":
+            return [(self.path.name, self.layer, self.head)] if self.fmt in IMAGE_FORMATS else []
+        if self.what == "grid":
+            return [(self.path.name, None, None)] if self.fmt in IMAGE_FORMATS else []
+        if self.what in ("data", FRONT):  # the figure in front is drawn already
+            return []
+        sub = "heads/" if self.what == "everything" else ""  # `everything` has the command line's layout
+        return [(f"grid.{self.fmt}", None, None)] + [(f"{sub}L{l}H{h}.{self.fmt}", l, h)
+                                                     for l in range(r.n_layer) for h in range(r.n_head)]
+
+
+def exists(path: Path) -> bool:
+    """Something at ``path`` that an export would replace (an empty folder is not)."""
+    return path.exists() and not (path.is_dir() and not any(path.iterdir()))
+
+
+def ask_overwrite(parent, path: Path) -> bool:
+    buttons = QtWidgets.QMessageBox.StandardButton
+    kind = "folder" if path.is_dir() else "file"
+    answer = QtWidgets.QMessageBox.question(parent, "Replace?", f"The {kind} {path} exists. Replace it?",
+                                            buttons.Yes | buttons.No, buttons.No)
+    return answer == buttons.Yes
+
+
+class Exporter(QtCore.QObject):
+    """Runs exports for the window; ``finished(paths)`` or ``failed(message)`` ends each one, ``warned(message)``
+    after ``finished`` for what the writers said (an earlier export that could not be deleted wholly)."""
+
+    finished = QtCore.Signal(list)
+    warned = QtCore.Signal(str)
+    failed = QtCore.Signal(str)
+    copied = QtCore.Signal()
+
+    def __init__(self, state: ViewState, worker, settings: QtCore.QSettings, parent: QtWidgets.QWidget):
+        super().__init__(parent)
+        self.state, self.worker, self.settings, self.window = state, worker, settings, parent
+        self.ask_overwrite = ask_overwrite  # tests replace it
+        # the tab in front (its ``title`` and ``offscreen_figure()``, gui/tabs/protocol.py); the window's tabs by default
+        self.front_tab = lambda: (self.window.tabs.currentWidget() if hasattr(self.window, "tabs") else None)
+        self._pending: dict[int, Path] = {}  # worker request id -> temporary folder of drawn figures
+        self.closed = False
+        worker.task_done.connect(self._task_done)
+        worker.failed.connect(self._failed)
+
+    # ----------------------------------------------------------------- asking
+    def open_dialog(self) -> None:
+        if self.state.bundle is None:
+            self.failed.emit("Nothing to export yet: run a text first.")
+            return
+        from ..plots.figures import dispose_figure
+
+        tab = self.front_tab()
+        front = tab.offscreen_figure() if hasattr(tab, "offscreen_figure") else None  # as it is now
+        dialog = ExportDialog(self.window, self.settings, self.state.layer, self.state.head,
+                              front=str(getattr(tab, "title", "")) if front is not None else "")
+        try:
+            while dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted:
+                path = Path(dialog.path()).expanduser() if dialog.path() else None
+                if path is not None and exists(path) and not self.ask_overwrite(self.window, path):
+                    continue  # "No" to Replace?: back to the dialog to choose another name
+                figure = front if dialog.what() == FRONT else None
+                if self.start(dialog.what(), dialog.path(), dialog.image_format(), dialog.png_width(),
+                              confirmed=True, front_figure=figure):
+                    front = None if figure is not None else front  # the export disposes it
+                return
+        finally:
+            if front is not None:
+                dispose_figure(front)
+
+    def start(self, what: str, path, fmt: str | None = None, png_width: int | None = None, *,
+              confirmed: bool = False, front_figure=None) -> bool:
+        """Export ``what`` to ``path`` (a file for head/grid/front, its format from the extension; else a
+        folder). ``front_figure``: the figure to write for ``what="front"`` (the export disposes it);
+        ``confirmed``: the user already agreed to replace ``path``. Returns False when nothing was started
+        (no result, a bad path, or the user kept an existing file)."""
+        s = self.state
+        if s.bundle is None:
+            self.failed.emit("Nothing to export yet: run a text first.")
+            return False
+        path = Path(str(path).strip()).expanduser() if str(path).strip() else None
+        if path is None or path.name == "":
+            self.failed.emit("Choose where to export to.")
+            return False
+        if what == FRONT and front_figure is None:
+            self.failed.emit("The tab in front has no figure to export yet.")
+            return False
+        if what not in FOLDER_KINDS:
+            fmt = path.suffix.lower().lstrip(".")
+            allowed = IMAGE_FORMATS if what == FRONT else IMAGE_FORMATS + DATA_FORMATS
+            if fmt not in allowed:
+                self.failed.emit(f"Cannot export to '{path.name}': the name must end in one of "
+                                 f"{', '.join('.' + f for f in allowed)}.")
+                return False
+        fmt = fmt or "png"
+        if not confirmed and exists(path) and not self.ask_overwrite(self.window, path):
+            return False
+        job = ExportJob(what, path, fmt, png_width, ViewSnapshot.of(s), s.layer, s.head, front_figure)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="attnscope-figures-"))
+        except OSError as exc:
+            self.failed.emit(f"Cannot draw the figures: no temporary folder ({exc.strerror or exc}).")
+            return False
+        QtWidgets.QApplication.setOverrideCursor(QtCore.Qt.CursorShape.BusyCursor)
+        if what == FRONT:
+            self._draw_front(job, folder)
+        else:
+            self._draw(job, folder, job.figures(), None)
+        return True
+
+    def png_width(self) -> int:
+        """The width of an exported PNG: the Export dialog's last choice, else its default."""
+        try:
+            width = int(self.settings.value("export/png_width", DEFAULT_PNG_WIDTH))
+        except (TypeError, ValueError):
+            return DEFAULT_PNG_WIDTH
+        return width if 200 <= width <= 12000 else DEFAULT_PNG_WIDTH
+
+    def copy_figure(self, view, fallback) -> None:
+        """Put ``view.offscreen_figure()`` (else ``fallback``'s) on the clipboard: the figure Export writes,
+        at the export's PNG width — not a grab of the screen."""
+        from ..plots.figures import dispose_figure
+
+        fig = view.offscreen_figure() if hasattr(view, "offscreen_figure") else None
+        fig = fig or fallback.offscreen_figure()
+        if fig is None:
+            self.failed.emit("Nothing to copy yet: run a text first.")
+            return
+        try:
+            QtWidgets.QApplication.clipboard().setImage(figure_image(fig, self.png_width()))
+        finally:
+            dispose_figure(fig)
+        self.copied.emit()
+
+    # ----------------------------------------------------------------- drawing (GUI thread, one figure a turn)
+    def _draw(self, job: ExportJob, folder: Path, todo: list, head_figure) -> None:
+        from ..plots.figures import dispose_figure, save_figure
+        from ..plots.grid_panel import grid_figure
+
+        if self.closed:
+            if head_figure is not None:
+                dispose_figure(head_figure[0])
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        if not todo:
+            if head_figure is not None:
+                dispose_figure(head_figure[0])
+            self._submit(job, folder)
+            return
+        (name, layer, head), rest = todo[0], todo[1:]
+        view = job.view
+        target = folder / name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if layer is None:
+                fig = grid_figure(view, (view.badge_score or "").replace("_", " "))
+                try:
+                    save_figure(fig, target, job.png_width)
+                finally:
+                    dispose_figure(fig)
+            else:
+                head_figure = draw_head_figure(view, layer, head, head_figure)
+                save_figure(head_figure[0], target, job.png_width)
+        except (AttnScopeError, OSError) as exc:
+            if head_figure is not None:
+                dispose_figure(head_figure[0])
+            shutil.rmtree(folder, ignore_errors=True)
+            QtWidgets.QApplication.restoreOverrideCursor()
+            message = str(exc) if isinstance(exc, AttnScopeError) else f"Cannot draw the figures: {exc.strerror or exc}."
+            self.failed.emit(message)
+            return
+        QtCore.QTimer.singleShot(0, self, lambda: self._draw(job, folder, rest, head_figure))
+
+    def _draw_front(self, job: ExportJob, folder: Path) -> None:
+        """Save the tab's figure into ``folder``, then write it through the same staged writer."""
+        from ..plots.figures import dispose_figure, save_figure
+
+        try:
+            save_figure(job.front_figure, folder / job.path.name, job.png_width)
+        except (AttnScopeError, OSError) as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            QtWidgets.QApplication.restoreOverrideCursor()
+            self.failed.emit(str(exc) if isinstance(exc, AttnScopeError)
+                             else f"Cannot draw the figure: {exc.strerror or exc}.")
+            return
+        finally:
+            dispose_figure(job.front_figure)
+        self._submit(job, folder)
+
+    # ----------------------------------------------------------------- writing (worker thread)
+    def _submit(self, job: ExportJob, folder: Path) -> None:
+        request_id = self.worker.submit(EXPORT_TASK, lambda loaded: write_export(loaded, job, folder))
+        self._pending[request_id] = folder
+
+    def _task_done(self, request_id: int, name: str, value) -> None:
+        folder = self._pending.pop(request_id, None) if name == EXPORT_TASK else None
+        if folder is None:
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        QtWidgets.QApplication.restoreOverrideCursor()
+        if not self.closed:
+            self.finished.emit(list(value))
+            for warning in getattr(value, "warnings", ()):
+                self.warned.emit(warning)
+
+    def _failed(self, failure: Failure) -> None:
+        folder = self._pending.pop(failure.request_id, None)
+        if folder is None:
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        QtWidgets.QApplication.restoreOverrideCursor()
+        if not self.closed:
+            self.failed.emit(failure.message)
+
+
+def figure_image(fig, width: int) -> QtGui.QImage:
+    """``fig`` drawn ``width`` pixels wide, as a PNG export draws it (pyqtgraph's ImageExporter for a plot
+    scene; any other widget rendered scaled)."""
+    import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
+    import pyqtgraph as pg
+
+    from ..plots.figures import settle_layout
+
+    settle_layout()
+    if hasattr(fig, "scene") and callable(fig.scene):
+        exporter = pg.exporters.ImageExporter(fig.scene())
+        exporter.parameters()["width"] = int(width)
+        exporter.parameters()["antialias"] = True
+        image = exporter.export(toBytes=True)
+        if isinstance(image, QtGui.QImage) and not image.isNull():
+            return image
+    scale = width / max(1, fig.width())
+    image = QtGui.QImage(int(width), max(1, round(fig.height() * scale)), QtGui.QImage.Format.Format_ARGB32)
+    image.fill(QtCore.Qt.GlobalColor.white)
+    painter = QtGui.QPainter(image)
+    painter.scale(scale, scale)
+    fig.render(painter)
+    painter.end()
+    return image
+
+
+def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
+    """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
+    this returned for the head before) when given: drawing into one figure is much faster than a new one."""
+    from ..plots.figures import offscreen_head_figure
+    from ..tabs.head.head_panel import KeyNormStrip, draw_head, fit_title
+
+    r = view.result
+    title = f"{r.model_label} — layer {layer}, head {head}"
+    if previous is None:
+        fig = offscreen_head_figure(r, layer, head, view.colormap, view.scale, view.hide_first)
+        strip = KeyNormStrip(fig) if view.value_weighted else None
+        if strip is None:
+            return fig, None
+        draw_head(fig, strip, view, layer, head, title)
+        fit_title(fig)  # laid out without the strip and for a shorter title
+        fig.update_label_density()
+        return fig, strip
+    fig, strip = previous
+    draw_head(fig, strip, view, layer, head, title)
+    return previous
+
+
+def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
+    """Write ``job`` (on the worker): data from the job's result, figures copied from ``drawn``.
+
+    Folders go through ``write_folder_atomically`` / ``export_bundle`` and files through
+    ``write_file_atomically``: nothing appears at the destination unless all of it was written."""
+    from analysis.export import writers as writers
+
+    r, scores = job.view.result, job.view.scores
+    # the export never replaces what the model is read from (a .json export named over its config.json)
+    writers.check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)],
+                                [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")])
+
+    def copy_drawn(staging: Path) -> None:
+        for src in sorted(p for p in drawn.rglob("*") if p.is_file()):
+            dest = Path(staging) / src.relative_to(drawn)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+
+    if job.what in ("data", "everything"):
+        if (loaded.source.label != r.model_label or loaded.n_layer != r.n_layer or loaded.n_head != r.n_head
+                or loaded.d_model != r.layer_inputs.shape[-1]):
+            raise ExportError("The model changed since this result was computed: run the text again, then export.")
+        from analysis.measures.lenses import value_norms
+        from analysis.measures.parity import parity_report
+
+        # as `main.py export` does it, so both write the same bytes
+        parity = parity_report(r, [loaded.attention_weights(l) for l in range(loaded.n_layer)], "float32")
+        norms = value_norms(loaded, r).value_norms
+        return writers.export_bundle(job.path, r, scores, parity,
+                                     image_writer=copy_drawn if job.what == "everything" else None,
+                                     value_norms=norms, sink_epsilon=job.view.sink_epsilon,
+                                     tl_options=job.view.tl_options)
+    if job.what == "heads":
+        return writers.write_folder_atomically(job.path, copy_drawn)
+    if job.fmt in IMAGE_FORMATS:
+        drawn_file = drawn / job.path.name
+        return [writers.write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
+    layer, head = job.layer, job.head
+    if job.what == "head":  # one head's (query, key) map
+        write = {"npz": lambda tmp: writers.write_attention_npz(r, Path(tmp), layer, head),
+                 "csv": lambda tmp: writers.write_head_csv(r, Path(tmp), layer, head),
+                 "json": lambda tmp: writers.write_result_json(r, Path(tmp), layer=layer, head=head)}[job.fmt]
+    else:  # every head; as a table, the grid is its scores
+        write = {"npz": lambda tmp: writers.write_attention_npz(r, Path(tmp)),
+                 "csv": lambda tmp: writers.write_scores_csv(scores, Path(tmp)),
+                 "json": lambda tmp: writers.write_result_json(r, Path(tmp), scores)}[job.fmt]
+    return [writers.write_file_atomically(job.path, write)]

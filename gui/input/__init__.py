@@ -1,0 +1,1 @@
+"""Input: the model bar, the text box and its run controls, the token limit."""

@@ -1,0 +1,294 @@
+"""The model bar (a toolbar): which model, on which device and dtype, Load / Cancel, load progress.
+
+It emits ``load_requested(source)`` and ``open_folder_requested``; the window sends loads to the
+worker and tells the bar what happened (``loading``, ``progress``, ``loaded``, ``load_failed``). A
+folder appears in the Model list only once it has loaded. The list is grouped by family (GPT-2,
+Llama-style, GPT-NeoX, BERT-style: a header row each, not selectable); hub models say how big they
+are (from ``loading.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
+picking one that is not asks before downloading. ``minilm`` (all-MiniLM-L6-v2 from an optional
+package) says when it is not installed, and how to install it.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from analysis.model.loading import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
+
+OPEN_FOLDER = "Open folder…"
+#: parameters and download size of each hub model (safetensors weights), from the loading table
+HUB_SIZES = {m.name: (m.parameters, m.download) for m in HUB_MODEL_TABLE}
+#: the family the packaged MiniLM is listed under
+MINILM_FAMILY = "BERT-style encoder"
+BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "
+                       "4,096-token vocabulary and a 256-token context (not OpenAI's GPT-2; see Help → Model card)")
+
+
+def minilm_installed() -> bool:
+    from analysis.model.loading import minilm_folder
+
+    return minilm_folder() is not None
+
+
+def hub_label(name: str, cached: bool) -> str:
+    """A hub model's line in the list: the name, its parameters when known, and whether it is downloaded."""
+    params = HUB_SIZES.get(name, ("", ""))[0]
+    return " · ".join(part for part in (name, f"{params} params" if params else "",
+                                        "downloaded" if cached else "not downloaded") if part)
+
+
+def hub_cached(name: str) -> bool:
+    from analysis.model.loading import is_cached
+
+    return is_cached(name)
+
+
+def ask(parent, title: str, text: str, info: bool = False) -> bool:
+    """A yes/no question, or with ``info`` a message with OK (tests replace ``ModelBar.ask``)."""
+    buttons = QtWidgets.QMessageBox.StandardButton
+    if info:
+        QtWidgets.QMessageBox.information(parent, title, text)
+        return True
+    return QtWidgets.QMessageBox.question(parent, title, text, buttons.Yes | buttons.No, buttons.Yes) == buttons.Yes
+
+
+class ElidedComboBox(QtWidgets.QComboBox):
+    """A combo box whose closed face shows the current item elided with "…" when it is wider than the box (a
+    plain QComboBox clips it: "minilm · all-MiniLM-L6-v2 · 2" read as a wrong size); the list shows it whole."""
+
+    def shown_text(self) -> str:
+        """The current item's text as the closed box draws it."""
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        room = self.style().subControlRect(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option,
+                                           QtWidgets.QStyle.SubControl.SC_ComboBoxEditField, self).width()
+        return self.fontMetrics().elidedText(self.currentText(), QtCore.Qt.TextElideMode.ElideRight, max(0, room - 4))
+
+    def paintEvent(self, _event):  # noqa: N802
+        painter = QtWidgets.QStylePainter(self)
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        option.currentText = self.shown_text()
+        painter.drawComplexControl(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option)
+        painter.drawControl(QtWidgets.QStyle.ControlElement.CE_ComboBoxLabel, option)
+
+
+class ModelBar(QtWidgets.QToolBar):
+    load_requested = QtCore.Signal(str)  # a source: bundled, a hub id, a folder
+    open_folder_requested = QtCore.Signal()
+    cancel_requested = QtCore.Signal()
+
+    def __init__(self, settings: QtCore.QSettings, parent=None):
+        super().__init__("Model", parent)
+        self.setObjectName("model-bar")
+        self.setMovable(False)
+        self.ask = ask
+        self.loaded_source: str | None = None
+        self._download_samples: list[tuple[float, int]] = []
+        self.model_choice = ElidedComboBox()
+        self.model_choice.addItem("bundled (demo model)", BUNDLED)
+        self.model_choice.setItemData(0, BUNDLED_DESCRIPTION, QtCore.Qt.ItemDataRole.ToolTipRole)
+        families = list(dict.fromkeys(m.family for m in HUB_MODEL_TABLE))
+        for family in families:
+            self.model_choice.insertSeparator(self.model_choice.count())
+            self._add_header(family)
+            for model in HUB_MODEL_TABLE:
+                if model.family == family:
+                    self.model_choice.addItem(model.name, model.name)
+            if family == MINILM_FAMILY:
+                self.model_choice.addItem(MINILM, MINILM)
+        self.model_choice.insertSeparator(self.model_choice.count())
+        self.model_choice.addItem(OPEN_FOLDER, OPEN_FOLDER)
+        self.model_choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_choice.setMinimumContentsLength(18)
+        self.model_choice.setToolTip("The model to look inside")
+        self.model_choice.activated.connect(self._model_chosen)
+        self.refresh_cached()
+        self.device_choice = QtWidgets.QComboBox()
+        self.device_choice.addItems(["auto", "cpu"])
+        self.device_choice.setToolTip("Where the model runs; a change applies when you press Load")
+        self.pending_device = str(settings.value("model/device", "auto"))
+        self.device_choice.currentTextChanged.connect(self._device_changed)
+        self.dtype_choice = QtWidgets.QComboBox()
+        self.dtype_choice.addItems(["float32", "float16", "bfloat16"])
+        self.dtype_choice.setEnabled(False)
+        self.dtype_choice.setToolTip("Half precision is offered on a GPU only")
+        self.load_button = QtWidgets.QPushButton("Load")
+        self.load_button.setToolTip("Load the chosen model on the chosen device")
+        self.load_button.clicked.connect(lambda: self.load_requested.emit(self.current_source()))
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self._cancel)
+        self.cancel_button.hide()
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumWidth(200)
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        self.progress_label = QtWidgets.QLabel("")
+        self.progress_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        for label, widget in (("Model", self.model_choice), ("Device", self.device_choice), ("dtype", self.dtype_choice)):
+            self.addWidget(QtWidgets.QLabel(f" {label} "))
+            self.addWidget(widget)
+        self.addWidget(self.load_button)
+        self.addWidget(self.cancel_button)
+        self.addWidget(self.progress)
+        self.addWidget(self.progress_label)
+
+    # ----------------------------------------------------------------- the model list
+    def _add_header(self, title: str) -> None:
+        """A family's title in the list: bold, neither selectable nor enabled."""
+        self.model_choice.addItem(title, None)
+        item = self.model_choice.model().item(self.model_choice.count() - 1)
+        item.setFlags(QtCore.Qt.ItemFlag.NoItemFlags)
+        font = QtGui.QFont(item.font())
+        font.setBold(True)
+        item.setFont(font)
+
+    def refresh_cached(self) -> None:
+        """Label every hub model with its size and whether it is downloaded (looks at the cache only), and
+        say whether the packaged MiniLM is installed."""
+        for name in HUB_MODELS:
+            index = self.model_choice.findData(name)
+            params, download = HUB_SIZES.get(name, ("", ""))
+            cached = hub_cached(name)
+            self.model_choice.setItemText(index, hub_label(name, cached))
+            size = f"{params} parameters; " if params else ""
+            self.model_choice.setItemData(
+                index, f"{name}: {size}" + ("in the local cache" if cached else
+                                            f"not downloaded yet ({download} to download)" if download
+                                            else "not downloaded yet"),
+                QtCore.Qt.ItemDataRole.ToolTipRole)
+        index = self.model_choice.findData(MINILM)
+        installed = minilm_installed()
+        self.model_choice.setItemText(index, "minilm · all-MiniLM-L6-v2 · 22.7 M params · "
+                                      + ("installed" if installed else "not installed (make minilm)"))
+        self.model_choice.setItemData(index, "all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) from an optional package"
+                                      if installed else MINILM_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
+
+    def current_source(self) -> str:
+        data = self.model_choice.currentData()
+        return self.loaded_source or BUNDLED if data in (None, OPEN_FOLDER) else str(data)
+
+    def sources(self) -> list[str]:
+        """Every model the list offers, in order (headers and Open folder… left out)."""
+        items = (self.model_choice.itemData(i) for i in range(self.model_choice.count()))
+        return [str(d) for d in items if d not in (None, OPEN_FOLDER)]
+
+    def show_source(self, source: str) -> None:
+        """Select ``source`` in the list, adding a folder that has loaded (never one that has not)."""
+        index = self.model_choice.findData(source)
+        if index < 0:
+            self.model_choice.insertItem(self.model_choice.count() - 1, Path(source).name or source, source)
+            index = self.model_choice.findData(source)
+            self.model_choice.setItemData(index, source, QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.model_choice.setCurrentIndex(index)
+
+    def _model_chosen(self, index: int) -> None:
+        source = self.model_choice.itemData(index)
+        if source is None:  # a family's header
+            self._show_loaded()
+            return
+        if source == OPEN_FOLDER:
+            self._show_loaded()
+            self.open_folder_requested.emit()
+            return
+        source = str(source)
+        if source == MINILM and not minilm_installed():
+            self._show_loaded()
+            self.ask(self, "all-MiniLM-L6-v2 is not installed", MINILM_MISSING, info=True)
+            return
+        if source in HUB_MODELS and not hub_cached(source):
+            download = HUB_SIZES.get(source, ("", ""))[1]
+            if not self.ask(self, "Download a model", f"{source} is not downloaded yet. Download it now"
+                            + (f" ({download})?" if download else "?")):
+                self._show_loaded()
+                return
+        self.load_requested.emit(source)
+
+    def _show_loaded(self) -> None:
+        if self.loaded_source is not None:
+            self.show_source(self.loaded_source)
+
+    # ----------------------------------------------------------------- devices
+    def device(self) -> str:
+        return self.device_choice.currentText()
+
+    def dtype(self) -> str:
+        return self.dtype_choice.currentText() if self.dtype_choice.isEnabled() else "float32"
+
+    def set_devices(self, devices: list) -> None:
+        current = self.pending_device or self.device_choice.currentText()
+        self.device_choice.blockSignals(True)
+        self.device_choice.clear()
+        self.device_choice.addItems([str(d) for d in devices])
+        self.device_choice.setCurrentText(current if current in devices else "auto")
+        self.device_choice.blockSignals(False)
+        self._update_dtype()
+
+    def set_device(self, device: str) -> None:
+        """Choose ``device`` (a launch option): listed even before the devices are probed."""
+        self.pending_device = device
+        if self.device_choice.findText(device) < 0:
+            self.device_choice.addItem(device)
+        self.device_choice.blockSignals(True)
+        self.device_choice.setCurrentText(device)
+        self.device_choice.blockSignals(False)
+        self._update_dtype()
+
+    def _update_dtype(self) -> None:
+        device = self.device()
+        gpu = device.startswith(("cuda", "mps")) or (device == "auto" and self.device_choice.count() > 2)
+        self.dtype_choice.setEnabled(gpu)
+        if not gpu:
+            self.dtype_choice.setCurrentText("float32")
+
+    def _device_changed(self, device: str) -> None:
+        self.pending_device = device
+        self._update_dtype()
+        if self.loaded_source is not None:
+            self.progress_label.setText(f"press Load to move the model to {device}")
+
+    # ----------------------------------------------------------------- loading
+    def loading(self, source: str) -> None:
+        self._download_samples = []
+        self.progress.setRange(0, 0)  # busy
+        self.progress.show()
+        self.cancel_button.show()
+        self.load_button.setEnabled(False)
+        self.progress_label.setText(f"loading {Path(source).name or source}…")
+
+    def show_progress(self, message: str, done, total) -> None:
+        done, total = int(done), int(total)
+        if total <= 0:
+            self.progress.setRange(0, 0)
+            self.progress_label.setText(message)
+            return
+        now = time.monotonic()
+        self._download_samples = [s for s in self._download_samples if now - s[0] < 3] + [(now, done)]
+        first = self._download_samples[0]
+        speed = (done - first[1]) / max(1e-6, now - first[0]) if len(self._download_samples) > 1 else 0
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(int(1000 * done / total))
+        self.progress.setFormat(f"{done / 1e6:.0f} / {total / 1e6:.0f} MB")
+        self.progress_label.setText(f"{message} — {speed / 1e6:.1f} MB/s" if speed else message)
+
+    def _cancel(self) -> None:
+        self.cancel_requested.emit()
+        self.progress_label.setText("cancelling…")
+
+    def _done(self) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.load_button.setEnabled(True)
+        self.progress_label.setText("")
+
+    def loaded(self, source: str) -> None:
+        self._done()
+        self.loaded_source = source
+        self.show_source(source)
+        self.refresh_cached()
+
+    def load_failed(self) -> None:
+        self._done()
+        self._show_loaded()

@@ -1,0 +1,440 @@
+"""The text input: the text box with Run / BOS / Auto, Examples and Recent texts, the warning and
+stale lines, the next-token predictions and the token strip.
+
+It asks for runs through ``run_requested(text, bos, explicit)`` (explicit: Run, Ctrl+Enter, an
+example or a recent text; not an auto-run or a BOS toggle) and shows what the view state holds:
+the result's tokens and predictions, and whether the text still matches the result shown. An
+example that names a head asks for it with ``head_requested(layer, head)`` once its result is shown.
+
+A text with a line longer than LONG_LINE_CHARS (a 5 MB one-line paste, a --text) is held here, not
+put in the box: Qt lays a line out whole at every change and paints it whole at every blink of the
+cursor (5 MB: 0.8 s to set, a 2 s freeze at the first paint, then 0.45 s every 0.5 s). The box shows
+its first PREVIEW_CHARS characters, read-only, a note says so, and runs take the whole text (the
+worker analyses only its token-capped start).
+
+It is laid out to leave the plots room on a laptop: the text box is two lines (it grows when the
+window's splitter gives the input area more), the buttons sit in two rows beside it, the
+predictions take one line and the token strip two.
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from analysis.model.loading import BUNDLED
+
+from ..chrome.notes import NoteBar
+from ..state.view_state import ViewState
+
+EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "resources" / "texts" / "examples.txt"
+AUTO_RUN_MS = 600
+MAX_RECENT_TEXTS = 10
+MAX_RECENT_CHARS = 2000  # a recent text longer than this is saved cut (a 5 MB paste never reaches the settings file)
+MENU_CHARS = 70  # menu entries are elided to this many characters
+PREDICTIONS_WIDTH = 250  # pixels: the next-token line, in two lines beside the token strip
+LONG_LINE_CHARS = 100_000  # a text with a longer line is held outside the box (a line this long: ≤ 0.03 s a paint)
+PREVIEW_CHARS = 20_000  # what the box shows of a held text: more than 2,048 tokens of prose
+# Qt's block separators (QTextCursor.insertText): a run of more than LONG_LINE_CHARS others is one long line
+_LONG_LINE = re.compile("[^\n\r\u2029]{%d}" % (LONG_LINE_CHARS + 1))
+
+
+def has_long_line(text: str) -> bool:
+    """Whether ``text`` has a line (a block of the box) longer than LONG_LINE_CHARS characters."""
+    return len(text) > LONG_LINE_CHARS and _LONG_LINE.search(text) is not None
+
+
+def fit_lines(pieces: list[str], metrics, width: int, max_lines: int = 2) -> str:
+    """``pieces`` as rich text in at most ``max_lines`` lines of at most ``width`` pixels, breaking only between
+    pieces (a piece wider than a line is elided; pieces that do not fit are left out); escaped, spaces kept."""
+    lines, line = [], ""
+    for piece in pieces:
+        piece = metrics.elidedText(piece, QtCore.Qt.TextElideMode.ElideRight, width)
+        candidate = f"{line} {piece}" if line else piece
+        if line and metrics.horizontalAdvance(candidate) > width:
+            lines.append(line)
+            if len(lines) == max_lines:
+                line = ""
+                break
+            candidate = piece
+        line = candidate
+    if line:
+        lines.append(line)
+    return "<br>".join(html.escape(text).replace(" ", "&nbsp;") for text in lines)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example text: what to look for (``label``), the text, and the head it names (or None)."""
+
+    label: str
+    text: str
+    head: tuple[int, int] | None = None
+
+
+HEAD_FIELD = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def parse_example(line: str) -> Example | None:
+    """An example from one line of examples.txt: ``label | text`` or ``label | L.H | text`` (the head the
+    label names, e.g. ``0.2`` for layer 0, head 2); a line without `` | `` is its own text. ``\\n`` in a
+    text is a line break. Comments (``#``) and blank lines give None."""
+    if not line.strip() or line.startswith("#"):
+        return None
+    label, sep, rest = line.partition(" | ")
+    if not sep:
+        return Example("", line.replace("\\n", "\n"))
+    field, sep, text = rest.partition(" | ")
+    match = HEAD_FIELD.match(field.strip()) if sep else None
+    head = (int(match[1]), int(match[2])) if match else None
+    return Example(label.strip(), (text if match else rest).replace("\\n", "\n"), head)
+
+
+def example_texts() -> list[Example]:
+    """The examples of resources/texts/examples.txt, in file order (see :func:`parse_example`)."""
+    try:
+        lines = EXAMPLES_FILE.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = ["The cat sat on the mat because it was tired."]
+    return [e for e in map(parse_example, lines) if e is not None]
+
+
+def menu_label(text: str, limit: int = MENU_CHARS) -> str:
+    """One line, at most ``limit`` characters (an ellipsis marks the cut); ``&`` shown as itself."""
+    line = " ".join(text.split())
+    if len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    return line.replace("&", "&&")
+
+
+class TextBox(QtWidgets.QPlainTextEdit):
+    """The text box: Tab moves the focus (a tab character is never typed into it). Two lines high at
+    least; it takes any height the input area is given. A paste or drop that would make a line longer
+    than LONG_LINE_CHARS is not inserted: ``long_text`` carries the text the box would then hold."""
+
+    long_text = QtCore.Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setTabChangesFocus(True)
+        self.setPlaceholderText("Type a sentence and press Ctrl+Enter (it also runs when you stop typing)")
+        self.setToolTip("The text to analyse. Ctrl+Enter runs it; Ctrl+L comes back here from anywhere. "
+                        "Drag the bar below the token strip to make this box taller.")
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
+        self.setMinimumHeight(self.lines_height(2))
+
+    def lines_height(self, lines: int) -> int:
+        """The height that shows ``lines`` lines of text: the lines, the document margin and the frame."""
+        margin = self.document().documentMargin()
+        return int(lines * self.fontMetrics().lineSpacing() + 2 * margin + 2 * self.frameWidth())
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802
+        return QtCore.QSize(super().sizeHint().width(), self.minimumHeight())
+
+    def insertFromMimeData(self, source) -> None:  # noqa: N802 (Qt's name: paste and drop)
+        pasted = source.text() if source.hasText() else ""
+        if len(pasted) > LONG_LINE_CHARS // 2 or len(pasted) + self.document().characterCount() > LONG_LINE_CHARS:
+            cursor = self.textCursor()
+            units = self.toPlainText().encode("utf-16-le")  # Qt's positions count UTF-16 code units
+            start, end = 2 * cursor.selectionStart(), 2 * cursor.selectionEnd()
+            after = units[:start].decode("utf-16-le") + pasted + units[end:].decode("utf-16-le")
+            if has_long_line(after):
+                self.long_text.emit(after)
+                return
+        super().insertFromMimeData(source)
+
+
+class TokenStrip(QtWidgets.QListWidget):
+    """Every token with its index; hover shows the id; a click highlights that query row (in the state).
+
+    Tab passes through it (one stop): its items are chosen with the arrow keys or the mouse."""
+
+    def __init__(self, state: ViewState, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.setFlow(QtWidgets.QListView.Flow.LeftToRight)
+        self.setWrapping(False)
+        self.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setTabKeyNavigation(False)
+        self.setSpacing(1)
+        # two lines of text (the index and the token), the items' padding, the frame and a thin scroll bar
+        self.horizontalScrollBar().setStyleSheet("QScrollBar:horizontal { height: 8px; }")
+        self.setFixedHeight(2 * self.fontMetrics().lineSpacing() + 8 + 2 * self.frameWidth() + 8)
+        self.setUniformItemSizes(False)
+        self.setToolTip("The tokens the model saw; click one to highlight its row in the head map")
+        self.itemClicked.connect(lambda item: state.toggle_query_row(self.row(item)))
+        state.bundle_changed.connect(self._bundle_changed)
+        state.query_row_changed.connect(self._query_row_changed)
+
+    def _bundle_changed(self, bundle) -> None:
+        self.clear()
+        if bundle is None:
+            return
+        r = bundle.result
+        for i, (token, token_id) in enumerate(zip(r.tokens, r.token_ids)):
+            item = QtWidgets.QListWidgetItem(f"{i}\n{token}")
+            item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            item.setToolTip(f"token {i}: '{html.escape(token)}' — id {int(token_id)}")  # tooltips are rich text
+            self.addItem(item)
+
+    def _query_row_changed(self, row) -> None:
+        if row is None:
+            self.clearSelection()
+        else:
+            self.setCurrentRow(row)
+
+
+RECENT_TIP = ("Recent texts: the texts you ran with Run or Ctrl+Enter (and examples you picked), newest first; "
+              "texts that only ran automatically while you typed are not kept")
+
+
+EMPTY_TEXT_HINT = "Type a sentence to see its attention."  # shown only while the box is empty
+
+class TextInput(QtWidgets.QWidget):
+    run_requested = QtCore.Signal(str, bool, bool)  # text, bos, explicit
+    head_requested = QtCore.Signal(int, int)  # an example named this head and its result is on screen
+
+    def __init__(self, state: ViewState, settings: QtCore.QSettings, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.settings = settings
+        self._pending_head: tuple[str, tuple[int, int]] | None = None  # (example text, head) until it is shown
+        # Children are made with their parent: a widget reparented by a layout after a child window
+        # (a menu) was made lands in a focus chain of its own, and Tab then circles inside this widget.
+        self._held: str | None = None  # a text too long for the box (see the module docstring), else None
+        self.text_edit = TextBox(self)
+        self.text_edit.textChanged.connect(self._text_changed)
+        self.text_edit.long_text.connect(self._long_text_pasted)
+        self.run_button = QtWidgets.QPushButton("Run", self)
+        self.run_button.setToolTip("Run the text (Ctrl+Enter)")
+        self.run_button.clicked.connect(lambda: self.run(explicit=True))
+        self.examples_button = QtWidgets.QToolButton(self)
+        self.examples_button.setText("Examples")
+        self.examples_button.setToolTip("Texts that show typical heads (picking one opens the head it names), "
+                                        "and Recent texts: the texts you ran with Run or Ctrl+Enter")
+        self.examples_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.examples_button.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred,
+                                           QtWidgets.QSizePolicy.Policy.Fixed)
+        self.bos_box = QtWidgets.QCheckBox("BOS", self)
+        self.bos_box.setToolTip("Prepend <|endoftext|> as the first token")
+        self.bos_box.toggled.connect(lambda _: self.run(explicit=False))
+        self.auto_box = QtWidgets.QCheckBox("Auto", self)
+        self.auto_box.setChecked(str(settings.value("texts/auto", "true")).lower() != "false")
+        self.auto_box.setToolTip("Run again shortly after typing stops")
+        self.auto_box.toggled.connect(lambda on: (settings.setValue("texts/auto", "true" if on else "false"),
+                                                  self._update_stale()))
+        self.auto_timer = QtCore.QTimer(self)
+        self.auto_timer.setSingleShot(True)
+        self.auto_timer.setInterval(AUTO_RUN_MS)
+        self.auto_timer.timeout.connect(lambda: self.run(explicit=False))
+
+        self.warning = QtWidgets.QLabel(self)
+        self.warning.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.warning.setStyleSheet("color: #b35c00;")
+        self.warning.setWordWrap(True)
+        self.warning.hide()
+        self.stale = QtWidgets.QLabel("The text has changed since this result: press Run (Ctrl+Enter) to update it.",
+                                      self)
+        self.stale.setStyleSheet("color: #b35c00; font-style: italic;")
+        self.stale.hide()
+        self.predictions = QtWidgets.QLabel(self)
+        self.predictions.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.predictions.setToolTip("The model's most likely next tokens after the text")
+        self.predictions.setWordWrap(False)  # fit_lines breaks it, between predictions only
+        self.predictions.setAlignment(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter)
+        self.predictions.setFixedWidth(PREDICTIONS_WIDTH)
+        self.predictions.hide()  # until there are predictions to show (an encoder has none)
+        self.token_strip = TokenStrip(state, self)
+        self.held_note = NoteBar(self, one_line=True)  # says that the text is held, not in the box
+
+        buttons = QtWidgets.QGridLayout()
+        buttons.setSpacing(2)
+        buttons.addWidget(self.run_button, 0, 0)
+        buttons.addWidget(self.examples_button, 0, 1)
+        buttons.addWidget(self.bos_box, 1, 0)
+        buttons.addWidget(self.auto_box, 1, 1)
+        buttons.setRowStretch(2, 1)
+        text_row = QtWidgets.QHBoxLayout()
+        text_row.addWidget(self.text_edit, 1)
+        text_row.addLayout(buttons)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        strip_row = QtWidgets.QHBoxLayout()  # the predictions beside the strip: one row less above the plots
+        strip_row.addWidget(self.token_strip, 1)
+        strip_row.addWidget(self.predictions)
+        layout.addLayout(text_row, 1)
+        layout.addWidget(self.held_note)
+        layout.addWidget(self.warning)
+        layout.addWidget(self.stale)
+        layout.addLayout(strip_row)
+
+        # the menus are made last: see the note on the focus chain above
+        self.examples_menu = QtWidgets.QMenu(self)
+        self.examples_menu.setToolTipsVisible(True)
+        header = self.examples_menu.addAction("What to look for (the heads named are the bundled model's)")
+        header.setEnabled(False)
+        for example in example_texts():
+            label, text = example.label, example.text
+            action = self.examples_menu.addAction(
+                f"{label} — {menu_label(text, max(24, MENU_CHARS + 17 - len(label)))}" if label else menu_label(text))
+            action.setToolTip(html.escape(text) + (f"<br><i>opens layer {example.head[0]}, head {example.head[1]}</i>"
+                                                   if example.head else ""))
+            action.triggered.connect(lambda _=False, e=example: self.run_example(e))
+        self.examples_menu.addSeparator()
+        # made here, not by addMenu(title): a menu Qt makes has a wrapper PySide cannot track, and a later
+        # object at the same address could find it marked deleted
+        self.recent_menu = QtWidgets.QMenu("Recent texts (runs with Run or Ctrl+Enter)", self.examples_menu)
+        self.examples_menu.addMenu(self.recent_menu)
+        self.recent_menu.setToolTipsVisible(True)
+        self.recent_menu.menuAction().setToolTip(RECENT_TIP)
+        self.examples_button.setMenu(self.examples_menu)
+        self.setFocusProxy(self.text_edit)
+        state.bundle_changed.connect(self._bundle_changed)
+        self._refresh_recent_menu()
+
+    def focus_order(self) -> list[QtWidgets.QWidget]:
+        """The widgets Tab visits here, in order: the text, the run row, the token strip."""
+        return [self.text_edit, self.run_button, self.examples_button, self.bos_box, self.auto_box, self.token_strip]
+
+    # ----------------------------------------------------------------- text and runs
+    def text(self) -> str:
+        """The text to run: the one held (too long for the box), else the box's."""
+        return self._held if self._held is not None else self.text_edit.toPlainText()
+
+    def held(self) -> bool:
+        """Whether the text is held outside the box (a line longer than LONG_LINE_CHARS)."""
+        return self._held is not None
+
+    def set_text(self, text: str, run: bool = False) -> None:
+        """Put ``text`` in the box (or hold it, when it has a line too long for the box) without an
+        auto-run; ``run`` runs it (an explicit run)."""
+        self._held = text if has_long_line(text) else None
+        self.text_edit.blockSignals(True)
+        self.text_edit.setPlainText(text if self._held is None else text[:PREVIEW_CHARS])
+        self.text_edit.blockSignals(False)
+        self.text_edit.setReadOnly(self._held is not None)
+        self._show_held_note()
+        if self.warning.text() == EMPTY_TEXT_HINT and text.strip():
+            self.warning.hide()
+        self._update_stale()
+        if run:
+            self.run(explicit=True)
+
+    def set_bos(self, bos: bool) -> None:
+        """Set BOS without running (the model's default when it loads)."""
+        self.bos_box.blockSignals(True)
+        self.bos_box.setChecked(bool(bos))
+        self.bos_box.blockSignals(False)
+
+    def run_example(self, example: Example) -> None:
+        """Run an example (an explicit run); the head it names is asked for once its result is shown."""
+        self.set_text(example.text)
+        self._pending_head = (example.text, example.head) if example.head else None
+        self.run(explicit=True)
+
+    def run(self, explicit: bool = True) -> bool:
+        """Ask for a run of the current text; an empty text shows a hint instead. Returns whether a run was asked."""
+        self.auto_timer.stop()
+        text = self.text()
+        if self._pending_head is not None and self._pending_head[0] != text:
+            self._pending_head = None  # another text: the example's head is no longer wanted
+        if not text.strip():
+            self.warning.setText(EMPTY_TEXT_HINT)
+            self.warning.show()
+            return False
+        if self.warning.text() == EMPTY_TEXT_HINT:
+            self.warning.hide()
+        if explicit:
+            self.remember(text)
+        self.run_requested.emit(text, self.bos_box.isChecked(), explicit)
+        return True
+
+    def _show_held_note(self) -> None:
+        if self._held is None:
+            self.held_note.hide()
+            return
+        longest = max(len(line) for line in re.split("[\n\r\u2029]", self._held))
+        self.held_note.show_note(
+            f"This text has a line of {longest:,} characters, too long to edit here: the box shows its first "
+            f"{PREVIEW_CHARS:,} characters, read-only. A run takes the whole text, up to the token limit.", "info",
+            [("Edit the start", self.edit_start), ("Clear", lambda: self._replace(""))])
+        self.held_note.close_button.hide()  # the note goes with the held text, not before
+
+    def edit_start(self) -> None:
+        """Keep only the start the box shows, and make it editable (it then runs as typed text does)."""
+        if self._held is not None:
+            self._replace(self._held[:PREVIEW_CHARS])
+
+    def _replace(self, text: str) -> None:
+        """The text becomes ``text`` as if typed: the stale line follows, and Auto runs it."""
+        self.set_text(text)
+        self._text_changed()
+        self.text_edit.setFocus()
+
+    def _long_text_pasted(self, text: str) -> None:
+        self._replace(text)
+
+    def _text_changed(self) -> None:
+        if self.warning.text() == EMPTY_TEXT_HINT and self.text().strip():  # the hint is about an empty box
+            self.warning.hide()
+        if self.auto_box.isChecked():
+            self.auto_timer.start()
+        self._update_stale()
+
+    def _bundle_changed(self, bundle) -> None:
+        if bundle is None:
+            self.predictions.setText("")
+            self.predictions.hide()
+            self._update_stale()
+            return
+        r = bundle.result
+        self.warning.setText(" ".join(r.warnings))
+        self.warning.setVisible(bool(r.warnings))
+        pieces = [f"{p.token} {p.probability:.1%}" for p in r.predictions]
+        self.predictions.setText(fit_lines(["Next token:", *pieces], self.predictions.fontMetrics(),
+                                           PREDICTIONS_WIDTH) if pieces else "")
+        self.predictions.setToolTip("The model's most likely next tokens after the text: "
+                                    + html.escape(", ".join(pieces)))
+        self.predictions.setVisible(bool(pieces))
+        self._update_stale()
+        if self._pending_head is not None and self._pending_head[0] == r.text:
+            (layer, head), self._pending_head = self._pending_head[1], None
+            if r.model_label == BUNDLED and layer < r.n_layer and head < r.n_head:
+                self.head_requested.emit(layer, head)  # the heads named are the bundled model's, not another's
+
+    def is_stale(self) -> bool:
+        """The result shown is of another text than the one in the box (and no auto-run will follow)."""
+        bundle = self.state.bundle
+        return bundle is not None and not self.auto_box.isChecked() and self.text() != bundle.result.text
+
+    def _update_stale(self) -> None:
+        self.stale.setVisible(self.is_stale())
+
+    # ----------------------------------------------------------------- recent texts
+    def recent_texts(self) -> list[str]:
+        value = self.settings.value("texts/recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def remember(self, text: str) -> None:
+        """Save an explicitly run text first in Recent texts: at most MAX_RECENT_CHARS of it, no duplicates."""
+        text = text[:MAX_RECENT_CHARS]
+        recent = [t for t in self.recent_texts() if t != text]
+        recent.insert(0, text)
+        self.settings.setValue("texts/recent", recent[:MAX_RECENT_TEXTS])
+        self._refresh_recent_menu()
+
+    def _refresh_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        recent = self.recent_texts()
+        for text in recent:
+            action = self.recent_menu.addAction(menu_label(text))
+            action.setToolTip(html.escape(text[:500]))
+            action.triggered.connect(lambda _=False, t=text: self.set_text(t, run=True))
+        self.recent_menu.setEnabled(bool(recent))

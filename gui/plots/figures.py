@@ -1,0 +1,374 @@
+"""The heatmaps AttnScope draws, in the GUI and in exported files alike (pyqtgraph).
+
+- :class:`HeadPlot`: one head, query tokens down the left (row 0 at the top), key tokens along
+  the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
+- :class:`GridPlot` (gui/plots/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
+- :func:`save_figure` (gui/export/figure_files.py, re-exported here): PNG, SVG or PDF of a figure widget, drawn like the PNG.
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from analysis.display import SCALE_LABELS, apply_scale, elide, shown_weights, without_first_key  # noqa: F401 (re-exported)
+
+from ..export.figure_files import (SVG_FONT_FALLBACK, SVG_IMAGE_MAX_PIXELS, SVG_IMAGE_MIN_UPSCALE,  # noqa: F401 (re-exported)
+                           save_figure, settle_layout, svg_image_upscale, svg_with_crisp_images,
+                           svg_with_font_fallback, upscaled_png)
+from .grid_plot import BAR_LABELS, GridPlot, bar_label  # noqa: F401 (BAR_LABELS re-exported)
+from .hover_text import KEY, hover_text
+from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
+                         colormap, limit_to_data)
+
+ROW_HIGHLIGHT = "#ff2d55"
+def tick_font() -> QtGui.QFont:
+    font = QtGui.QFont(QtWidgets.QApplication.font())
+    font.setPointSizeF(8.5)
+    return font
+
+
+#: A rotated token label (token and index) is elided to this many characters, so that one long token
+#: ("<|endoftext|> [0]") does not take the map's height.
+ROTATED_LABEL_CHARS = 11
+LABEL_TOP_PX = 4  # a rotated label starts this far below its axis line
+AXIS_TITLE_GAP_PX = 5  # at least this much air between the longest rotated label and the axis title below it
+AXIS_LABEL_NUDGE_PX = 5  # pyqtgraph's AxisItem.resizeEvent moves a bottom axis' title this far down
+
+
+def token_label(token: str, index: int, limit: int | None = None) -> str:
+    """The label of token ``index`` on either axis: the token, then its position in brackets, "1 [12]" (the hover
+    reads "'1' [12]"), so that a number token is never mistaken for its index. With ``limit`` the token is elided
+    so that the whole label has at most ``limit`` characters; the index is never cut. Tick labels are plain text
+    (pyqtgraph draws them with ``drawText``), so the token is not HTML-escaped here."""
+    suffix = f" [{index}]"
+    if limit is None:
+        return elide(token) + suffix
+    return elide(token, max(1, limit - len(suffix))) + suffix
+
+
+def rotated_label(token: str, index: int) -> str:
+    """The label of key ``index`` on a rotated axis: :func:`token_label` of at most :data:`ROTATED_LABEL_CHARS`."""
+    return token_label(token, index, ROTATED_LABEL_CHARS)
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis whose ticks are token labels, "token [index]" (:func:`token_label`: the token elided to 24
+    characters; rotated ones to :data:`ROTATED_LABEL_CHARS` in all); on the bottom they are drawn rotated by 90°.
+    :meth:`label_px` is the room one label needs along the axis, from the font."""
+
+    def __init__(self, orientation: str, rotate: bool = False, on_click=None, **kwargs):
+        super().__init__(orientation, **kwargs)
+        self.on_click = on_click  # on_click(index): a left click on a label (or beside it, along the axis)
+        self.rotate = rotate and orientation in ("bottom", "top")
+        self._labels: list[str] = []
+        self._labels_by_index: dict[int, str] = {}
+        self._label_px = 12.0
+        self.setStyle(autoExpandTextSpace=True, tickLength=-3, tickFont=tick_font())
+
+    def set_tokens(self, tokens, with_index: bool = True) -> None:
+        """All labels, measured once (the ␣ marker and other fallback glyphs can be taller than letters)."""
+        if self.rotate:
+            self._labels = [rotated_label(t, i) if with_index else elide(t, ROTATED_LABEL_CHARS)
+                            for i, t in enumerate(tokens)]
+        else:
+            self._labels = [token_label(t, i) if with_index else elide(t) for i, t in enumerate(tokens)]
+        metrics = QtGui.QFontMetrics(self.style["tickFont"])
+        if self.rotate:  # the rotated labels' thickness along the axis, fallback glyphs (␣) included
+            self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
+                                 default=metrics.height())
+        else:  # one line of text: labels one line height apart read as lines of a text, a fallback glyph's
+            self._label_px = metrics.height()  # taller box notwithstanding (it thinned ~15 px rows: n4 #5)
+        if self.rotate:
+            self._longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
+            self._fit_height()
+        self.set_stride(1)
+
+    def _fit_height(self) -> None:
+        """A rotated axis is as tall as its longest label (up to 206 px) plus its title ("key") below it, with
+        AXIS_TITLE_GAP_PX between them (the title touched the longest labels: n4 #3)."""
+        if not getattr(self, "rotate", False):  # (pyqtgraph's __init__ may set a label before ours has run)
+            return
+        labels_end = LABEL_TOP_PX + min(getattr(self, "_longest", 10), 206) + 2  # drawPicture's rect is width + 2
+        title = 0.0
+        if self.label is not None and self.label.isVisible():  # pyqtgraph puts the title's box AXIS_LABEL_NUDGE_PX
+            box = self.label.boundingRect().height()  # below the axis; its text starts a document margin in
+            title = box - AXIS_LABEL_NUDGE_PX - self.label.document().documentMargin()
+        self.setHeight(int(math.ceil(labels_end + AXIS_TITLE_GAP_PX + title)))
+
+    def setLabel(self, *args, **kwargs):  # noqa: N802 (pyqtgraph's name): the title's height changes ours
+        super().setLabel(*args, **kwargs)
+        self._fit_height()
+
+    def showLabel(self, show=True):  # noqa: N802
+        super().showLabel(show)
+        if getattr(self, "_labels", None) is not None:
+            self._fit_height()
+
+    def index_at(self, scene_pos) -> int | None:
+        """The token whose label lies at ``scene_pos`` along this axis, or None outside the tokens."""
+        view = self.linkedView()
+        if view is None or not self._labels:
+            return None
+        point = view.mapSceneToView(scene_pos)
+        value = point.x() if self.orientation in ("bottom", "top") else point.y()
+        index = int(math.floor(value))
+        return index if 0 <= index < len(self._labels) else None
+
+    def mouseClickEvent(self, ev):  # noqa: N802
+        if self.on_click is None or ev.button() != QtCore.Qt.MouseButton.LeftButton:
+            return super().mouseClickEvent(ev)
+        index = self.index_at(ev.scenePos())
+        if index is None:
+            ev.ignore()
+            return
+        ev.accept()
+        self.on_click(index)
+
+    def label_px(self) -> float:
+        """The room one label needs along the axis: a rotated label its thickness and a little air; a
+        horizontal one the text's line height (labels are thinned only when rows are shorter than that)."""
+        return self._label_px + 2 if self.rotate else self._label_px
+
+    def set_stride(self, stride: int) -> None:
+        ticks = [(i + 0.5, self._labels[i]) for i in range(0, len(self._labels), max(1, stride))]
+        self._labels_by_index = {i: label for i, label in enumerate(self._labels)}
+        self.setTicks([ticks, []])
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802 (Qt naming)
+        if not self.rotate:
+            return super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+        # pyqtgraph drops labels whose horizontal box would overlap or leave the axis; rotated
+        # labels are thinned by their height instead, so draw one at every tick, found from its position.
+        super().drawPicture(p, axisSpec, tickSpecs, [])
+        view = self.linkedView()
+        if view is None:
+            return
+        p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        metrics = p.fontMetrics()
+        top = axisSpec[1].y() + LABEL_TOP_PX
+        for _pen, p1, _p2 in tickSpecs:
+            value = view.mapSceneToView(self.mapToScene(QtCore.QPointF(p1.x(), 0))).x()
+            text = self._labels_by_index.get(int(math.floor(value)))
+            if text is None:
+                continue
+            width = metrics.horizontalAdvance(text)
+            p.save()
+            p.translate(p1.x(), top)
+            p.rotate(-90)
+            p.drawText(QtCore.QRectF(-width - 2, -metrics.height() / 2, width + 2, metrics.height()),
+                       QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+            p.restore()
+
+
+class HeadPlot(ZoomableFigure):
+    """One head's attention map: rows are queries (row 0 on top), columns are keys; the map fills the
+    plot (cells follow the plot's shape), zoom is limited to the map and reset by Home/double-click/⤢.
+    A click on a cell or on a query's label emits ``query_clicked``. A causal model's future keys are
+    drawn as background; an encoder's map (``causal=False``) has no mask."""
+
+    cell_hovered = QtCore.Signal(object)  # None or (query, key, value as drawn; NaN for a masked/hidden cell)
+    query_clicked = QtCore.Signal(int)
+    matrix: np.ndarray | None = None  # set before __init__ runs: GraphicsView calls resizeEvent early
+    tokens: tuple[str, ...] = ()
+    causal = True  # the model hides future keys (decoders); set_head(causal=False) for an encoder
+    before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
+    title_px = 30  # height of the title row (pyqtgraph's own); the Head tab's figure takes less
+
+    def __init__(self, parent=None, describe: Callable[[int, int, float], str] | None = None):
+        """``describe(query, key, value as drawn)``: the text of a cell's tooltip; by default
+        :meth:`weight_text`. A view that says more (the Head tab's value-weighted view, the Rollout tab's
+        wording) passes its own, and shows the same text in its hover line."""
+        left = TokenAxis("left", on_click=lambda row: self.query_clicked.emit(row))
+        bottom = TokenAxis("bottom", rotate=True)
+        super().__init__(parent, axisItems={"left": left, "bottom": bottom})
+        self.describe = describe if describe is not None else self.weight_text
+        self.left_axis, self.bottom_axis = left, bottom
+        self.plot.invertY(True)
+        self.image = HoverImage(text_for=self._text_for, on_hover=self._hovered,
+                                on_click=lambda cell: self.query_clicked.emit(cell[0]))
+        self.plot.addItem(self.image)
+        self.row_highlight = QtWidgets.QGraphicsRectItem()
+        self.row_highlight.setPen(pg.mkPen(ROW_HIGHLIGHT, width=2, cosmetic=True))
+        self.row_highlight.setVisible(False)
+        self.plot.addItem(self.row_highlight, ignoreBounds=True)
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
+        self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
+        self._strides = None
+        # zooming in shows more token labels, zooming out thins them
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
+
+    def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
+                 hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight") -> None:
+        """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row.
+
+        ``causal``: draw the future keys as background (the model's mask); None keeps the figure's
+        setting (True until told otherwise). ``quantity`` names what is drawn on the colour bar
+        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight")."""
+        if causal is not None:
+            self.causal = bool(causal)
+        matrix = shown_weights(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
+        self.before_hiding = np.asarray(weights) if hide_first else None  # what each cell was before renormalising
+        n = matrix.shape[0]
+        new_size = self.matrix is None or self.matrix.shape != matrix.shape
+        self.matrix, self.tokens = matrix, tuple(tokens)
+        drawn, levels = apply_scale(matrix, scale)
+        self.image.setImage(drawn, levels=levels, autoLevels=False)
+        self.colorbar.setColorMap(colormap(cmap))
+        self.colorbar.setLevels(levels)
+        self.colorbar.axis.setLabel(bar_label(scale, hide_first, quantity))
+        self.plot.setTitle(html.escape(title, quote=False), size="11pt")
+        self.plot.layout.setRowFixedHeight(0, self.title_px)
+        self.plot.titleLabel.setMaximumHeight(self.title_px)
+        self.plot.setLabel("left", "query")
+        self.plot.setLabel("bottom", "key")
+        self.left_axis.set_tokens(self.tokens)
+        self.bottom_axis.set_tokens(self.tokens)
+        self._strides = None
+        if new_size:
+            limit_to_data(self.plot, n, n)
+        self.update_label_density()
+        cell = self.image.cell_now
+        self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
+
+    def update_label_density(self) -> None:
+        """Thin the token labels so that neighbours never touch, from the labels' real height."""
+        if self.matrix is None:
+            return
+        n = self.matrix.shape[0]
+        vb = self.plot.getViewBox()
+        (x0, x1), (y0, y1) = vb.viewRange()
+        row_px = vb.height() / max(1e-9, y1 - y0) if vb.height() > 10 else 400 / n
+        col_px = vb.width() / max(1e-9, x1 - x0) if vb.width() > 10 else 400 / n
+        strides = (max(1, math.ceil(self.left_axis.label_px() / row_px)),
+                   max(1, math.ceil(self.bottom_axis.label_px() / col_px)))
+        if strides == self._strides:
+            return
+        self._strides = strides
+        self.left_axis.set_stride(strides[0])
+        self.bottom_axis.set_stride(strides[1])
+
+    def resizeEvent(self, ev):  # noqa: N802
+        super().resizeEvent(ev)
+        self.update_label_density()
+
+    def highlight_row(self, row: int | None) -> None:
+        if row is None or self.matrix is None:
+            self.row_highlight.setVisible(False)
+            return
+        self.row_highlight.setRect(QtCore.QRectF(0, row, self.matrix.shape[1], 1))
+        self.row_highlight.setVisible(True)
+
+    def weight_text(self, q: int, k: int, value: float, to: str = KEY) -> str:
+        """The hover text of cell (query ``q``, key ``k``, ``value`` as drawn) of a weights map
+        (gui/plots/hover_text.py ``hover_text``): the mask, the hidden first key, or the value (renormalised, and
+        the value before, when the first key is hidden). ``to``: the words between query and key."""
+        raw = None if self.before_hiding is None else float(self.before_hiding[q, k])
+        return hover_text(self.tokens, (q, k, value), self.causal, raw, to)
+
+    def _text_for(self, cell) -> str:
+        """The cell's tooltip: ``describe`` of (query, key, value as drawn)."""
+        if self.matrix is None:
+            return ""
+        q, k = cell
+        return self.describe(q, k, float(self.matrix[q, k]))
+
+    def _hovered(self, cell) -> None:
+        if cell is None or self.matrix is None:
+            self.cell_hovered.emit(None)
+        else:
+            self.cell_hovered.emit((int(cell[0]), int(cell[1]), float(self.matrix[cell])))
+
+
+def grid_source(result) -> np.ndarray:
+    """What the grid draws: the thumbnails pooled during the run, or the attentions themselves."""
+    return result.thumbnails if result.thumbnails is not None else result.attentions
+
+
+def lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> None:
+    """Give a figure that is never shown on screen real geometry, so its layout is computed."""
+    fig.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+    fig.resize(width, height)
+    fig.show()
+    settle_layout()
+
+
+def head_figure_size(n_tokens: int) -> tuple[int, int]:
+    side = int(min(2400, max(420, 14 * n_tokens)))
+    return side + 220, side + 200
+
+
+def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="linear", hide_first=False) -> HeadPlot:
+    fig = HeadPlot()
+    lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
+    fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
+                 cmap=cmap, scale=scale, hide_first=hide_first, causal=result.causal)
+    settle_layout()  # the rotated labels' height changes the layout once
+    fig.update_label_density()
+    return fig
+
+
+def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, hide_first=False,
+                          badge_label: str = "") -> GridPlot:
+    fig = GridPlot()
+    L, H = result.attentions.shape[:2]
+    lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
+    fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
+                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
+                       causal=result.causal)
+    if badges is not None:
+        fig.set_badges(badges, badge_label)
+    return fig
+
+
+def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
+                        heads: bool = True, hide_first: bool = False, check: Callable[[], None] | None = None,
+                        png_width: int | None = None) -> list[Path]:
+    """``grid.<fmt>`` and, if asked, ``heads/L{layer}H{head}.<fmt>`` for every head, into ``folder``.
+
+    ``check()`` is called before each figure is drawn (a caller raises from it to stop between
+    figures, never inside a paint); ``png_width`` sets the width of every PNG."""
+    from ..qt import ensure_qapp
+
+    ensure_qapp()
+    check = check or (lambda: None)
+    folder = Path(folder)
+    written = []
+    check()
+    grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
+    try:
+        written.append(save_figure(grid, folder / f"grid.{fmt}", png_width))
+    finally:
+        dispose_figure(grid)
+    if heads:
+        (folder / "heads").mkdir(exist_ok=True)
+        check()
+        fig = offscreen_head_figure(result, 0, 0, cmap, scale, hide_first)
+        try:
+            for layer in range(result.n_layer):
+                for head in range(result.n_head):
+                    check()
+                    fig.set_head(result.attentions[layer, head], result.tokens,
+                                 f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
+                                 hide_first=hide_first)
+                    written.append(save_figure(fig, folder / "heads" / f"L{layer}H{head}.{fmt}", png_width))
+        finally:
+            dispose_figure(fig)
+    return written
+
+
+def dispose_figure(widget: QtWidgets.QWidget) -> None:
+    """Destroy an offscreen figure now, while the QApplication is alive (not at interpreter exit)."""
+    widget.hide()  # not close(): pyqtgraph's GraphicsView.close() drops the viewport and crashes Qt 6.11
+    widget.deleteLater()
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)

@@ -1,0 +1,168 @@
+"""The "All heads" panel: every layer × head as thumbnails (GridPlot) and the Badges chooser.
+A view of the ViewState: a click selects a head, arrow keys move the selection. In the value-weighted
+view (state.attention_view, switched in the Head tab) every thumbnail is N = A·‖f_h(x_j)‖
+row-normalised, once the state has the value norms (gui/state/lens_data.py); until then the weights.
+While there is no result, the panel shows the state's placeholder line ("loading the model…")
+instead of empty axes."""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from analysis.measures.head_scores import SCORE_NAMES
+
+from .figures import BAR_LABELS, GridPlot, apply_theme, grid_source
+from ..tabs.head.head_panel import add_arrow_keys, fit_title, show_focus_ring
+from ..state.lens_data import VALUE_NORMS
+from ..state.view_state import ViewState
+
+VALUE_TITLE = "value-weighted"
+
+
+class QuantityGridPlot(GridPlot):
+    """A GridPlot whose colour bar names what it draws: ``quantity`` replaces "weight" in the label."""
+
+    quantity = "weight"
+
+    def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
+        super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity))
+
+
+BADGES_TIP = ("Badge the heads that stand out for a score: the top heads (10% of them, 3 to 10) get their value, "
+              "the best a gold ★; hover any cell for its value")
+
+
+def grid_figure(view, badge_label: str = ""):
+    """A fresh export figure of the grid as ``view`` shows it (a ViewState, or a snapshot with the same
+    attributes: result, bundle, scores, lens, attention_view, colormap, scale, hide_first, badge_score):
+    the weights, or the value-weighted view when that is on and its norms are there. The caller disposes it."""
+    from .figures import offscreen_grid_figure
+
+    r = view.result
+    badges = view.scores[view.badge_score] if view.badge_score else None
+    fig = offscreen_grid_figure(r, view.colormap, view.scale, badges=badges, hide_first=view.hide_first,
+                                badge_label=badge_label)
+    source, full, _key, quantity, what = grid_data(view)
+    if what:
+        from .figures import settle_layout
+        from .layer_head_map import width_for_title
+
+        title = f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
+        fig.resize(max(fig.width(), width_for_title(title)), fig.height())  # an export shows its title whole
+        settle_layout()
+        fig.set_attentions(source, view.colormap, view.scale, key=None, full=full, hide_first=view.hide_first,
+                           sync=True, title=title, causal=r.causal)
+        fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", quantity)
+                                   + (" (first key hidden)" if view.hide_first else ""))
+        fit_title(fig)
+    return fig
+
+
+def grid_data(state: ViewState):
+    """What the grid draws for the state: (thumbnail source, full maps, pooling key, quantity, title suffix)."""
+    r, values = state.result, state.lens(VALUE_NORMS)
+    if state.attention_view == "value-weighted" and values is not None:
+        return values.shown, values.shown, (state.bundle.request_id, VALUE_NORMS), "share of row N", VALUE_TITLE
+    return grid_source(r), r.attentions, state.bundle.request_id, "weight", ""
+
+
+class GridPanel(QtWidgets.QWidget):
+    def __init__(self, state: ViewState, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.plot = QuantityGridPlot()
+        self.plot.setMinimumSize(160, 160)
+        show_focus_ring(self.plot)
+        add_arrow_keys(self.plot, state)
+        self.plot.setToolTip("Every head; click one (or use the arrow keys) to open it")
+        self.plot.head_clicked.connect(state.select)
+        self.badge_choice = QtWidgets.QComboBox()
+        self.badge_choice.addItem("no badges", None)
+        for name in SCORE_NAMES:
+            self.badge_choice.addItem(name.replace("_", " "), name)
+        self.badge_choice.setCurrentIndex(max(0, self.badge_choice.findData(state.badge_score)))
+        self.badge_choice.setToolTip(BADGES_TIP)
+        self.badge_choice.currentIndexChanged.connect(lambda _: state.set_badge_score(self.badge_choice.currentData()))
+        bar = QtWidgets.QHBoxLayout()
+        self.title = QtWidgets.QLabel("<b>All heads</b>")
+        bar.addWidget(self.title)
+        bar.addStretch(1)
+        bar.addWidget(QtWidgets.QLabel("Badges:"))
+        bar.addWidget(self.badge_choice)
+        self.placeholder = QtWidgets.QLabel(self)
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.stack = QtWidgets.QStackedLayout()
+        self.stack.addWidget(self.plot)
+        self.stack.addWidget(self.placeholder)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        layout.addLayout(self.stack, 1)
+        state.placeholder_changed.connect(lambda _: self._show_placeholder())
+        state.bundle_changed.connect(lambda _: self._show_placeholder())
+        self._show_placeholder()
+        state.bundle_changed.connect(lambda _: self.redraw())
+        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
+                       state.attention_view_changed):
+            signal.connect(lambda *_: self.redraw())
+        state.lens_changed.connect(lambda kind: kind == VALUE_NORMS and self.redraw())
+        state.selection_changed.connect(self.plot.select)
+        state.badge_score_changed.connect(self._badge_changed)
+        state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
+        apply_theme(self.plot, state.dark)
+
+    def _show_placeholder(self) -> None:
+        """The placeholder line while there is no result (and one to show); the grid otherwise."""
+        s = self.state
+        text = s.placeholder if s.bundle is None else None
+        self.placeholder.setText(text or "")
+        self.stack.setCurrentWidget(self.placeholder if text else self.plot)
+
+    def redraw(self) -> None:
+        s = self.state
+        if s.bundle is None:
+            return
+        source, full, key, self.plot.quantity, what = grid_data(s)
+        self.plot.set_attentions(source, s.colormap, s.scale, key=key, full=full, hide_first=s.hide_first,
+                                 causal=s.result.causal)  # a decoder's masked cells blank
+        self.title.setText("<b>All heads</b>" + (f" — {what}" if what else ""))
+        self.title.setToolTip("Value-weighted attention N = A·‖f_h(x_j)‖, each query row normalised to sum to 1 "
+                              "for display; the Head tab's hover line has the raw N" if what else "")
+        self.plot.select(s.layer, s.head)
+        self._offer_badges()
+        self._show_badges()
+
+    def _offer_badges(self) -> None:
+        """Offer only the scores that apply to this model (``scores.applies``): a causal model's "next
+        token" is 0 by construction, not a finding. A badge score that no longer applies is turned off."""
+        scores = self.state.scores
+        items = self.badge_choice.model()
+        for index in range(1, self.badge_choice.count()):
+            name = self.badge_choice.itemData(index)
+            applies = scores is None or scores.applies(name)
+            items.item(index).setEnabled(applies)
+            items.item(index).setToolTip("" if applies else "Not applicable to this model")
+        if scores is not None and self.state.badge_score is not None and not scores.applies(self.state.badge_score):
+            self.state.set_badge_score(None)
+
+    def _badge_changed(self, name) -> None:
+        self.badge_choice.blockSignals(True)
+        self.badge_choice.setCurrentIndex(max(0, self.badge_choice.findData(name)))
+        self.badge_choice.blockSignals(False)
+        self._show_badges()
+
+    def _show_badges(self) -> None:
+        s = self.state
+        name = s.badge_score
+        if name is None or s.bundle is None:
+            self.plot.set_badges(None)
+        else:
+            self.plot.set_badges(s.scores[name], self.badge_choice.currentText())
+
+    def offscreen_figure(self):
+        """A fresh export figure of the grid as shown (the caller disposes it); None without a result."""
+        if self.state.result is None:
+            return None
+        return grid_figure(self.state, self.badge_choice.currentText())

@@ -1,0 +1,140 @@
+"""Lenses of the result on screen (analysis/measures/lenses.py), computed on the worker when first needed.
+
+:class:`LensData` is the one helper per :class:`ViewState` that asks the worker for them
+(``worker.submit("lenses", task)``) and writes each answer into the state (``state.set_lens``),
+which keeps it only while its result is on screen: a late answer for an older result is dropped.
+Each lens is computed at most once per result (the state holds it until the next bundle).
+
+- ``"value_norms"`` → :class:`ValueView`: value-weighted attention N = A·‖f_h(x_j)‖ row-normalised
+  for display, and the key norms ‖f_h(x_j)‖. Asked for whenever the state's attention view is
+  "value-weighted".
+- ``"rollout"`` → R (layer, query, key) from ``lenses.rollout``. Asked for by the Rollout tab.
+
+The tasks below run on the worker thread and never touch Qt.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6 import QtCore
+
+from analysis.errors import AttnScopeError
+
+from .view_state import ViewState
+
+TASK_NAME = "lenses"
+VALUE_NORMS, ROLLOUT = "value_norms", "rollout"
+
+
+@dataclass(frozen=True)
+class ValueView:
+    """Value-weighted attention of one result as the views draw it. Read-only float32 arrays, axis order
+    (layer, head, query, key).
+
+    shown[l, h, i, j] = N[i, j] / Σ_k N[i, k] with N[i, j] = A[i, j] · ‖f_h(x_j)‖ (lenses.row_normalise of
+    lenses.value_norms): the share of query i's summed contribution norms that key j supplies.
+    key_norms[l, h, j] = ‖f_h(x_j)‖, f_h(x) = (x W_V^h + b_V^h) W_O^h, in residual-stream units.
+    The raw N is not kept (it would double the memory): :meth:`raw` rebuilds one cell from A and the norm.
+    """
+
+    shown: np.ndarray  # (L, H, n, n)
+    key_norms: np.ndarray  # (L, H, n)
+
+    def raw(self, attentions: np.ndarray, layer: int, head: int, query: int, key: int) -> float:
+        """N[query, key] = A[query, key] · ‖f_h(x_key)‖ of head ``layer``.``head``."""
+        return float(attentions[layer, head, query, key]) * float(self.key_norms[layer, head, key])
+
+
+def check_same_model(loaded, result) -> None:
+    """The lenses need the weights of the model that produced ``result``; after loading another model the
+    result on screen belongs to the old one until the text is run again."""
+    shape = (loaded.n_layer, loaded.n_head, loaded.d_model)
+    if loaded.info.label != result.model_label or shape != (result.n_layer, result.n_head,
+                                                            result.layer_inputs.shape[-1]):
+        raise AttnScopeError("The model changed since this text was run; run it again to see this view.")
+
+
+def value_view_task(result):
+    """A worker task: the :class:`ValueView` of ``result`` (computed layer by layer, float32)."""
+
+    def task(loaded) -> ValueView:
+        from analysis.measures.lenses import row_normalise, value_norms
+
+        check_same_model(loaded, result)
+        norms = value_norms(loaded, result)
+        shown = np.empty(norms.value_norms.shape, dtype=np.float32)
+        for layer in range(shown.shape[0]):  # one layer at a time: no float64 copy of every head at once
+            shown[layer] = row_normalise(norms.value_norms[layer])
+        shown.setflags(write=False)
+        return ValueView(shown, norms.key_norms)
+
+    return task
+
+
+def rollout_task(result):
+    """A worker task: ``lenses.rollout(result.attentions)`` (layer, query, key)."""
+
+    def task(_loaded) -> np.ndarray:
+        from analysis.measures.lenses import rollout
+
+        return rollout(result.attentions)
+
+    return task
+
+
+TASKS = {VALUE_NORMS: value_view_task, ROLLOUT: rollout_task}
+
+
+class LensData(QtCore.QObject):
+    """Asks the worker for the lenses of the bundle on screen and hands the answers to the state."""
+
+    def __init__(self, state: ViewState, worker):
+        super().__init__(state)
+        self.state, self.worker = state, worker
+        self._pending: dict[int, tuple[int, str]] = {}  # worker request id → (bundle request id, kind)
+        if worker is not None:
+            worker.task_done.connect(self._done)
+            worker.failed.connect(self._failed)
+        state.bundle_changed.connect(lambda _: self._want_values())
+        state.attention_view_changed.connect(lambda _: self._want_values())
+        self._want_values()
+
+    @classmethod
+    def for_state(cls, state: ViewState, worker) -> "LensData":
+        """The one LensData of ``state`` (made on first use): every view shares its answers."""
+        existing = state.findChild(cls)
+        return existing if existing is not None else cls(state, worker)
+
+    def request(self, kind: str) -> int | None:
+        """Compute lens ``kind`` of the bundle on screen unless it is there or on its way; the worker request id
+        when one was sent."""
+        s = self.state
+        if self.worker is None or s.bundle is None or s.lens(kind) is not None or s.lens_error(kind) is not None:
+            return None
+        bundle_id = s.bundle.request_id
+        if (bundle_id, kind) in self._pending.values():
+            return None
+        # a request for an older bundle is of no use now: forget it (its answer would be dropped anyway)
+        self._pending = {rid: job for rid, job in self._pending.items() if job[0] == bundle_id}
+        rid = self.worker.submit(TASK_NAME, TASKS[kind](s.result))
+        self._pending[rid] = (bundle_id, kind)
+        return rid
+
+    def pending(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._pending)
+
+    def _want_values(self) -> None:
+        if self.state.attention_view == "value-weighted":
+            self.request(VALUE_NORMS)
+
+    def _done(self, rid: int, name: str, value) -> None:
+        job = self._pending.pop(rid, None)
+        if job is not None:
+            self.state.set_lens(job[0], job[1], value)  # dropped by the state when the result has changed
+
+    def _failed(self, failure) -> None:
+        job = self._pending.pop(failure.request_id, None)
+        if job is not None:
+            self.state.set_lens_error(job[0], job[1], failure.message)

@@ -1,0 +1,319 @@
+"""The one view-state object every view subscribes to (napari's ``Dims`` pattern).
+
+The state holds what is on screen and how it is drawn: the analysis bundle being shown, the
+selected layer/head and query row, the drawing options (colormap, scale, hide-first-token,
+badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
+threshold ε), the lenses of the bundle on screen as they arrive from the worker (value norms,
+rollout; see gui/state/lens_data.py), and what the views say while there is nothing to draw (the
+placeholder: "loading the model…"). Views take it in their constructor, connect to the signals they care about and
+write user edits back through the setters; no view reads another widget.
+
+Setters validate their argument (``ValueError`` for a name that does not exist) and emit only
+when the value really changes, so a view that writes back what it was just told causes no echo.
+The drawing options are saved to and restored from ``QSettings`` (keys under ``view/``).
+
+A lens answer is kept only when it belongs to the bundle on screen (its request id); a new bundle
+clears them, so a late answer computed for an older result is dropped, never drawn.
+"""
+from __future__ import annotations
+
+from PySide6 import QtCore
+
+from analysis.display import SCALES
+from analysis.measures.head_scores import SCORE_NAMES
+from analysis.measures.lenses import SINK_EPSILON
+
+from ..plots.figures import COLORMAPS
+
+DEFAULT_COLORMAP = "viridis"
+DEFAULT_SCALE = "linear"
+#: What the grid and the head map draw: the attention weights A, or value-weighted attention
+#: N = A·‖f_h(x_j)‖ shown row-normalised (Kobayashi et al. 2020; analysis/measures/lenses.py).
+ATTENTION_VIEWS = ("weights", "value-weighted")
+ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "value-weighted A·‖f(x)‖"}
+#: Lenses computed on the worker for the bundle on screen (gui/state/lens_data.py).
+LENS_KINDS = ("value_norms", "rollout")
+
+
+#: TransformerLens' own defaults for ``detect_head`` (as (name, value) pairs: the state keeps them frozen)
+TL_DEFAULTS = (("error_measure", "mul"), ("exclude_bos", False), ("exclude_current_token", False))
+
+
+class ViewState(QtCore.QObject):
+    bundle_changed = QtCore.Signal(object)  # the AnalysisBundle now shown (or None)
+    selection_changed = QtCore.Signal(int, int)  # layer, head
+    query_row_changed = QtCore.Signal(object)  # int | None
+    colormap_changed = QtCore.Signal(str)
+    scale_changed = QtCore.Signal(str)
+    hide_first_changed = QtCore.Signal(bool)
+    badge_score_changed = QtCore.Signal(object)  # a name in SCORE_NAMES, or None
+    dark_changed = QtCore.Signal(bool)
+    attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
+    lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
+    sink_epsilon_changed = QtCore.Signal(float)
+    tl_options_changed = QtCore.Signal(object)  # dict: TL's error_measure, exclude_bos, exclude_current_token
+    placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
+    running_changed = QtCore.Signal(bool)  # a newer text is being analysed: the bundle on screen is the previous one
+
+    def __init__(self, settings: QtCore.QSettings | None = None, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self._settings = settings
+        self._bundle = None
+        self._layer = 0
+        self._head = 0
+        self._query_row: int | None = None
+        self._colormap = DEFAULT_COLORMAP
+        self._scale = DEFAULT_SCALE
+        self._hide_first = False
+        self._badge_score: str | None = None
+        self._dark = False
+        self._attention_view = ATTENTION_VIEWS[0]
+        self._lenses: dict[str, object] = {}
+        self._lens_errors: dict[str, str] = {}
+        self._sink_epsilon = SINK_EPSILON
+        self._tl_options = TL_DEFAULTS
+        self._placeholder: str | None = None
+        self._running = False
+        if settings is not None:
+            self.load_settings()
+
+    # ----------------------------------------------------------------- read
+    @property
+    def bundle(self):
+        return self._bundle
+
+    @property
+    def result(self):
+        """The ``AttentionResult`` on screen, or None."""
+        return None if self._bundle is None else self._bundle.result
+
+    @property
+    def scores(self):
+        return None if self._bundle is None else self._bundle.scores
+
+    @property
+    def layer(self) -> int:
+        return self._layer
+
+    @property
+    def head(self) -> int:
+        return self._head
+
+    @property
+    def query_row(self) -> int | None:
+        return self._query_row
+
+    @property
+    def colormap(self) -> str:
+        return self._colormap
+
+    @property
+    def scale(self) -> str:
+        return self._scale
+
+    @property
+    def hide_first(self) -> bool:
+        return self._hide_first
+
+    @property
+    def badge_score(self) -> str | None:
+        return self._badge_score
+
+    @property
+    def dark(self) -> bool:
+        return self._dark
+
+    @property
+    def attention_view(self) -> str:
+        return self._attention_view
+
+    @property
+    def sink_epsilon(self) -> float:
+        """ε of the sink rate: a head is a sink head when its first-token score exceeds it (lenses.sink_rate);
+        the Scores panel sets it, exports write the summary's sink rate at it."""
+        return self._sink_epsilon
+
+    @property
+    def tl_options(self) -> dict:
+        """TransformerLens' ``detect_head`` options of the TL-style scores (the Head scores tab sets them):
+        ``error_measure`` ("mul" or "abs"), ``exclude_bos``, ``exclude_current_token``; a data export's
+        scores_tl.csv is computed with them."""
+        return dict(self._tl_options)
+
+    @property
+    def placeholder(self) -> str | None:
+        """One line that views without a result show instead of empty axes ("loading the model…"), or None."""
+        return self._placeholder
+
+    @property
+    def running(self) -> bool:
+        """True while the newest text asked for is being analysed: what views show is the previous text's."""
+        return self._running
+
+    def lens(self, kind: str):
+        """The lens ``kind`` of the bundle on screen, or None while it is not (yet) computed."""
+        self._check_lens(kind)
+        return self._lenses.get(kind)
+
+    def lens_error(self, kind: str) -> str | None:
+        """Why the lens ``kind`` of the bundle on screen could not be computed (one sentence), or None."""
+        self._check_lens(kind)
+        return self._lens_errors.get(kind)
+
+    # ----------------------------------------------------------------- write
+    def _change(self, name: str, value, signal) -> None:
+        """Store ``value`` as ``self._<name>`` and emit ``signal`` with it, only when it really changes."""
+        if value != getattr(self, "_" + name):
+            setattr(self, "_" + name, value)
+            signal.emit(value)
+
+    def set_bundle(self, bundle) -> None:
+        """Show a new analysis bundle: the selection is kept where it still exists, the query row is cleared."""
+        self._bundle = bundle
+        self._lenses, self._lens_errors = {}, {}  # they belonged to the previous result
+        if bundle is not None:
+            r = bundle.result
+            layer, head = min(self._layer, r.n_layer - 1), min(self._head, r.n_head - 1)
+            if (layer, head) != (self._layer, self._head):
+                self._layer, self._head = layer, head
+                self.selection_changed.emit(layer, head)
+        self.set_query_row(None)
+        self.bundle_changed.emit(bundle)
+
+    def select(self, layer: int, head: int) -> None:
+        """Select a head; ``ValueError`` if it is not in the result on screen."""
+        layer, head = int(layer), int(head)
+        r = self.result
+        if r is not None and not (0 <= layer < r.n_layer and 0 <= head < r.n_head):
+            raise ValueError(f"no head {layer}.{head} in a {r.n_layer}×{r.n_head} model")
+        if (layer, head) == (self._layer, self._head):
+            return
+        self._layer, self._head = layer, head
+        self.selection_changed.emit(layer, head)
+
+    def move_selection(self, d_layer: int, d_head: int) -> None:
+        """Step the selection, stopping at the edges (arrow keys)."""
+        r = self.result
+        if r is None:
+            return
+        self.select(min(max(self._layer + d_layer, 0), r.n_layer - 1), min(max(self._head + d_head, 0), r.n_head - 1))
+
+    def set_query_row(self, row: int | None) -> None:
+        if row is not None:
+            row = int(row)
+            r = self.result
+            if r is None or not 0 <= row < r.n_tokens:
+                raise ValueError(f"no query row {row}")
+        self._change("query_row", row, self.query_row_changed)
+
+    def toggle_query_row(self, row: int) -> None:
+        """Highlight ``row``, or clear the highlight if it is the row already highlighted."""
+        self.set_query_row(None if row == self._query_row else row)
+
+    def set_colormap(self, name: str) -> None:
+        if name not in COLORMAPS:
+            raise ValueError(f"unknown colormap {name!r}")
+        self._change("colormap", name, self.colormap_changed)
+
+    def set_scale(self, name: str) -> None:
+        if name not in SCALES:
+            raise ValueError(f"unknown scale {name!r}")
+        self._change("scale", name, self.scale_changed)
+
+    def set_hide_first(self, hide: bool) -> None:
+        hide = bool(hide)
+        self._change("hide_first", hide, self.hide_first_changed)
+
+    def set_badge_score(self, name: str | None) -> None:
+        if name is not None and name not in SCORE_NAMES:
+            raise ValueError(f"unknown score {name!r}")
+        self._change("badge_score", name, self.badge_score_changed)
+
+    def set_dark(self, dark: bool) -> None:
+        dark = bool(dark)
+        self._change("dark", dark, self.dark_changed)
+
+    def set_attention_view(self, name: str) -> None:
+        if name not in ATTENTION_VIEWS:
+            raise ValueError(f"unknown attention view {name!r}")
+        self._change("attention_view", name, self.attention_view_changed)
+
+    def set_sink_epsilon(self, epsilon: float) -> None:
+        epsilon = float(epsilon)
+        if not 0.0 <= epsilon < 1.0:
+            raise ValueError(f"the sink threshold ε must be in [0, 1) (got {epsilon})")
+        self._change("sink_epsilon", epsilon, self.sink_epsilon_changed)
+
+    def set_tl_options(self, error_measure: str = "mul", exclude_bos: bool = False,
+                       exclude_current_token: bool = False) -> None:
+        if error_measure not in ("mul", "abs"):
+            raise ValueError(f"unknown error measure {error_measure!r}")
+        options = (("error_measure", error_measure), ("exclude_bos", bool(exclude_bos)),
+                   ("exclude_current_token", bool(exclude_current_token)))
+        if options != self._tl_options:
+            self._tl_options = options
+            self.tl_options_changed.emit(dict(options))
+
+    def set_placeholder(self, text: str | None) -> None:
+        text = str(text) if text else None
+        self._change("placeholder", text, self.placeholder_changed)
+
+    def set_running(self, running: bool) -> None:
+        self._change("running", bool(running), self.running_changed)
+
+    def set_lens(self, request_id: int, kind: str, value) -> bool:
+        """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that
+        result is no longer on screen."""
+        self._check_lens(kind)
+        if self._bundle is None or request_id != self._bundle.request_id:
+            return False
+        self._lenses[kind] = value
+        self._lens_errors.pop(kind, None)
+        self.lens_changed.emit(kind)
+        return True
+
+    def set_lens_error(self, request_id: int, kind: str, message: str) -> bool:
+        """Record why the lens ``kind`` of the result with ``request_id`` failed; False when it is stale."""
+        self._check_lens(kind)
+        if self._bundle is None or request_id != self._bundle.request_id:
+            return False
+        self._lens_errors[kind] = str(message)
+        self.lens_changed.emit(kind)
+        return True
+
+    @staticmethod
+    def _check_lens(kind: str) -> None:
+        if kind not in LENS_KINDS:
+            raise ValueError(f"unknown lens {kind!r}")
+
+    # ----------------------------------------------------------------- settings
+    def load_settings(self) -> None:
+        """Restore the drawing options; a stored value that is no longer valid is ignored."""
+        s = self._settings
+        if s is None:
+            return
+        for key, setter in (("view/colormap", self.set_colormap), ("view/scale", self.set_scale),
+                            ("view/badge_score", self.set_badge_score),
+                            ("view/attention_view", self.set_attention_view)):
+            value = s.value(key)
+            if value not in (None, ""):
+                try:
+                    setter(str(value))
+                except ValueError:
+                    pass
+        self.set_hide_first(str(s.value("view/hide_first", "false")).lower() == "true")
+        try:
+            self.set_sink_epsilon(float(s.value("view/sink_epsilon", SINK_EPSILON)))
+        except (TypeError, ValueError):
+            pass
+
+    def save_settings(self) -> None:
+        s = self._settings
+        if s is None:
+            return
+        s.setValue("view/colormap", self._colormap)
+        s.setValue("view/scale", self._scale)
+        s.setValue("view/badge_score", self._badge_score or "")
+        s.setValue("view/hide_first", "true" if self._hide_first else "false")
+        s.setValue("view/attention_view", self._attention_view)
+        s.setValue("view/sink_epsilon", self._sink_epsilon)

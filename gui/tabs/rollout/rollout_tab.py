@@ -1,0 +1,167 @@
+"""The Rollout tab: attention rollout R(l) (Abnar & Zuidema 2020) of the result on screen, for one layer.
+
+R(l)[i, j] is how much input token j feeds position i after layers 0…l, every head averaged and the
+residual connection counted as the identity (analysis/measures/lenses.py ``rollout``). Query tokens down, input
+tokens along (a HeadPlot); the layer follows the state's selected layer (the spin box writes it back),
+colours, scale, hide-first-token and dark mode follow the state. Computed on the worker
+(gui/state/lens_data.py) the first time the tab is shown for a result; until it is there (or when it
+failed) a line in the plot's place says so, never empty axes.
+"""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from ...plots.figures import HeadPlot, apply_theme
+from ..head.head_panel import show_focus_ring
+from ...state.lens_data import ROLLOUT, LensData
+from ...plots.plot_items import RunDimmer
+from ...state.view_state import ViewState
+
+EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over heads of A + 0.5·I (the "
+               "residual), rows renormalised; R(l) = Â(l)·…·Â(0) — which input tokens each position draws on "
+               "after layers 0…l.")
+
+
+UPDATING = "updating… (the map is the previous text's)"
+
+
+class RolloutTab(QtWidgets.QWidget):
+    """Tab protocol: ``title``, ``RolloutTab(state, worker)``, ``offscreen_figure()``."""
+
+    title = "Rollout"
+
+    def __init__(self, state: ViewState, worker=None, parent=None):
+        super().__init__(parent)
+        self.state = state
+        self.lenses = LensData.for_state(state, worker)
+        self.plot = HeadPlot(describe=self.describe_cell)  # the cell's tooltip is the hover line's text
+        self.plot.setMinimumSize(200, 200)
+        show_focus_ring(self.plot)
+        self.plot.cell_hovered.connect(self._hovered)
+        self.layer_box = QtWidgets.QSpinBox()
+        self.layer_box.setRange(0, 0)
+        self.layer_box.setToolTip("R(l): layers 0…l composed (follows the selected head's layer)")
+        self.layer_box.valueChanged.connect(self._layer_chosen)
+        self.layer_slider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
+        self.layer_slider.setRange(0, 0)
+        self.layer_slider.setToolTip(self.layer_box.toolTip())
+        self.layer_slider.valueChanged.connect(self._layer_chosen)
+        explanation = QtWidgets.QLabel(EXPLANATION)
+        explanation.setWordWrap(True)
+        explanation.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.status = QtWidgets.QLabel(" ")
+        self.status.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.hover_label = QtWidgets.QLabel(" ")
+        self.hover_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        controls = QtWidgets.QHBoxLayout()
+        controls.addWidget(QtWidgets.QLabel("Up to layer"))
+        controls.addWidget(self.layer_box)
+        controls.addWidget(self.layer_slider, 1)
+        controls.addWidget(self.status)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(explanation)
+        layout.addLayout(controls)
+        self.placeholder = QtWidgets.QLabel()
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.stack = QtWidgets.QStackedLayout()  # the plot once R is there; until then a line saying why not
+        self.stack.addWidget(self.plot)
+        self.stack.addWidget(self.placeholder)
+        layout.addLayout(self.stack, 1)
+        layout.addWidget(self.hover_label)
+        # while a new text runs the map is the previous text's: dimmed, and the status says so
+        self.dimmer = RunDimmer(self.plot, state, self._updating)
+        state.bundle_changed.connect(lambda _: self._bundle_changed())
+        state.selection_changed.connect(lambda *_: self.redraw())
+        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
+            signal.connect(lambda *_: self.redraw())
+        state.lens_changed.connect(lambda kind: kind == ROLLOUT and self.redraw())
+        state.query_row_changed.connect(self.plot.highlight_row)
+        state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
+        apply_theme(self.plot, state.dark)
+        self.redraw()
+
+    def showEvent(self, event):  # noqa: N802
+        super().showEvent(event)
+        self.lenses.request(ROLLOUT)  # computed when first needed for the result on screen
+        self.redraw()
+
+    def _bundle_changed(self) -> None:
+        r = self.state.result
+        top = 0 if r is None else r.n_layer - 1
+        for widget in (self.layer_box, self.layer_slider):
+            widget.blockSignals(True)
+            widget.setRange(0, top)
+            widget.blockSignals(False)
+        if self.isVisible():
+            self.lenses.request(ROLLOUT)
+        self.redraw()
+
+    def _layer_chosen(self, layer: int) -> None:
+        s = self.state
+        if s.result is not None and layer != s.layer:
+            s.select(layer, s.head)
+
+    def redraw(self) -> None:
+        s = self.state
+        self.hover_label.setText(" ")
+        for widget in (self.layer_box, self.layer_slider):
+            widget.blockSignals(True)
+            widget.setValue(s.layer)
+            widget.blockSignals(False)
+        if s.bundle is None:
+            self._placeholder("Run a text to see its rollout.")
+            return
+        r = s.lens(ROLLOUT)
+        if r is None:
+            error = s.lens_error(ROLLOUT)
+            self.status.setText(error or "computing…")
+            self._placeholder(error or "Computing the rollout…")
+            return
+        self.status.setText(UPDATING if self.dimmer.updating else " ")
+        self.stack.setCurrentWidget(self.plot)
+        self._draw(self.plot, r, f"rollout R({s.layer}): layers 0…{s.layer} composed")
+        self.plot.highlight_row(s.query_row)
+
+    def _updating(self, updating: bool) -> None:
+        if self.stack.currentWidget() is self.plot:
+            self.status.setText(UPDATING if updating else " ")
+
+    def _placeholder(self, text: str) -> None:
+        """Show ``text`` where the plot goes (never an empty plot while R is being computed)."""
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def _draw(self, figure: HeadPlot, r, title: str) -> None:
+        s = self.state
+        figure.set_head(r[s.layer], s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
+                        causal=s.result.causal, quantity="rollout R")
+        figure.plot.setLabel("bottom", "input token")
+
+    def describe_cell(self, q: int, k: int, value: float) -> str:
+        """The one text of cell (position ``q``, input ``k``, ``value`` of R as drawn): the hover line and the
+        cell's tooltip both show it. R itself, or R renormalised without the first input and R before, when the
+        first token is hidden; a causal model's future input is its mask."""
+        return self.plot.weight_text(q, k, value, to="draws on input")
+
+    def _hovered(self, cell) -> None:
+        """The hover line for HeadPlot.cell_hovered's (query, key, value as drawn), or None (outside)."""
+        self.hover_label.setText(" " if cell is None else self.describe_cell(*cell))
+
+    def offscreen_figure(self):
+        """A fresh export figure of the rollout shown (the caller disposes it); None before it is computed."""
+        from ...plots.figures import offscreen_head_figure, settle_layout
+
+        s = self.state
+        r = None if s.result is None else s.lens(ROLLOUT)
+        if r is None:
+            return None
+        fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
+        self._draw(fig, r, f"{s.result.model_label} — rollout R({s.layer}), layers 0…{s.layer} composed")
+        settle_layout()
+        fig.update_label_density()
+        return fig

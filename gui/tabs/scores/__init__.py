@@ -1,0 +1,1 @@
+"""The Head scores tab."""

@@ -1,0 +1,1 @@
+"""The From-scratch tab."""

@@ -1,0 +1,200 @@
+"""The From-scratch tab: the arithmetic of the real model's attention, step by step, beside the
+model's own numbers; the attention calculator; the √d_k lab; what attention costs.
+
+All numbers come from ``analysis`` (manual_attention, parity, lab); the pages only lay them out.
+The panel follows the view state and asks the worker for the recomputation of the selected layer
+and the parity of every head itself, only while it is visible; a late answer to an older request
+is dropped.
+"""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+from .calculator_page import PRESETS, CalculatorPage  # noqa: F401 (re-exported)
+from ...plots.plot_items import apply_theme
+from .scratch_lab import CostPage, ScalingPage
+from .scratch_parity import ErrorMap, ParityPage, pass_badge  # noqa: F401
+from .scratch_steps import MASKED_TEXT, MatrixView, StepsPage, fmt, matrix_table  # noqa: F401
+
+STATUS_MAX_PX = 300  # the status beside the tabs never widens the panel past this
+REQUEST_DELAY_MS = 150  # a burst of selection changes (arrow keys held) sends one request
+
+
+class ScratchPanel(QtWidgets.QTabWidget):
+    """Tabs: Steps, Model vs manual, Calculator, Why √d_k, Cost."""
+
+    title = "From scratch"
+    head_activated = QtCore.Signal(int, int)
+    data_shown = QtCore.Signal(int)  # request id of the ScratchData now on screen
+
+    def __init__(self, state, worker, parent=None):
+        super().__init__(parent)
+        self.state, self.worker = state, worker
+        self.dtype_choice = QtWidgets.QComboBox()
+        self.dtype_choice.addItems(["float32", "float64"])
+        self.dtype_choice.setToolTip("Precision of the numpy recomputation")
+        self.status = QtWidgets.QLabel("no text run yet")
+        self.status.setToolTip("Run a text to see the arithmetic of the selected head.")
+        self.status.setMaximumWidth(STATUS_MAX_PX)  # a long error is cut here (whole in the tooltip)
+        corner = QtWidgets.QWidget()
+        corner_layout = QtWidgets.QHBoxLayout(corner)
+        corner_layout.setContentsMargins(0, 0, 4, 0)
+        corner_layout.addWidget(self.status)
+        corner_layout.addWidget(QtWidgets.QLabel("numpy in"))
+        corner_layout.addWidget(self.dtype_choice)
+        self.setCornerWidget(corner)
+        self.steps = StepsPage()
+        self.parity = ParityPage()
+        self.calculator = CalculatorPage()
+        self.scaling = ScalingPage()
+        self.cost = CostPage()
+        steps_scroll = QtWidgets.QScrollArea()
+        steps_scroll.setWidgetResizable(True)
+        steps_scroll.setWidget(self.steps)
+        self.steps_scroll = steps_scroll
+        self.addTab(steps_scroll, "Steps")
+        self.addTab(self.parity, "Model vs manual")
+        self.addTab(self.calculator, "Calculator")
+        self.addTab(self.scaling, "Why √dₖ")
+        self.addTab(self.cost, "Cost")
+
+        self.latest_request_id = 0
+        self._key = None  # (result request id, layer, head, dtype) last asked for
+        self._parity_cache = None  # (result request id, dtype, ParityReport): parity does not depend on the head
+        self._timer = QtCore.QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(REQUEST_DELAY_MS)
+        self._timer.timeout.connect(self._request_now)
+
+        self.parity.error_map.head_clicked.connect(self._select)
+        self.parity.error_map.head_activated.connect(self.head_activated)
+        self.steps.query_chosen.connect(self._query_chosen)
+        self.dtype_choice.currentTextChanged.connect(lambda _: self._request())
+        state.bundle_changed.connect(lambda _bundle: self._request())
+        state.selection_changed.connect(lambda _l, _h: self._request())
+        state.query_row_changed.connect(self._query_row_changed)
+        state.colormap_changed.connect(self._colormap_changed)
+        state.dark_changed.connect(self._dark_changed)
+        worker.task_done.connect(self._task_done)
+        worker.failed.connect(self._failed)
+        self._dark_changed(state.dark)
+
+    def figures(self) -> list:
+        """Every figure in the panel (for the colormap and the theme)."""
+        return [*self.steps.views.values(), *self.parity.figures(), self.scaling.plot]
+
+    # ----------------------------------------------------------------- asking the worker
+    def showEvent(self, event):  # noqa: N802
+        super().showEvent(event)
+        self._request()
+
+    def _request(self) -> None:
+        if self.state.bundle is not None and self.isVisible():
+            self._timer.start()
+
+    def _request_now(self) -> None:
+        bundle = self.state.bundle
+        if bundle is None or not self.isVisible():
+            return
+        from .scratch_data import scratch_data
+
+        result, layer, head = bundle.result, self.state.layer, self.state.head
+        dtype = self.dtype_choice.currentText()
+        key = (bundle.request_id, layer, head, dtype)
+        if key == self._key:
+            return
+        self._key = key
+        cache = self._parity_cache
+        cached = cache[2] if cache is not None and cache[:2] == (bundle.request_id, dtype) else None
+        self.status.setText("computing…")
+        self.latest_request_id = self.worker.submit(
+            "scratch", lambda loaded: scratch_data(loaded, result, layer, head, dtype, cached))
+
+    def _task_done(self, request_id: int, name: str, value) -> None:
+        if name != "scratch" or request_id != self.latest_request_id:
+            return  # another task, or an answer to an older selection
+        self._parity_cache = (value.result.request_id, value.report.manual_dtype, value.report)
+        self.show_data(value)
+        self.data_shown.emit(request_id)
+
+    def _failed(self, *args) -> None:
+        """``worker.failed``: a Failure object (request_id, message) or the older (id, kind, message)."""
+        failure = args[0]
+        request_id = getattr(failure, "request_id", failure)
+        if request_id != self.latest_request_id or not self.latest_request_id:
+            return
+        message = getattr(failure, "message", args[-1] if len(args) > 1 else str(failure))
+        self._key = None  # ask again on the next change
+        text = f"could not compute: {message}"
+        self.status.setText(self.status.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight,
+                                                                 STATUS_MAX_PX))
+        self.status.setToolTip(text)
+
+    def show_data(self, data) -> None:
+        """``data``: a :class:`~gui.tabs.scratch.scratch_data.ScratchData` from the worker."""
+        cmap = self.state.colormap
+        for view in self.steps.views.values():
+            view.cmap = cmap
+        self.steps.set_data(data.result, data.recomputation, data.head, data.weights)
+        self.parity.set_data(data.result, data.recomputation, data.report, data.head, cmap)
+        r, rec = data.result, data.recomputation
+        n_kv = int(rec.kv_head_of.max()) + 1
+        self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,
+                           n_kv_head=n_kv, d_head=rec.q.shape[-1], causal=r.causal)
+        self.status.setText(f"layer {rec.layer}, head {data.head}")
+        self.status.setToolTip(self.status.text())
+        if self.state.query_row is not None and self.state.query_row < r.n_tokens:
+            self.steps.focus_query(self.state.query_row)
+
+    # ----------------------------------------------------------------- following the state
+    def _select(self, layer: int, head: int) -> None:
+        if self.state.result is not None:
+            self.state.select(layer, head)
+
+    def _query_chosen(self, row: int) -> None:
+        if self.state.result is not None and 0 <= row < self.state.result.n_tokens:
+            self.state.set_query_row(row)
+
+    def _query_row_changed(self, row) -> None:
+        if row is not None and self.steps.rec is not None and row < self.steps.result.n_tokens:
+            self.steps.focus_query(row)
+
+    def _colormap_changed(self, cmap: str) -> None:
+        for fig in self.figures():
+            if isinstance(fig, MatrixView):
+                fig.set_colormap(cmap)
+        if self.parity.report is not None:
+            self.parity.error_map.set_report(self.parity.report, cmap)
+
+    def _dark_changed(self, dark: bool) -> None:
+        for fig in self.figures():
+            apply_theme(fig, dark)
+
+    # ----------------------------------------------------------------- export
+    def offscreen_figure(self):
+        """A fresh, clean figure of what is in front (the softmax weights on Steps, the error map on
+        Model vs manual, the histograms on Why √d_k), or None where the page has no figure."""
+        import pyqtgraph as pg
+
+        from ...plots.figures import lay_out_offscreen
+
+        page = self.currentWidget()
+        if page is self.steps_scroll and self.steps.rec is not None:
+            source = self.steps.views["weights"]
+            fig = MatrixView(source.title)
+            fig.setMaximumHeight(16777215)
+            lay_out_offscreen(fig, 520, 540)
+            fig.set_matrix(source.values, source.subtitle, self.state.colormap)
+        elif page is self.parity and self.parity.report is not None:
+            fig = ErrorMap()
+            L, H = self.parity.report.weights_max_abs_diff.shape
+            lay_out_offscreen(fig, int(min(2400, 200 + 48 * H)), int(min(3000, 120 + 40 * L)))
+            fig.set_report(self.parity.report, self.state.colormap)
+        elif page is self.scaling and self.scaling.experiment is not None:
+            fig = pg.PlotWidget(background="w")
+            fig.addLegend()
+            lay_out_offscreen(fig, 700, 480)
+            self.scaling.draw(fig)
+        else:
+            return None
+        return fig

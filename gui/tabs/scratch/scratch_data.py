@@ -1,0 +1,50 @@
+"""What the From-scratch tab shows for one (result, layer, head, precision), computed on the worker.
+
+Every family the same way: the layer is recomputed by the family's own numpy steps
+(``loaded.recompute``) and compared with the model through ``loaded.attention_weights`` of every layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.families import AttentionWeights, FamilyRecomputation
+from analysis.run.inference import AttentionResult
+from analysis.measures.parity import ParityReport, parity_report
+
+#: How each family names the attention's output projection W_O (shown in the panel).
+OUTPUT_PROJECTION = {"gpt2": "c_proj", "llama": "o_proj", "gpt_neox": "dense", "bert": "output.dense",
+                     "distilbert": "out_lin"}
+
+
+@dataclass(frozen=True)
+class ScratchData:
+    """The selected layer recomputed step by step, and the parity of every head."""
+
+    result: AttentionResult
+    head: int
+    recomputation: FamilyRecomputation  # the selected layer, by its family's steps
+    report: ParityReport  # every layer and head
+    params_counted: int  # parameters of the layer's attention projections (and their biases), read off the model
+    weights: AttentionWeights | None = None  # the selected layer's attention in the common shape (rotary, heads)
+
+    @property
+    def kv_head(self) -> int:
+        """The key/value head the selected query head reads (= the head without grouped-query attention)."""
+        return int(self.recomputation.kv_head_of[self.head])
+
+
+def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_dtype: str = "float32",
+                 report: ParityReport | None = None) -> ScratchData:
+    """Recompute ``layer`` step by step and (unless given) the parity of every head. Runs on the worker."""
+    from analysis.lessons.lab import projection_parameter_count
+
+    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
+    weights = loaded.attention_weights(layer)
+    rec = loaded.recompute(layer, result.layer_inputs[layer], dtype)
+    if report is None or report.manual_dtype != manual_dtype:
+        report = parity_report(result, [loaded.attention_weights(l) for l in range(result.n_layer)], manual_dtype)
+    block = loaded.family.blocks(loaded.model)[layer]
+    params = projection_parameter_count([loaded.family.attention_module(block), loaded.family.output_module(block)])
+    return ScratchData(result, head, rec, report, params, weights)

@@ -1,0 +1,140 @@
+"""From scratch → Model vs manual: the selected head's weights from the model and from numpy side by
+side with their difference, the whole layer through W_O, every layer's verdict in a table, and every
+head's largest error as a map — for every model family (the family's own recompute)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from ...plots.layer_head_map import LayerHeadMap
+from .scratch_steps import MatrixView
+
+ERROR_FLOOR = 1e-12  # a difference of exactly 0 is drawn as this on the log scale
+
+
+def pass_badge(passed: bool, text: str) -> str:
+    colour = "#137333" if passed else "#b3261e"
+    word = "PASS" if passed else "FAIL"
+    return f"<span style='color:white;background:{colour};padding:2px 6px;font-weight:bold'>&nbsp;{word}&nbsp;</span> {text}"
+
+
+class ErrorMap(LayerHeadMap):
+    """log₁₀ of max |manual − model| of the weights for every head; the colour scale ends at the tolerance."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.report = None
+
+    def set_report(self, report, cmap: str = "viridis") -> None:
+        self.report = report
+        logged = np.log10(np.maximum(report.weights_max_abs_diff, ERROR_FLOOR)).astype(np.float32)
+        levels = (-9.0, max(-8.0, math.log10(report.weight_tolerance)))
+        self.set_image(logged, logged.shape, levels, cmap, "max |manual − model| of the weights, every head",
+                       "log₁₀ max |diff|")
+
+    def hover_text(self, layer: int, head: int) -> str:
+        if self.report is None:
+            return ""
+        v = float(self.report.weights_max_abs_diff[layer, head])
+        verdict = "PASS" if v <= self.report.weight_tolerance else "FAIL"
+        return (f"layer {layer}, head {head}: max |manual − model| = {v:.3e} "
+                f"({verdict}, tolerance {self.report.weight_tolerance:g})")
+
+
+class ParityPage(QtWidgets.QScrollArea):
+    """Model vs manual for the selected head, the whole layer through W_O, every layer's verdict, and every
+    head's max error. The page scrolls: on a small screen nothing is drawn over the heatmaps."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        page = QtWidgets.QWidget()
+        self.model_view = MatrixView("model's attention weights")
+        self.manual_view = MatrixView("manual (numpy) weights")
+        self.diff_view = MatrixView("|manual − model|")
+        self.head_verdict = QtWidgets.QLabel()
+        self.layer_verdict = QtWidgets.QLabel()
+        self.all_verdict = QtWidgets.QLabel()
+        for label in (self.head_verdict, self.layer_verdict, self.all_verdict):
+            label.setTextFormat(QtCore.Qt.TextFormat.RichText)
+            label.setWordWrap(True)
+            label.setMinimumWidth(200)
+        self.layers_table = QtWidgets.QTableWidget()  # one row per layer: every layer's parity at a glance
+        self.layers_table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.layers_table.verticalHeader().setVisible(False)
+        self.layers_table.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.error_map = ErrorMap()
+        self.error_map.setMinimumHeight(220)
+        row = QtWidgets.QHBoxLayout()
+        for view in (self.model_view, self.manual_view, self.diff_view):
+            view.setMinimumSize(150, 190)
+            row.addWidget(view)
+        layout = QtWidgets.QVBoxLayout(page)
+        layout.addWidget(self.head_verdict)
+        layout.addLayout(row, 2)
+        layout.addWidget(self.layer_verdict)
+        layout.addWidget(self.all_verdict)
+        layout.addWidget(self.layers_table)
+        layout.addWidget(self.error_map, 2)
+        self.setWidget(page)
+        self.page = page
+        self.report = None
+
+    def figures(self) -> list:
+        return [self.model_view, self.manual_view, self.diff_view, self.error_map]
+
+    def set_data(self, result, rec, report, head: int, cmap: str = "viridis") -> None:
+        from .scratch_data import OUTPUT_PROJECTION
+
+        self.report = report
+        layer = rec.layer
+        model_w = np.asarray(result.attentions[layer, head], dtype=np.float64)
+        manual_w = rec.weights[head].astype(np.float64)
+        diff = np.abs(manual_w - model_w)
+        tol = report.weight_tolerance
+        self.model_view.set_matrix(model_w, cmap=cmap)
+        self.manual_view.set_matrix(manual_w, cmap=cmap)
+        self.diff_view.set_matrix(diff, f", max {diff.max():.2e}", cmap=cmap)
+        self.head_verdict.setText(pass_badge(
+            diff.max() <= tol, f"layer {layer}, head {head}: max |manual − model| = {diff.max():.3e} "
+            f"(tolerance {tol:g} for a {report.model_dtype} model; manual computed in {report.manual_dtype})"))
+        out_diff = float(report.output_max_abs_diff[layer])
+        out_tol = report.output_relative_tolerance * float(report.output_scale[layer])
+        w_o = OUTPUT_PROJECTION.get(rec.family, "")
+        self.layer_verdict.setText(pass_badge(
+            out_diff <= out_tol, f"whole layer {layer}: heads merged through W_O{f' ({w_o})' if w_o else ''} vs the "
+            f"model's attention output: max |diff| = {out_diff:.3e} (tolerance {out_tol:.2e})"))
+        worst = np.unravel_index(np.argmax(report.weights_max_abs_diff), report.weights_max_abs_diff.shape)
+        self.all_verdict.setText(pass_badge(
+            report.passed, f"all {report.weights_max_abs_diff.size} heads: worst max |diff| "
+            f"{report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}); "
+            f"worst layer output {report.max_abs_diff_output:.3e}; computed in {report.seconds * 1000:.0f} ms"))
+        self._fill_layers(report)
+        self.error_map.set_report(report, cmap)
+        self.error_map.select(layer, head)
+
+    def _fill_layers(self, report) -> None:
+        table = self.layers_table
+        rows = report.to_dict()["layers"]
+        table.setColumnCount(5)
+        table.setHorizontalHeaderLabels(["layer", "worst head |diff|", "output |diff|", "output tolerance", ""])
+        table.setRowCount(len(rows))
+        for i, row in enumerate(rows):
+            cells = (str(row["layer"]), f"{row['max_abs_diff_weights']:.3e}", f"{row['max_abs_diff_output']:.3e}",
+                     f"{row['output_tolerance']:.2e}", "PASS" if row["passed"] else "FAIL")
+            for j, text in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+                if j == 4:
+                    item.setForeground(QtGui.QColor("#137333" if row["passed"] else "#b3261e"))
+                table.setItem(i, j, item)
+        table.resizeColumnsToContents()
+        shown = min(len(rows), 8)  # taller than 8 layers: the table scrolls inside the page
+        table.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded if len(rows) > 8
+                                         else QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        height = table.horizontalHeader().height() + 2 * table.frameWidth() + 2
+        height += sum(table.rowHeight(i) for i in range(shown))
+        table.setFixedHeight(height)

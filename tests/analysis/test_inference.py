@@ -1,0 +1,122 @@
+"""Text → frozen result: tokens, shapes, read-only arrays, BOS, truncation, predictions."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from analysis.errors import InputError
+from analysis.run.inference import run_text
+from analysis.tokens import display_token
+
+
+def test_display_tokens_make_whitespace_visible():
+    assert display_token("Ġcat") == "␣cat"
+    assert display_token("Ċ") == "↵"
+    assert display_token("ĠĠ") == "␣␣"
+    assert display_token("<|endoftext|>", frozenset({"<|endoftext|>"})) == "<|endoftext|>"
+    assert display_token("Ã©") == "é"
+    assert display_token("Ã") == "\\xc3"  # half a UTF-8 character stays visible as a byte
+
+
+def test_result_is_frozen_and_read_only(tiny_result):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny_result.text = "changed"
+    for array in (tiny_result.attentions, tiny_result.token_ids, tiny_result.layer_inputs,
+                  tiny_result.attention_outputs):
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array[..., 0] = 0
+
+
+def test_shapes_dtypes_and_rows(tiny_result):
+    r = tiny_result
+    n = len(r.tokens)
+    assert r.attentions.shape == (3, 4, n, n) and r.attentions.dtype == np.float32
+    assert r.layer_inputs.shape == r.attention_outputs.shape == (3, n, 64)
+    np.testing.assert_allclose(r.attentions.sum(-1), 1, atol=1e-5)
+    assert np.triu(r.attentions[0, 0], k=1).max() == 0  # causal
+    assert r.tokens[0] == "<|endoftext|>" and r.bos
+    assert "␣the" in r.tokens and r.token_ids.dtype == np.int64
+    assert len(r.predictions) == 5
+    probs = [p.probability for p in r.predictions]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+
+
+def test_capture_matches_transformers_own_attentions(tiny_model, tiny_result):
+    import torch
+
+    ids = torch.tensor([tiny_result.token_ids.tolist()])
+    with torch.inference_mode():
+        out = tiny_model.model(ids, output_attentions=True, output_hidden_states=True)
+    assert len(out.attentions) == tiny_model.n_layer  # eager: the weights really come back
+    reference = torch.stack(out.attentions)[:, 0].numpy()
+    np.testing.assert_array_equal(tiny_result.attentions, reference)
+    np.testing.assert_array_equal(tiny_result.layer_inputs[1], out.hidden_states[1][0].numpy())
+    top = int(out.logits[0, -1].argmax())
+    assert tiny_result.predictions[0].token_id == top
+
+
+def test_bos_switch(tiny_model):
+    without = run_text(tiny_model, "Hello there", bos=False)
+    with_bos = run_text(tiny_model, "Hello there", bos=True)
+    assert with_bos.n_tokens == without.n_tokens + 1 and not without.bos
+    assert with_bos.token_ids[0] == tiny_model.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert run_text(tiny_model, "Hello there").bos is tiny_model.prepend_bos_default
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_empty_text_is_refused(tiny_model, text):
+    with pytest.raises(InputError, match="empty"):
+        run_text(tiny_model, text)
+
+
+def test_long_text_is_truncated_with_a_warning(tiny_model):
+    r = run_text(tiny_model, "one two three four " * 40, bos=True)
+    assert r.truncated and r.n_tokens == tiny_model.context_length == 64
+    assert r.n_tokens_text > 63  # a lower bound: only a prefix of a long text is tokenised
+    assert "more than 63 tokens" in r.warnings[0] and "only the first 63 tokens of the text" in r.warnings[0]
+    short = run_text(tiny_model, "one two")
+    assert not short.truncated and short.warnings == ()
+
+
+def test_thumbnails_are_max_pooled_heads(tiny_model):
+    """Over the same bins as every other pooled view (``display.pool_edges``): no bin overlaps another."""
+    from analysis.run import inference
+    from analysis.display import pool_edges
+
+    short = run_text(tiny_model, "a b c")
+    assert short.thumbnails is short.attentions or np.shares_memory(short.thumbnails, short.attentions)
+    old = inference.THUMBNAIL_PX
+    try:
+        inference.THUMBNAIL_PX = 8
+        r = run_text(tiny_model, "one two three four five six seven eight nine ten eleven twelve", bos=True)
+    finally:
+        inference.THUMBNAIL_PX = old
+    assert r.thumbnails.shape == (3, 4, 8, 8)
+    n = r.n_tokens
+    bounds = [*pool_edges(n, 8), n]
+    assert len(bounds) == 9 and all(b - a >= 1 for a, b in zip(bounds, bounds[1:]))
+    expected = np.array([[[r.attentions[1, h, bounds[y]:bounds[y + 1], bounds[x]:bounds[x + 1]].max()
+                           for x in range(8)] for y in range(8)] for h in range(4)])
+    np.testing.assert_array_equal(r.thumbnails[1], expected)
+    assert r.thumbnails.max() == r.attentions.max()  # max-pooling keeps the strongest weight visible
+
+
+def test_predictions_are_the_models_own_probabilities_with_a_padded_vocabulary(tmp_path, tokenizer):
+    """Rows past the tokenizer (Pythia's, Qwen's padding) hold probability too: it is not renormalised away."""
+    import torch
+
+    from analysis.run.inference import run_text
+    from analysis.model.loading import load_model
+    from analysis.model.synthetic import save_random_gpt2
+
+    folder = save_random_gpt2(tmp_path / "padded", vocab_size=len(tokenizer) + 64, tokenizer=tokenizer, seed=4)
+    loaded = load_model(str(folder), device="cpu")
+    result = run_text(loaded, "the cat sat on the mat")
+    with torch.no_grad():
+        logits = loaded.model(input_ids=torch.tensor([list(result.token_ids)])).logits[0, -1].double()
+    p = torch.softmax(logits, -1)
+    assert float(p[len(tokenizer):].sum()) > 0.01  # the padded rows hold real mass here
+    for prediction in result.predictions:
+        assert prediction.token_id < len(tokenizer)
+        assert prediction.probability == pytest.approx(float(p[prediction.token_id]), rel=1e-5)  # renormalised: ~1e-2 off

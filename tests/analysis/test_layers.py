@@ -1,0 +1,146 @@
+"""The layers of analysis/: no import cycle, and each package imports only the layers below it.
+
+    base       errors, tokens, textfiles, display   (import nothing of analysis/ but each other)
+    families   the adapters and the step-by-step recompute
+    model      catalogue, hub, checks, the loaded model
+    run        tokenizing, the memory check, the forward and its capture
+    measures   head scores, TL-style scores, lenses, ablation, scan, parity  │ peers: neither imports
+    lessons    the hand-written GPT-2 attention, the calculator, the lab      │ the other
+    export     writers, atomic folders, what an export holds
+
+Every import of every module is read with ``ast`` (top level, inside functions, under TYPE_CHECKING: a
+deferred import is still a dependency), so a cycle hidden by a late import fails here too."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "analysis"
+#: bottom to top; a module may import its own package and the layers below (same-layer peers: no)
+LAYERS = (
+    ("analysis.errors", "analysis.tokens", "analysis.textfiles", "analysis.display"),
+    ("analysis.families",),
+    ("analysis.model",),
+    ("analysis.run",),
+    ("analysis.measures", "analysis.lessons"),
+    ("analysis.export",),
+)
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    found = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The analysis modules ``name`` imports, anywhere in its file. Importing ``a.b.c`` from outside
+    ``a.b`` also runs ``a.b``'s ``__init__``: that package counts as imported too."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                targets.add(full if full in known else source)
+        elif isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+    deps = set()
+    for target in targets:
+        parts = target.split(".")
+        for k in range(2, len(parts) + 1):  # the packages on the way down, and the module itself
+            dep = ".".join(parts[:k])
+            inside = name == dep or name.startswith(dep + ".")  # a submodule does not "import" its own package
+            if dep in known and dep != name and not inside:
+                deps.add(dep)
+    return deps
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(g.get(u, ())):
+            if state.get(v) == "open":
+                found.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for u in sorted(g):
+        if u not in state:
+            visit(u)
+    return found
+
+
+def unit_of(module: str) -> tuple[int, str] | None:
+    """(layer, package) of an analysis module: the entry of LAYERS it is or lies in; None for analysis/__init__."""
+    for level, units in enumerate(LAYERS):
+        for unit in units:
+            if module == unit or module.startswith(unit + "."):
+                return level, unit
+    return None
+
+
+def upward_imports(g: dict[str, set[str]]) -> list[str]:
+    """Every import of a module by one in a lower layer, or by a same-layer peer package."""
+    bad = []
+    for m in sorted(g):
+        here = unit_of(m)
+        for d in sorted(g[m]):
+            there = unit_of(d)
+            if here is None or there is None or here[1] == there[1]:
+                continue
+            if there[0] > here[0] or (there[0] == here[0] and here[0] > 0):
+                bad.append(f"{m} imports {d}")
+    return bad
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in graph() if m != PACKAGE and unit_of(m) is None] == []
+
+
+def test_analysis_has_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_no_module_imports_a_layer_above_it_or_a_peer():
+    assert upward_imports(graph()) == []
+
+
+def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
+    """A copy of analysis/ with one deferred upward import planted in families/base.py: both checks fail."""
+    import shutil
+
+    shutil.copytree(ROOT / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    base = tmp_path / PACKAGE / "families" / "base.py"
+    base.write_text(base.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from ..measures.parity import parity_report\n",
+                    encoding="utf-8")
+    g = graph(tmp_path)
+    assert "analysis.families.base imports analysis.measures.parity" in upward_imports(g)
+    assert any("analysis.measures.parity" in cycle and "analysis.families.base" in cycle for cycle in cycles(g))
+
+
+def test_the_check_catches_a_peer_import(tmp_path):
+    """lessons/ reaching into measures/ (same layer) fails; the base layer's files may use each other."""
+    import shutil
+
+    shutil.copytree(ROOT / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    lab = tmp_path / PACKAGE / "lessons" / "lab.py"
+    lab.write_text(lab.read_text(encoding="utf-8") + "\n\nfrom ..measures import lenses\n", encoding="utf-8")
+    assert "analysis.lessons.lab imports analysis.measures.lenses" in upward_imports(graph(tmp_path))

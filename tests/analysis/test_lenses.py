@@ -1,0 +1,266 @@
+"""Value norms, rollout and the sink rate against independent computations."""
+import numpy as np
+import pytest
+
+from analysis.measures import lenses
+from analysis.measures.head_scores import sink
+
+
+# ----------------------------------------------------------------------------- value norms
+def _reference_value_norms(loaded, text):
+    """‖f_h(x_j)‖ and A from transformers' own modules: ln_1's output caught by a forward hook, the
+    head's value slice through c_attn, then *c_proj itself* on an input holding only that head's slice
+    (minus c_proj's bias). Attention weights from output_attentions."""
+    import torch
+
+    model = loaded.model
+    ids = torch.tensor([loaded.tokenizer(text)["input_ids"]])
+    ln_out = {}
+    hooks = [block.ln_1.register_forward_hook(lambda m, a, o, l=l: ln_out.__setitem__(l, o[0].detach()))
+             for l, block in enumerate(model.transformer.h)]
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, output_attentions=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    d, H = loaded.d_model, loaded.n_head
+    dk = d // H
+    norms, weights = [], []
+    with torch.no_grad():
+        for l, block in enumerate(model.transformer.h):
+            v = block.attn.c_attn(ln_out[l])[:, 2 * d :]  # (n, d) values, all heads
+            per_head = []
+            for h in range(H):
+                z = torch.zeros_like(v)
+                z[:, h * dk : (h + 1) * dk] = v[:, h * dk : (h + 1) * dk]
+                f = block.attn.c_proj(z) - block.attn.c_proj.bias  # (n, d): f_h(x_j)
+                per_head.append(f.norm(dim=-1))
+            norms.append(torch.stack(per_head))
+            weights.append(out.attentions[l][0])
+    return ids[0].numpy(), torch.stack(weights).double().numpy(), torch.stack(norms).double().numpy()
+
+
+def test_value_norms_match_a_computation_from_the_model_modules(tiny_model):
+    from analysis.run.inference import run_text
+
+    text = "The cat sat on the mat because it was tired."
+    ids, weights, key_norms = _reference_value_norms(tiny_model, text)
+    result = run_text(tiny_model, text, bos=False, with_probe=False)
+    assert list(result.token_ids) == list(ids)
+    vn = lenses.value_norms(tiny_model, result)
+    L, H, n = result.n_layer, result.n_head, result.n_tokens
+    assert vn.value_norms.shape == (L, H, n, n) and vn.key_norms.shape == (L, H, n)
+    np.testing.assert_allclose(vn.key_norms, key_norms, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(vn.value_norms, weights * key_norms[:, :, None, :], rtol=1e-4, atol=1e-6)
+    assert not vn.value_norms.flags.writeable and not vn.key_norms.flags.writeable
+    shown = vn.row_normalised()
+    np.testing.assert_allclose(shown.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_value_norms_core_by_hand():
+    # one head, d = 2, dk = 1: W_V picks the first coordinate, b_V = 1, W_O writes it as (3, 4)·v
+    x = np.array([[1.0, 5.0], [-1.0, 2.0], [0.0, 0.0]])
+    w_v = np.array([[[1.0], [0.0]]])  # (1, 2, 1)
+    b_v = np.array([[1.0]])
+    w_o = np.array([[[3.0, 4.0]]])  # (1, 1, 2): ‖(3, 4)‖ = 5
+    a = np.array([[[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]])
+    before = [t.copy() for t in (x, w_v, b_v, w_o, a)]
+    n, keys = lenses.value_norms_layer(x, w_v, b_v, w_o, a)
+    # v = x[:, 0] + 1 = (2, 0, 1) → ‖f‖ = 5·|v| = (10, 0, 5)
+    np.testing.assert_allclose(keys, [[10, 0, 5]])
+    np.testing.assert_allclose(n, [[[10, 0, 0], [5, 0, 0], [2, 0, 2.5]]])
+    for old, new in zip(before, (x, w_v, b_v, w_o, a)):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_per_head_parameters_with_grouped_query_attention():
+    d, dk = 3, 2
+    v_weight = np.arange(d * 2 * dk, dtype=float).reshape(d, 2 * dk)  # 2 value heads
+    v_bias = np.array([1.0, 2.0, 3.0, 4.0])
+    out_weight = np.arange(4 * dk * d, dtype=float).reshape(4 * dk, d)  # 4 query heads
+    w_v, b_v, w_o = lenses.per_head_value_parameters(v_weight, v_bias, out_weight, n_head=4, n_kv_head=2)
+    assert w_v.shape == (4, d, dk) and b_v.shape == (4, dk) and w_o.shape == (4, dk, d)
+    # query heads 0, 1 read value head 0 (columns 0-1); heads 2, 3 read value head 1 (columns 2-3)
+    for h, cols in enumerate([slice(0, 2), slice(0, 2), slice(2, 4), slice(2, 4)]):
+        np.testing.assert_array_equal(w_v[h], v_weight[:, cols])
+        np.testing.assert_array_equal(b_v[h], v_bias[cols])
+        np.testing.assert_array_equal(w_o[h], out_weight[h * dk : (h + 1) * dk])
+
+
+def test_row_normalise_and_first_token_shares():
+    n = np.array([[[[3.0, 0, 0], [1.0, 3.0, 0], [0.0, 0.0, 0.0]]]])  # a zero row stays zero
+    np.testing.assert_allclose(lenses.row_normalise(n)[0, 0], [[1, 0, 0], [0.25, 0.75, 0], [0, 0, 0]])
+    a = np.array([[[[1.0, 0, 0], [0.8, 0.2, 0], [0.6, 0.2, 0.2]]]])
+    norms = a * np.array([0.1, 1.0, 1.0])  # the first token's value vector is tiny
+    raw, weighted = lenses.first_token_shares(a, norms)
+    np.testing.assert_allclose(raw, [[0.7]])
+    expected = np.mean([0.08 / (0.08 + 0.2), 0.06 / (0.06 + 0.2 + 0.2)])
+    np.testing.assert_allclose(weighted, [[expected]])
+
+
+# ----------------------------------------------------------------------------- rollout
+def _uniform(n):
+    u = np.tril(np.ones((n, n)))
+    return u / u.sum(axis=1, keepdims=True)
+
+
+def test_rollout_of_identity_layers_is_identity():
+    a = np.broadcast_to(np.eye(4), (3, 2, 4, 4)).copy()
+    r = lenses.rollout(a)
+    np.testing.assert_allclose(r, np.broadcast_to(np.eye(4), (3, 4, 4)), atol=1e-7)
+    assert not r.flags.writeable
+
+
+def test_rollout_matches_the_formula_on_hand_made_layers():
+    n = 3
+    u = _uniform(n)
+    # layer 0: both heads uniform → Â(0) = 0.5·U + 0.5·I
+    # layer 1: one head identity, one head previous-token-ish → mean, then 0.5/0.5 with I
+    prev = np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=float)
+    a = np.stack([np.stack([u, u]), np.stack([np.eye(n), prev])])
+    a0 = 0.5 * u + 0.5 * np.eye(n)
+    a1 = 0.5 * (0.5 * np.eye(n) + 0.5 * prev) + 0.5 * np.eye(n)
+    r = lenses.rollout(a)
+    # written out by hand: row 1 of Â(0) is (0.25, 0.75, 0)
+    np.testing.assert_allclose(a0[1], [0.25, 0.75, 0])
+    np.testing.assert_allclose(r[0], a0, atol=1e-7)
+    np.testing.assert_allclose(r[1], a1 @ a0, atol=1e-7)
+    # row 2 of R(1): Â(1)[2] = (0, 0.25, 0.75); times Â(0)
+    np.testing.assert_allclose(r[1][2], 0.25 * a0[1] + 0.75 * a0[2], atol=1e-7)
+
+
+def test_rollout_rows_sum_to_one_and_are_causal(tiny_result):
+    before = tiny_result.attentions.copy()
+    r = lenses.rollout(tiny_result.attentions)
+    np.testing.assert_array_equal(tiny_result.attentions, before)
+    assert r.shape == (tiny_result.n_layer, tiny_result.n_tokens, tiny_result.n_tokens)
+    np.testing.assert_allclose(r.sum(axis=-1), 1.0, atol=1e-5)
+    assert np.allclose(np.triu(r, k=1), 0)
+
+
+def test_rollout_renormalises_rows_that_do_not_sum_to_one():
+    a = np.full((1, 1, 2, 2), 0.0)
+    a[0, 0] = [[2.0, 0.0], [1.0, 1.0]]  # rows sum to 2: Â rows are (1.5, 0)/1.5 and (0.5, 1.0)/1.5
+    np.testing.assert_allclose(lenses.rollout(a)[0], [[1, 0], [1 / 3, 2 / 3]], rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- sink rate
+def test_sink_rate_counts_heads_above_epsilon():
+    n = 5
+    heads = []
+    for first in (0.9, 0.3, 0.31, 0.0):
+        m = np.zeros((n, n))
+        m[:, 0] = first
+        m[np.arange(n), np.arange(n)] += 1 - first
+        m[0] = [1, 0, 0, 0, 0]
+        heads.append(m)
+    a = np.stack(heads).reshape(2, 2, n, n)
+    before = a.copy()
+    s = lenses.sink_rate(a)
+    np.testing.assert_array_equal(s.mask, [[True, False], [True, False]])  # 0.3 does not *exceed* 0.3
+    assert s.rate == 0.5 and s.epsilon == 0.3
+    np.testing.assert_allclose(s.scores, sink(a))
+    assert lenses.sink_rate(a, epsilon=0.95).rate == 0.0
+    assert lenses.sink_rate(a, epsilon=0.0).rate == 0.75
+    np.testing.assert_array_equal(a, before)
+    assert not s.mask.flags.writeable
+    with pytest.raises(ValueError):
+        lenses.sink_rate(a, epsilon=1.5)
+
+
+def test_sink_rate_of_one_token_is_undefined_not_zero(tmp_path):
+    """Nothing to count is not "no sink heads": the rate is NaN, null in summary.json."""
+    import json
+
+    from analysis.export.writers import write_json
+
+    s = lenses.sink_rate(np.ones((2, 3, 1, 1)))
+    assert np.isnan(s.rate) and not s.mask.any()
+    assert json.loads(write_json({"sink_rate": s.rate}, tmp_path / "s.json").read_text()) == {"sink_rate": None}
+    partly = np.full((2, 3), np.nan)
+    partly[0, 0] = 0.9
+    assert lenses.sink_rate_of_scores(partly).rate == pytest.approx(1 / 6)
+
+
+def test_bundled_sink_heads_move_less_than_their_weight():
+    """The measurement the issue asks for, on the bundled model (trained weights)."""
+    from analysis.run.inference import run_text
+    from analysis.model.loading import load_model
+
+    loaded = load_model("bundled", device="cpu")
+    result = run_text(loaded, "The cat sat on the mat because it was tired. The cat sat on the mat.",
+                      with_probe=False)
+    vn = lenses.value_norms(loaded, result)
+    rate = lenses.sink_rate(result.attentions)
+    raw, weighted = lenses.first_token_shares(result.attentions, vn.value_norms)
+    assert rate.mask.any()
+    # measured: 12 sink heads, raw share 0.65, value-weighted 0.52 (the first token's value vectors
+    # are about half the norm of the others'); per head the gap varies, on average it is clear
+    assert weighted[rate.mask].mean() < raw[rate.mask].mean() - 0.05
+
+
+# ----------------------------------------------------------------------------- value norms through a family adapter
+def _tiny_llama(vocab: int = 512):
+    """Llama-style with grouped-query attention (4 query heads on 2 key/value heads) and biases on."""
+    import torch
+    from transformers import LlamaConfig
+
+    from analysis.families import family_for
+
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                         num_key_value_heads=2, attention_bias=True, vocab_size=vocab, max_position_embeddings=64,
+                         initializer_range=0.3)
+    family = family_for(config)
+    torch.manual_seed(0)
+    model = family.model_class(config)._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return family, model
+
+
+def test_family_value_norms_match_the_model_modules_with_grouped_query_attention():
+    """‖f_h(x_j)‖ from Llama's own v_proj and o_proj: head h reads value head h // 2; o_proj on an input
+    holding only head h's slice (o_proj has a bias: taken off) moves it into the residual stream."""
+    import torch
+
+    from analysis.families import capture_attention
+
+    family, model = _tiny_llama()
+    ids = [int(i) for i in np.random.default_rng(0).integers(3, 500, size=10)]
+    capture = capture_attention(model, family, ids)
+    blocks = family.blocks(model)
+    H, g, dk = 4, 2, 16
+    reference = []
+    with torch.no_grad():
+        for layer, block in enumerate(blocks):
+            attn = family.attention_module(block)
+            v = attn.v_proj(torch.from_numpy(np.array(capture.attention_inputs[layer])))  # (n, g·dk)
+            per_head = []
+            for h in range(H):
+                kv = h // (H // g)
+                z = torch.zeros(len(ids), H * dk)
+                z[:, h * dk : (h + 1) * dk] = v[:, kv * dk : (kv + 1) * dk]
+                per_head.append((attn.o_proj(z) - attn.o_proj.bias).norm(dim=-1))
+            reference.append(torch.stack(per_head))
+    reference = torch.stack(reference).double().numpy()  # (L, H, n)
+
+    def weights_of(layer):
+        return family.attention_weights(model, layer)
+
+    for inputs in (capture.attention_inputs, None):  # captured, or the family's RMSNorm of the block input
+        vn = lenses.value_norms_of(weights_of, inputs, capture.block_inputs, capture.attentions)
+        np.testing.assert_allclose(vn.key_norms, reference, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(vn.value_norms, capture.attentions * reference[:, :, None, :], rtol=1e-4, atol=1e-6)
+    assert not np.allclose(reference[:, 0], reference[:, 1])  # heads 0 and 1 share a value head, not W_O rows
+
+
+def test_sink_rate_of_scores_does_not_touch_its_input():
+    scores = np.array([[0.9, 0.3, np.nan], [0.31, 0.0, 0.5]])
+    kept = scores.copy()
+    rate = lenses.sink_rate_of_scores(scores, 0.3)
+    assert rate.rate == pytest.approx(3 / 6) and rate.mask.tolist() == [[True, False, False], [True, False, True]]
+    np.testing.assert_array_equal(scores, kept)
+    assert scores.flags.writeable and not rate.mask.flags.writeable

@@ -1,0 +1,207 @@
+"""The Ablation tab on a ViewState and a real worker: the numbers shown are ``analysis.measures.ablation``'s
+(``ablate`` and ``importance_map`` run here on the same model), Cancel stops the importance map between
+forwards, answers for a text no longer on screen are dropped, and an encoder is told why it cannot."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtCore  # noqa: E402
+
+from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_tab, view_point,  # noqa: E402
+                     worker_held)
+
+
+@pytest.fixture
+def panel(qtbot, worker):
+    from gui.tabs.ablation.ablation_tab import AblationPanel
+
+    p = shown_tab(qtbot, AblationPanel, worker, 1100, 600)
+    p.state.set_bundle(analyse(qtbot, worker, TEXT))
+    return p
+
+
+def shown_top(box):
+    return box.tokens()
+
+
+def expected_top(outcome):
+    return [(token, f"{p:.3f}") for token, p in outcome.top]
+
+
+def test_the_heads_box_follows_the_selection_until_heads_are_added(qtbot, panel):
+    state = panel.state
+    state.select(1, 2)
+    assert panel.heads_edit.text() == "1.2" and panel.add_button.text() == "Add 1.2"
+    qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
+    state.select(0, 3)
+    assert panel.heads_edit.text() == "1.2"  # pinned
+    qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.heads_edit.text() == "1.2, 0.3"
+    qtbot.mouseClick(panel.reset_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.heads_edit.text() == "0.3"
+    state.select(2, 1)
+    assert panel.heads_edit.text() == "2.1"
+
+
+@pytest.mark.parametrize("mode,heads,spec", [("zero", [(1, 2), (0, 3)], "1.2, 0.3"), ("mean", [(2, 0)], "2.0")])
+def test_ablation_numbers_equal_ablate(qtbot, panel, tiny_model, mode, heads, spec):
+    from analysis.measures.ablation import ablate
+
+    panel.heads_edit.setText(spec)
+    panel.mode_choice.setCurrentIndex(panel.mode_choice.findData(mode))
+    with qtbot.waitSignal(panel.ablation_shown, timeout=WAIT_MS) as blocker:
+        panel.ablate()
+    expected = ablate(tiny_model, TEXT, heads, mode, bos=True)
+    shown = blocker.args[0]
+    assert shown.mode == mode and shown.heads == tuple(heads)
+    assert shown.baseline.loss == pytest.approx(expected.baseline.loss, abs=1e-9)
+    assert shown.ablated.loss == pytest.approx(expected.ablated.loss, abs=1e-9)
+    assert [t for t, _ in shown.ablated.top] == [t for t, _ in expected.ablated.top]
+    # what the user reads, side by side
+    assert panel.baseline_box.loss.text() == f"loss {expected.baseline.loss:.3f} nats"
+    assert panel.ablated_box.loss.text().startswith(f"loss {expected.ablated.loss:.3f} nats")
+    assert f"{expected.loss_change:+.3f} vs baseline" in panel.ablated_box.loss.text()
+    assert shown_top(panel.baseline_box) == expected_top(expected.baseline)
+    assert shown_top(panel.ablated_box) == expected_top(expected.ablated)
+    assert panel.ablated_box.title() == f"Ablated ({mode}): {spec}"
+
+
+def test_bad_heads_are_one_sentence_and_nothing_is_sent(qtbot, panel, worker):
+    sent = []
+    original = worker.submit
+    worker.submit = lambda name, task: sent.append(name) or original(name, task)
+    try:
+        for spec in ("9.9", "1,2", ""):
+            panel.heads_edit.setText(spec)
+            assert panel.ablate() is None
+            assert panel.message.isVisible() and "\n" not in panel.message.text() and panel.message.text()
+    finally:
+        del worker.submit
+    assert sent == []
+
+
+def test_importance_map_equals_importance_map_and_a_click_selects(qtbot, panel, tiny_model):
+    from analysis.measures.ablation import importance_map
+
+    progress = []
+    panel.importance_job.progressed.connect(lambda done, total: progress.append((done, total)))
+    with qtbot.waitSignal(panel.importance_shown, timeout=WAIT_MS) as blocker:
+        panel.start_importance()
+    expected = importance_map(tiny_model, TEXT, "zero", bos=True)
+    shown = blocker.args[0]
+    assert shown.baseline_loss == pytest.approx(expected.baseline_loss, abs=1e-9)
+    np.testing.assert_allclose(shown.loss_change, expected.loss_change, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(panel.map.image.image, expected.loss_change.astype(np.float32))
+    L, H = expected.loss_change.shape
+    assert progress[-1] == (L * H + 1, L * H + 1)
+    l, h, v = expected.top(1)[0]
+    assert f"{l}.{h} {v:+.3f}" in panel.importance_label.text()
+    assert f"loss change {v:+.3f} nats" in panel.map.hover_text(l, h) and "rank 1 of" in panel.map.hover_text(l, h)
+    assert panel.map.isVisible() and not panel.progress.isVisible()
+    lo, hi = panel.map.colorbar.levels()
+    assert lo == -hi and hi == pytest.approx(np.abs(expected.loss_change).max(), rel=1e-6)  # 0 is the middle
+    qtbot.wait(100)
+    activated = []
+    panel.head_activated.connect(lambda *a: activated.append(a))
+    double_click(qtbot, panel.map.viewport(), view_point(panel.map, 2.5, 1.5))
+    assert (panel.state.layer, panel.state.head) == (1, 2) and activated[-1] == (1, 2)
+    fig = panel.offscreen_figure()
+    assert fig is not None and fig is not panel.map and np.array_equal(fig.importance.loss_change, shown.loss_change)
+    from gui.plots.figures import dispose_figure
+
+    dispose_figure(fig)
+
+
+def test_cancel_stops_the_importance_map_between_forwards(qtbot, panel, monkeypatch):
+    import analysis.measures.ablation as ablation_module
+
+    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 3)  # until Cancel is pressed
+    panel.start_importance()
+    assert panel.importance_cancel.isEnabled() and not panel.importance_button.isEnabled()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    qtbot.mouseClick(panel.importance_cancel, QtCore.Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(panel.importance_job.cancelled, timeout=WAIT_MS):
+        go.set()
+    r = panel.state.result
+    assert len(calls) == 3 < r.n_layer * r.n_head + 1  # baseline + 2 heads, then it stopped
+    assert panel.importance is None and not panel.map.isVisible()
+    assert panel.importance_label.text().startswith("Importance map cancelled")
+    assert panel.importance_button.isEnabled() and not panel.importance_cancel.isEnabled()
+
+
+@pytest.mark.slow
+def test_answers_for_a_text_no_longer_on_screen_are_dropped(qtbot, panel, worker):
+    other = analyse(qtbot, worker, "A different text entirely, with other words.")
+    shown = []
+    panel.ablation_shown.connect(shown.append)
+    panel.importance_shown.connect(shown.append)
+    with worker_held(worker):
+        panel.heads_edit.setText("0.0")
+        panel.ablate()
+        panel.start_importance()
+        panel.state.set_bundle(other)  # the user ran another text meanwhile
+    qtbot.waitUntil(lambda: worker._queue.empty(), timeout=WAIT_MS)
+    qtbot.wait(500)
+    assert shown == [] and panel.ablation is None and panel.importance is None
+    assert panel.baseline_box.tokens() == [] and panel.ablate_button.isEnabled()
+    # of two ablations asked in a row, only the later one is shown
+    with worker_held(worker):
+        panel.heads_edit.setText("0.0")
+        panel.ablate()
+        panel.heads_edit.setText("1.1")
+        panel.ablate()
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
+    qtbot.wait(300)
+    assert [s.heads for s in shown] == [((1, 1),)]
+
+
+def test_a_new_model_clears_the_results(qtbot, panel, worker):
+    with qtbot.waitSignal(panel.ablation_shown, timeout=WAIT_MS):
+        panel.ablate()
+    worker.model_loaded.emit(999, None)  # what the worker says after loading another model
+    assert panel.ablation is None and panel.baseline_box.tokens() == []
+
+
+def test_an_encoder_is_told_why(qtbot, panel, tiny_result):
+    from analysis.measures.head_scores import all_scores
+
+    class EncoderResult:  # the result on screen, as an encoder's
+        causal = False
+        model_label = "bert-tiny"
+
+        def __getattr__(self, name):
+            return getattr(tiny_result, name)
+
+    class Bundle:
+        result, scores, request_id = EncoderResult(), all_scores(tiny_result), 77
+
+    panel.state.set_bundle(Bundle())
+    assert "needs a decoder" in panel.note.text() and "bert-tiny is an encoder" in panel.note.text()
+    assert not panel.ablate_button.isEnabled() and not panel.importance_button.isEnabled()
+    assert panel.ablate() is None and panel.start_importance() is None
+    assert panel.offscreen_figure() is None
+
+
+def test_the_tab_ablates_the_prefix_the_run_analysed_and_says_it_was_cut(qtbot, panel, worker, tiny_model):
+    """With a token cap below the text's length the tab once ran another prefix (the default cap) than the one
+    on screen, and never said the text was cut."""
+    from analysis.measures.ablation import ablate, importance_map
+
+    long_text = " ".join([TEXT] * 4)
+    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
+        worker.analyse(long_text, bos=True, max_tokens=12)
+    panel.state.set_bundle(blocker.args[0])
+    assert panel.state.result.n_tokens == 12 and panel.state.result.truncated
+    panel.heads_edit.setText("1.2")
+    with qtbot.waitSignal(panel.ablation_shown, timeout=WAIT_MS) as shown:
+        panel.ablate()
+    expected = ablate(tiny_model, long_text, [(1, 2)], bos=True, max_tokens=12)
+    assert shown.args[0].n_tokens == 12 and shown.args[0].baseline.loss == pytest.approx(expected.baseline.loss)
+    assert panel.message.isVisible() and "token cap" in panel.message.text()
+    with qtbot.waitSignal(panel.importance_shown, timeout=WAIT_MS) as done:
+        panel.start_importance()
+    assert done.args[0].n_tokens == 12
+    assert done.args[0].baseline_loss == pytest.approx(importance_map(tiny_model, long_text, bos=True,
+                                                                       max_tokens=12).baseline_loss)
+    assert "token cap" in panel.importance_label.text()

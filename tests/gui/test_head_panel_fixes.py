@@ -1,0 +1,241 @@
+"""The Head tab's hover line, cell tooltip and head label (the n3 walk-through): a resting pointer survives a
+new result whose value norms are still being computed, the line and the tooltip say the same words and follow
+every change of the view, and the label is short, true and never cut inside a word."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from analysis.measures.head_scores import all_scores  # noqa: E402
+from helpers import WAIT_MS, bundle, plain, worker_held  # noqa: E402
+
+
+@pytest.fixture
+def panel(qtbot, loaded_worker):
+    """A Head tab on its own state, shown at the width it gets in a 1366 px window."""
+    from gui.tabs.head.head_panel import HeadPanel
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    head = HeadPanel(state, loaded_worker)
+    qtbot.addWidget(head)
+    head.resize(816, 560)  # its width in a 1366 px window
+    head.show()
+    qtbot.waitExposed(head)
+    head.worker = loaded_worker
+    return head
+
+
+def expected_value_norms(tiny_model, result):
+    """The independent numbers: analysis.measures.lenses' N = A·‖f_h(x_j)‖ and ‖f_h(x_j)‖."""
+    from analysis.measures.lenses import value_norms
+
+    v = value_norms(tiny_model, result)
+    return v.value_norms.astype(np.float64), v.key_norms.astype(np.float64)
+
+
+def tooltip_of(head) -> str:
+    return plain(head.plot.image.toolTip())
+
+
+def value_view_with_norms(qtbot, head, result, request_id=1):
+    state = head.state
+    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS, check_params_cb=lambda k: k == "value_norms"):
+        state.set_bundle(bundle(result, all_scores(result), request_id))
+        state.set_attention_view("value-weighted")
+    assert state.lens_error("value_norms") is None and head.drawn == "value-weighted"
+
+
+def test_a_new_result_under_a_resting_pointer_in_the_value_view_says_the_norms_are_not_ready(
+        qtbot, panel, tiny_result, tiny_model):
+    """n3 #1: was AttributeError 'NoneType' object has no attribute 'key_norms' on every automatic re-run."""
+    from analysis.run.inference import run_text
+
+    state, head = panel.state, panel
+    value_view_with_norms(qtbot, head, tiny_result)
+    state.select(1, 2)
+    q, k = 6, 3
+    head.plot.image.hover_cell((q, k))  # the pointer rests on a cell
+    assert "N = A·‖f(x)‖" in head.hover_label.text()
+    other = run_text(tiny_model, "The dog sat on the mat because it was late.", bos=True)
+    with worker_held(panel.worker):  # the new norms cannot arrive yet
+        state.set_bundle(bundle(other, all_scores(other), 2))  # the automatic re-run
+        assert state.lens("value_norms") is None and head.drawn == "weights"
+        line = head.hover_label.text()
+        assert f"{other.attentions[1, 2, q, k]:.3f}" in line and "value norms not ready yet" in line
+        assert "N = " not in line and tooltip_of(head) == line
+    qtbot.waitUntil(lambda: state.lens("value_norms") is not None, timeout=WAIT_MS)
+    n, key_norms = expected_value_norms(tiny_model, other)
+    share = n[1, 2, q, k] / n[1, 2, q].sum()
+    line = head.hover_label.text()  # updated without a mouse move
+    assert f"share {share:.3f} of the row" in line and f"= {n[1, 2, q, k]:.4g}" in line
+    assert f"{key_norms[1, 2, k]:.3g}" in line and "not ready" not in line
+    assert tooltip_of(head) == line
+
+
+def test_hide_first_in_the_value_view_gives_the_same_before_renormalising_in_line_and_tooltip(
+        qtbot, panel, tiny_result, tiny_model):
+    """n3 #2: the tooltip said "(was 0.104)" (the share before hiding) and the line "(raw weight 0.079)" (A)."""
+    state, head = panel.state, panel
+    value_view_with_norms(qtbot, head, tiny_result)
+    state.select(2, 0)
+    q, k = 7, 4
+    head.plot.image.hover_cell((q, k))
+    before = head.hover_label.text()
+    state.set_hide_first(True)  # the pointer does not move
+    line = head.hover_label.text()
+    assert line != before and line == tooltip_of(head)
+    n, key_norms = expected_value_norms(tiny_model, tiny_result)
+    row = n[2, 0, q]
+    assert f"share {n[2, 0, q, k] / row[1:].sum():.3f} (before renormalising: {n[2, 0, q, k] / row.sum():.3f})" in line
+    assert f"{tiny_result.attentions[2, 0, q, k]:.3f} × {key_norms[2, 0, k]:.3g}" in line
+    assert "was" not in line.replace(tiny_result.tokens[q], "").replace(tiny_result.tokens[k], "")
+    head.plot.image.hover_cell((q, 0))
+    assert head.hover_label.text().endswith("hidden (first key)") and tooltip_of(head) == head.hover_label.text()
+
+
+def test_the_line_follows_every_change_of_the_view_under_a_resting_pointer(qtbot, panel, tiny_result):
+    state, head = panel.state, panel
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    state.select(0, 1)
+    q, k = 5, 2
+    a = tiny_result.attentions[0, 1]
+    head.plot.image.hover_cell((q, k))
+    assert head.hover_label.text().endswith(f": {a[q, k]:.3f}") and tooltip_of(head) == head.hover_label.text()
+    state.set_hide_first(True)
+    renormalised = a[q, k] / a[q, 1:q + 1].sum()
+    assert head.hover_label.text().endswith(
+        f": {renormalised:.3f} renormalised without the first key (before renormalising: {a[q, k]:.3f})")
+    assert tooltip_of(head) == head.hover_label.text()
+    state.set_scale("log")  # the colours change, the numbers do not
+    assert head.hover_label.text().endswith(f"(before renormalising: {a[q, k]:.3f})")
+    state.select(1, 1)  # another head under the same pointer
+    b = tiny_result.attentions[1, 1]
+    assert f"{b[q, k] / b[q, 1:q + 1].sum():.3f} renormalised" in head.hover_label.text()
+    state.set_hide_first(False)
+    assert head.hover_label.text().endswith(f": {b[q, k]:.3f}") and tooltip_of(head) == head.hover_label.text()
+
+
+def test_hover_text_wording():
+    from gui.plots.hover_text import hover_text, value_hover_text
+
+    tokens = ("<s>", "was", "b")
+    assert hover_text(tokens, (2, 1, 0.678), raw=0.225) == \
+        "query 'b' [2] → key 'was' [1]: 0.678 renormalised without the first key (before renormalising: 0.225)"
+    assert hover_text(tokens, (2, 1, 0.678)) == "query 'b' [2] → key 'was' [1]: 0.678"
+    assert value_hover_text(tokens, (2, 1, 0.5), 0.25, 2.0) == \
+        "query 'b' [2] → key 'was' [1]: share 0.500 of the row · N = A·‖f(x)‖ = 0.250 × 2 = 0.5"
+    assert value_hover_text(tokens, (2, 1, 0.5), 0.25, None) == \
+        "query 'b' [2] → key 'was' [1]: share 0.500 of the row (value norms not ready yet)"
+    assert value_hover_text(tokens, (1, 2, float("nan")), 0.25, 2.0).endswith("masked (a future token)")
+
+
+def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
+    from analysis.measures.head_scores import HeadScores
+    from gui.tabs.head.head_panel import strongest_score, top_score_text
+
+    scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
+              "induction_probe": np.array([[0.01, 0.2]])}
+    assert strongest_score(scores, 0, 0) == ("sink", pytest.approx(0.141))
+    assert strongest_score(scores, 0, 1) == ("previous_token", pytest.approx(0.5))
+    nan = {name: np.full((1, 1), np.nan) for name in scores}
+    assert strongest_score(nan, 0, 0) is None
+    assert strongest_score(None, 0, 0) is None
+    # n4 #2: every pattern score counts (self 0.41 beat sink 0.14), entropy (a spread) never does, nor a score
+    # that does not apply to the model
+    full = HeadScores({"previous_token": np.array([[0.1]]), "sink": np.array([[0.14]]), "self": np.array([[0.41]]),
+                       "entropy": np.array([[0.9]]), "next_token": np.array([[np.nan]]),
+                       "induction": np.array([[np.nan]])},
+                      applicable=frozenset({"previous_token", "sink", "self", "entropy"}))
+    assert strongest_score(full, 0, 0) == ("self", pytest.approx(0.41))
+    assert top_score_text(("self", 0.41)) == "self 0.41"
+    assert top_score_text(("sink", 0.141)) == "no pattern ≥ 0.3"  # never named by a weak score
+    assert top_score_text(("sink", 0.3)) == "sink 0.30"
+
+
+def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
+    """n3 #3: the label was always cut as "— previous toke…" at 1366 px."""
+    from gui.tabs.head.head_panel import STRONG_PATTERN
+
+    state, label = panel.state, panel.head_label
+    scores = all_scores(tiny_result)
+    state.set_bundle(bundle(tiny_result, scores, 1))
+    patterns = [k for k in scores.values if k != "entropy" and scores.applies(k)]
+    for layer, head in ((0, 0), (1, 3), (2, 2)):
+        state.select(layer, head)
+        qtbot.wait(10)
+        values = {k: float(scores[k][layer, head]) for k in patterns if np.isfinite(scores[k][layer, head])}
+        top = max(values, key=values.get)
+        score = f"{top.replace('_', ' ')} {values[top]:.2f}"
+        if values[top] < STRONG_PATTERN:
+            assert f"largest of them (entropy, a spread, is not a pattern): {score}." in label.toolTip()
+            score = "no pattern ≥ 0.3"
+        assert label.plain_text() == f"L{layer} H{head} · top score: {score}"
+        assert not label.is_elided(), label.contentsRect().width()  # the Head tab's width in a 1366 px window
+        tip = label.toolTip()
+        assert f"Layer {layer}, head {head}" in tip
+        for k, v in values.items():
+            assert f"{k.replace('_', ' ')} {v:.2f}" in tip
+        assert "entropy" not in tip.split("Scores")[1].split(".")[0]
+
+
+def format_at(doc, position: int):
+    """The character format of ``doc``'s character at ``position``."""
+    from PySide6 import QtGui
+
+    cursor = QtGui.QTextCursor(doc)
+    cursor.setPosition(position + 1)  # a cursor's format is the one of the character before it
+    return cursor.charFormat()
+
+
+def test_an_elided_label_is_cut_between_words(qtbot):
+    from PySide6 import QtGui
+
+    from gui.tabs.head.head_panel import ElidedLabel
+
+    label = ElidedLabel()
+    qtbot.addWidget(label)
+    label.setText("<b>L0 H0</b> — <i>value-weighted view: this model family has no value view at all</i>")
+    label.resize(label.fontMetrics().horizontalAdvance("L0 H0 — value-weighted view: this mod"), 30)
+    doc = label.shown_document()
+    shown = doc.toPlainText()
+    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
+    words = shown[:-1].split()
+    assert words and words == label.plain_text().split()[:len(words)]  # whole words only
+    assert not shown[:-1].rstrip().endswith(("—", ":", ","))
+    # the cut text keeps its markup: the head in bold, the rest in italics (it lost both when it was re-read as HTML)
+    assert format_at(doc, 0).fontWeight() == QtGui.QFont.Weight.Bold
+    assert format_at(doc, shown.index("value")).fontItalic() and not format_at(doc, shown.index("value")).fontWeight() \
+        == QtGui.QFont.Weight.Bold
+
+
+def test_an_elided_label_keeps_an_escaped_token(qtbot, qtlog):
+    """Tokens are user text, HTML-escaped in the label: the cut must not read "&lt;pad&gt;" back as a tag (it
+    printed "QTextCursor::setPosition: Position … out of range" and painted "…" before the whole text)."""
+    from gui.tabs.head.head_panel import ElidedLabel
+
+    label = ElidedLabel()
+    qtbot.addWidget(label)
+    label.setText("<b>L1 H2</b> — <i>value-weighted view: a &lt;pad&gt; token &amp; more words to make it long "
+                  "enough to cut here and there.</i>")
+    whole = label.plain_text()
+    assert "a <pad> token & more" in whole
+    label.resize(label.fontMetrics().horizontalAdvance("L1 H2 — value-weighted view: a <pad> token & mo"), 30)
+    doc = label.shown_document()
+    shown = doc.toPlainText()
+    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
+    assert shown.startswith("L1 H2 — value-weighted view: a <pad>") and whole.startswith(shown[:-1].rstrip())
+    assert not shown[:-1].rstrip().endswith("&")  # "… token &…" reads as a half sentence
+    assert not [m for m in qtlog.records if "out of range" in m.message]
+
+
+def test_a_narrow_head_label_shows_a_shorter_wording_whole(qtbot, panel, tiny_result):
+    state, label = panel.state, panel.head_label
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    whole = label.plain_text()
+    panel.resize(640, 560)
+    qtbot.waitUntil(lambda: label.is_elided())
+    shown = label.shown_document().toPlainText()
+    assert shown in (whole.replace("top score:", "top:"), whole.split(" · ")[0])
+    assert label.shown_document().idealWidth() <= label.contentsRect().width()

@@ -1,0 +1,249 @@
+"""The value-weighted view (grid and head) and the Rollout tab, on a ViewState with a real worker.
+
+What is drawn is compared with analysis/measures/lenses.py's numbers, row-normalised here in numpy; answers
+are computed on the worker and an answer for a result no longer on screen is dropped."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtWidgets  # noqa: E402
+
+from analysis.measures.head_scores import all_scores  # noqa: E402
+from helpers import WAIT_MS, bundle, worker_held  # noqa: E402
+
+
+@pytest.fixture
+def views(qtbot, loaded_worker):
+    """The grid, the Head tab and the Rollout tab side by side on one state, shown."""
+    from gui.plots.grid_panel import GridPanel
+    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.rollout.rollout_tab import RolloutTab
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    box = QtWidgets.QWidget()
+    layout = QtWidgets.QHBoxLayout(box)
+    grid, head, roll = GridPanel(state), HeadPanel(state, loaded_worker), RolloutTab(state, loaded_worker)
+    for widget in (grid, head, roll):
+        layout.addWidget(widget)
+    qtbot.addWidget(box)
+    box.resize(1700, 760)
+    box.show()
+    qtbot.waitExposed(box)
+    box.state, box.grid, box.head, box.roll, box.worker = state, grid, head, roll, loaded_worker
+    return box
+
+
+def shares(result, tiny_model):
+    """The independent expectation: lenses' N = A·‖f_h(x_j)‖, each query row divided by its sum."""
+    from analysis.measures.lenses import value_norms
+
+    n = value_norms(tiny_model, result).value_norms.astype(np.float64)
+    return n / n.sum(axis=-1, keepdims=True), n
+
+
+def masked(matrix):
+    n = matrix.shape[-1]
+    return np.where(np.tri(n, dtype=bool), matrix, np.nan)
+
+
+def show(qtbot, views, result, request_id=1, view="value-weighted", kind="value_norms"):
+    state = views.state
+    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS, check_params_cb=lambda k: k == kind):
+        state.set_bundle(bundle(result, all_scores(result), request_id))
+        state.set_attention_view(view)
+    assert state.lens_error(kind) is None
+
+
+@pytest.mark.slow
+def test_the_switch_changes_what_the_head_and_the_grid_draw(qtbot, views, tiny_result, tiny_model):
+    state, head, grid = views.state, views.head, views.grid
+    assert head.lenses is views.roll.lenses  # one helper per state: each lens is asked for once
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    state.select(2, 1)
+    np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[2, 1]), rtol=1e-6)
+    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS):
+        state.set_attention_view("value-weighted")
+        assert state.lens("value_norms") is None  # asked of the worker, not computed here
+    expected, _ = shares(tiny_result, tiny_model)
+    assert head.drawn == "value-weighted" and head.strip.view.isVisible()
+    np.testing.assert_allclose(head.plot.image.image, masked(expected[2, 1]), rtol=1e-5, atol=1e-7)
+    assert "value-weighted" in head.plot.plot.titleLabel.text and "normalised" in head.plot.plot.titleLabel.text
+    assert head.view_choice.currentData() == "value-weighted"
+    n = tiny_result.n_tokens
+    assert grid.plot.cell == n  # a cell per token: the mosaic holds the maps themselves
+    mosaic = grid.plot.image.image.reshape(3, n, 4, n).transpose(0, 2, 1, 3)  # (L, H, n, n)
+    future = np.triu(np.ones((n, n), dtype=bool), 1)  # blank in the grid as in the head view
+    np.testing.assert_allclose(mosaic, np.where(future, np.nan, expected), rtol=1e-5, atol=1e-7)
+    assert "value-weighted" in grid.title.text() and "share" in grid.plot.colorbar.axis.labelText
+    state.set_hide_first(True)  # key 0 dropped, each row renormalised over the rest
+    rest = expected[2, 1, 1:, 1:] / expected[2, 1, 1:, 1:].sum(axis=-1, keepdims=True)  # rows 1…n−1, keys 1…n−1
+    np.testing.assert_allclose(head.plot.image.image[1:, 1:], masked(rest), rtol=1e-5, atol=1e-7)
+    state.set_hide_first(False)
+    head.view_choice.setCurrentIndex(head.view_choice.findData("weights"))  # the user switches back
+    assert state.attention_view == "weights" and not head.strip.view.isVisible()
+    np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[2, 1]), rtol=1e-6)
+    mosaic = grid.plot.image.image.reshape(3, n, 4, n).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(mosaic, np.where(future, np.nan, tiny_result.attentions), rtol=1e-6)
+    assert "value-weighted" not in grid.title.text()
+
+
+def test_hover_shows_the_raw_n_and_the_key_norm_and_the_bars_are_the_key_norms(qtbot, views, tiny_result, tiny_model):
+    from analysis.measures.lenses import value_norms
+
+    show(qtbot, views, tiny_result)
+    state, head = views.state, views.head
+    state.select(1, 3)
+    norms = value_norms(tiny_model, tiny_result)
+    np.testing.assert_allclose(head.strip.norms, norms.key_norms[1, 3], rtol=1e-6)
+    expected, raw = shares(tiny_result, tiny_model)
+    q, k = 9, 4
+    head.plot.image.hover_cell((q, k))
+    line = head.hover_label.text()
+    assert f"= {raw[1, 3, q, k]:.4g}" in line  # the raw N, from lenses
+    assert f"{norms.key_norms[1, 3, k]:.3g}" in line and f"{tiny_result.attentions[1, 3, q, k]:.3f}" in line
+    assert f"share {expected[1, 3, q, k]:.3f}" in line
+    head.plot.image.hover_cell((2, 5))
+    assert "masked" in head.hover_label.text()
+
+
+def test_the_rollout_tab_shows_lenses_rollout_for_the_chosen_layer(qtbot, views, tiny_result):
+    from analysis.measures.lenses import rollout
+
+    show(qtbot, views, tiny_result, view="weights", kind="rollout")  # the tab is visible: it asked at once
+    state, roll = views.state, views.roll
+    expected = rollout(tiny_result.attentions)
+    for layer in (0, 2):
+        roll.layer_box.setValue(layer)  # the user picks a layer: it becomes the selected layer
+        assert state.layer == layer and roll.layer_slider.value() == layer
+        np.testing.assert_allclose(roll.plot.image.image, masked(expected[layer]), rtol=1e-6)
+    assert "R(2)" in roll.plot.plot.titleLabel.text
+    roll.plot.image.hover_cell((7, 3))
+    assert roll.hover_label.text().endswith(f"{expected[2, 7, 3]:.3f}") and "draws on input" in roll.hover_label.text()
+    state.select(1, 0)  # a head chosen elsewhere moves the tab's layer
+    assert roll.layer_box.value() == 1
+    np.testing.assert_allclose(roll.plot.image.image, masked(expected[1]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("hide_first", [False, True])
+def test_the_hover_line_and_the_tooltip_are_one_text_in_the_rollout_and_the_head_tab(
+        qtbot, views, tiny_result, hide_first):
+    """The Rollout tab's line said a bare R while its tooltip said "renormalised … (before renormalising: …)"."""
+    from analysis.measures.lenses import rollout
+    from helpers import plain
+
+    show(qtbot, views, tiny_result, view="weights", kind="rollout")
+    state, roll, head = views.state, views.roll, views.head
+    state.select(2, 1)
+    state.set_hide_first(hide_first)
+    r, a = rollout(tiny_result.attentions)[2], tiny_result.attentions[2, 1]
+    t = tiny_result.tokens
+    q, k = 7, 3
+    for tab, m, to in ((roll, r, "draws on input"), (head, a, "→ key")):
+        tab.plot.image.hover_cell((q, k))
+        line = tab.hover_label.text()
+        assert line == plain(tab.plot.image.toolTip()), tab.title
+        start = f"query '{t[q]}' [{q}] {to} '{t[k]}' [{k}]: "
+        if hide_first:
+            assert line == (f"{start}{m[q, k] / m[q, 1:].sum():.3f} renormalised without the first key "
+                            f"(before renormalising: {m[q, k]:.3f})"), tab.title
+        else:
+            assert line == f"{start}{m[q, k]:.3f}", tab.title
+        for cell, end in (((2, 5), "masked (a future token)"), ((q, 0), "hidden (first key)" if hide_first else None)):
+            tab.plot.image.hover_cell(cell)
+            assert tab.hover_label.text() == plain(tab.plot.image.toolTip()), (tab.title, cell)
+            if end is not None:
+                assert tab.hover_label.text().endswith(end)
+        assert "→ key" in tab.hover_label.text() or tab is roll  # the mask reads "→ key" in both
+
+
+def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tiny_result, tiny_model):
+    from analysis.run.inference import run_text
+    from gui.state.lens_data import ValueView
+
+    state, worker = views.state, views.worker
+    other = run_text(tiny_model, "A different text.", bos=True)
+    assert other.n_tokens != tiny_result.n_tokens
+    answers, arrived = [], []  # value views computed by the worker, and kept by the state
+    worker.task_done.connect(lambda rid, name, value: isinstance(value, ValueView) and answers.append(value))
+    state.lens_changed.connect(lambda kind: kind == "value_norms" and arrived.append(state.lens(kind)))
+    with worker_held(worker):  # the worker is busy: requests queue up
+        state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+        state.set_attention_view("value-weighted")  # asks for result 1 …
+        state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
+    qtbot.waitUntil(lambda: len(answers) == 2 and bool(arrived), timeout=WAIT_MS)
+    qtbot.wait(50)
+    assert {a.shown.shape[-1] for a in answers} == {tiny_result.n_tokens, other.n_tokens}  # both were computed
+    assert [a.shown.shape[-1] for a in arrived] == [other.n_tokens]  # only the one on screen was kept
+    expected, _ = shares(other, tiny_model)
+    np.testing.assert_allclose(views.head.plot.image.image, masked(expected[state.layer, state.head]),
+                               rtol=1e-5, atol=1e-7)
+
+
+def test_a_result_from_another_model_says_so_and_shows_the_weights(qtbot, views, tiny_result):
+    import dataclasses
+
+    state, head = views.state, views.head
+    stale = dataclasses.replace(tiny_result, model_label="some other model")
+    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS):
+        state.set_bundle(bundle(stale, all_scores(stale), 3))
+        state.set_attention_view("value-weighted")
+    qtbot.waitUntil(lambda: state.lens_error("value_norms") is not None and state.lens_error("rollout") is None
+                    and state.lens("rollout") is not None, timeout=WAIT_MS)
+    assert "run it again" in state.lens_error("value_norms")
+    assert head.drawn == "weights" and "run it again" in head.head_label.text()
+    np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[0, 0]), rtol=1e-6)
+
+
+def lut_of(figure):
+    item = figure.image
+    lut = item.lut if item.lut is not None else item.getColorMap().getLookupTable(nPts=256, alpha=False)
+    return np.asarray(lut)[:, :3].astype(int)
+
+
+def test_colormap_and_dark_mode_reach_the_new_views(qtbot, views, tiny_result):
+    from gui.plots.figures import colormap
+
+    show(qtbot, views, tiny_result)
+    state = views.state
+    qtbot.waitUntil(lambda: state.lens("rollout") is not None, timeout=WAIT_MS)
+    state.set_colormap("magma")
+    magma = colormap("magma").getLookupTable(nPts=256, alpha=False)[:, :3].astype(int)
+    sample = np.linspace(0, 255, 8).astype(int)
+    for figure in (views.head.plot, views.grid.plot, views.roll.plot):
+        lut = lut_of(figure)
+        assert np.abs(lut[np.linspace(0, len(lut) - 1, 8).astype(int)] - magma[sample]).max() <= 3
+    state.set_dark(True)
+    for figure in (views.head.plot, views.grid.plot, views.roll.plot):
+        assert figure.backgroundBrush().color().lightness() < 80
+    state.set_dark(False)
+
+
+@pytest.mark.slow
+def test_copy_figures_draw_what_the_tabs_show(qtbot, views, tiny_result, tiny_model):
+    from analysis.measures.lenses import rollout
+    from gui.plots.figures import dispose_figure
+
+    show(qtbot, views, tiny_result)
+    state = views.state
+    qtbot.waitUntil(lambda: state.lens("rollout") is not None, timeout=WAIT_MS)
+    state.select(2, 2)
+    expected, _ = shares(tiny_result, tiny_model)
+    fig = views.head.offscreen_figure()
+    try:
+        np.testing.assert_allclose(fig.image.image, masked(expected[2, 2]), rtol=1e-5, atol=1e-7)
+        assert fig.plot.getViewBox().width() >= fig.plot.titleLabel.minimumWidth()  # the title fits the map
+    finally:
+        dispose_figure(fig)
+    fig = views.roll.offscreen_figure()
+    try:
+        np.testing.assert_allclose(fig.image.image, masked(rollout(tiny_result.attentions)[2]), rtol=1e-6)
+        assert "rollout" in fig.colorbar.axis.labelText
+    finally:
+        dispose_figure(fig)
+    fig = views.grid.offscreen_figure()
+    try:
+        assert "value-weighted" in fig.plot.titleLabel.text
+    finally:
+        dispose_figure(fig)

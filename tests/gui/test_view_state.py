@@ -1,0 +1,95 @@
+"""The ViewState (Qt, no window): the attention-view switch and the lenses of the bundle on screen."""
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtCore  # noqa: E402
+
+from helpers import bundle  # noqa: E402
+
+
+@pytest.fixture
+def state(qtbot):
+    from gui.qt import ensure_qapp
+    from gui.state.view_state import ViewState
+
+    ensure_qapp()
+    return ViewState()
+
+
+def test_attention_view_is_validated_and_emits_only_on_a_change(state):
+    from gui.state.view_state import ATTENTION_VIEWS
+
+    seen = []
+    state.attention_view_changed.connect(seen.append)
+    assert state.attention_view == "weights" and ATTENTION_VIEWS == ("weights", "value-weighted")
+    state.set_attention_view("value-weighted")
+    state.set_attention_view("value-weighted")
+    assert seen == ["value-weighted"] and state.attention_view == "value-weighted"
+    with pytest.raises(ValueError):
+        state.set_attention_view("values")
+    assert state.attention_view == "value-weighted"
+
+
+def test_the_attention_view_is_saved_and_a_bad_stored_value_ignored(tmp_path):
+    from gui.state.view_state import ViewState
+
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    first = ViewState(settings)
+    first.set_attention_view("value-weighted")
+    first.save_settings()
+    assert ViewState(settings).attention_view == "value-weighted"
+    settings.setValue("view/attention_view", "nonsense")
+    assert ViewState(settings).attention_view == "weights"
+
+
+def test_a_lens_is_kept_only_for_the_bundle_on_screen(state, tiny_result):
+    changed = []
+    state.lens_changed.connect(changed.append)
+    assert not state.set_lens(1, "rollout", "R")  # no bundle on screen: dropped
+    state.set_bundle(bundle(tiny_result, request_id=5))
+    assert not state.set_lens(4, "rollout", "old")  # an answer for an older result: dropped
+    assert state.lens("rollout") is None and changed == []
+    assert state.set_lens(5, "rollout", "R")
+    assert state.lens("rollout") == "R" and state.lens("value_norms") is None and changed == ["rollout"]
+    assert state.set_lens_error(5, "value_norms", "It failed.")
+    assert state.lens_error("value_norms") == "It failed." and changed[-1] == "value_norms"
+    state.set_bundle(bundle(tiny_result, request_id=6))  # a new result: the old lenses mean nothing now
+    assert state.lens("rollout") is None and state.lens_error("value_norms") is None
+    assert not state.set_lens_error(5, "rollout", "late")
+    with pytest.raises(ValueError):
+        state.lens("attention_flow")
+    with pytest.raises(ValueError):
+        state.set_lens(6, "attention_flow", 1)
+
+
+def test_sink_epsilon_is_validated_saved_and_emits_only_on_a_change(state, tmp_path):
+    from analysis.measures.lenses import SINK_EPSILON
+    from gui.state.view_state import ViewState
+
+    seen = []
+    state.sink_epsilon_changed.connect(seen.append)
+    assert state.sink_epsilon == SINK_EPSILON == 0.3
+    state.set_sink_epsilon(0.5)
+    state.set_sink_epsilon(0.5)
+    assert seen == [0.5]
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError):
+            state.set_sink_epsilon(bad)
+    assert state.sink_epsilon == 0.5
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    first = ViewState(settings)
+    first.set_sink_epsilon(0.45)
+    first.save_settings()
+    assert ViewState(settings).sink_epsilon == 0.45
+    settings.setValue("view/sink_epsilon", "lots")
+    assert ViewState(settings).sink_epsilon == SINK_EPSILON  # a bad stored value is ignored
+
+
+def test_the_placeholder_is_one_line_or_none(state):
+    seen = []
+    state.placeholder_changed.connect(seen.append)
+    assert state.placeholder is None
+    state.set_placeholder("loading the model…")
+    state.set_placeholder("loading the model…")
+    state.set_placeholder("")
+    assert seen == ["loading the model…", None] and state.placeholder is None

@@ -1,0 +1,228 @@
+"""The worker thread: which requests run (superseding), what a newer request interrupts, typed failures, and a
+stop that interrupts the work in flight."""
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from analysis.errors import HubUnreachableError, PickleWeightsError  # noqa: E402
+from gui.state.worker import Failure, RequestKind, Worker  # noqa: E402
+from helpers import worker_held  # noqa: E402
+
+
+@pytest.fixture
+def worker(qtbot):
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    w = Worker()
+    yield w
+    w.stop()
+
+
+def test_the_running_thread_skips_superseded_requests(qtbot, worker, monkeypatch):
+    """While one task blocks the thread, three analyses, a load and another analysis queue up:
+    only the load and the last analysis run (in that order)."""
+    ran = []
+    monkeypatch.setattr(worker, "_do_analyse", lambda r: ran.append(("analyse", r.request_id)))
+    monkeypatch.setattr(worker, "_do_load", lambda r: ran.append(("load", r.request_id)))
+    worker._loaded = object()
+    finished = []
+    worker.task_done.connect(lambda _rid, name, _value: finished.append(name))
+    with worker_held(worker):
+        first = worker.analyse("one")
+        worker.analyse("two")
+        load = worker.load("bundled")
+        last = worker.analyse("three")
+        marker = worker.submit("marker", lambda _loaded: None)
+    qtbot.waitUntil(lambda: "marker" in finished, timeout=10_000)
+    assert ran == [("load", load), ("analyse", last)]
+    assert first < load < last < marker
+
+
+def test_failures_carry_the_exception_object(qtbot, worker):
+    worker._loaded = object()
+
+    def refuse(_loaded):
+        raise PickleWeightsError("only pickle weights", source="/some/folder")
+
+    with qtbot.waitSignal(worker.failed, timeout=10_000) as blocker:
+        request_id = worker.submit("load-ish", refuse)
+    failure = blocker.args[0]
+    assert isinstance(failure, Failure) and failure.request_id == request_id
+    assert failure.kind is RequestKind.TASK and failure.name == "load-ish"
+    assert isinstance(failure.error, PickleWeightsError) and failure.error.source == "/some/folder"
+    assert failure.message == "only pickle weights"
+    with qtbot.waitSignal(worker.failed, timeout=10_000) as blocker:
+        worker.submit("hub", lambda _l: (_ for _ in ()).throw(HubUnreachableError("offline", source="gpt2")))
+    assert isinstance(blocker.args[0].error, HubUnreachableError)
+
+
+def test_a_bug_is_reported_in_one_sentence_and_the_worker_keeps_serving(qtbot, worker, capsys):
+    worker._loaded = object()
+    with qtbot.waitSignal(worker.failed, timeout=10_000) as blocker:
+        worker.submit("buggy", lambda _l: 1 / 0)
+    assert blocker.args[0].message.startswith("Internal error (ZeroDivisionError")
+    assert isinstance(blocker.args[0].error, ZeroDivisionError)
+    with qtbot.waitSignal(worker.task_done, timeout=10_000) as blocker:
+        worker.submit("fine", lambda _l: 42)
+    assert blocker.args == [blocker.args[0], "fine", 42]
+
+
+def module_calls_until_interrupted(started: threading.Event, calls: list):
+    """Work that stands for a long forward pass: torch module calls until the worker's pre-hook stops it
+    (30 s at most: a test that sees them all failed)."""
+    import torch
+
+    layer = torch.nn.Linear(4, 4)
+
+    def work(*_args):
+        started.set()
+        deadline = time.monotonic() + 30
+        with torch.no_grad():
+            while time.monotonic() < deadline:
+                layer(torch.ones(1, 4))
+                calls.append(1)
+        return "ran to its end"
+
+    return work
+
+
+def test_stop_interrupts_the_forward_in_flight_and_the_thread_ends(worker):
+    """Closing the window mid-run: the thread once ran on (a daemon), and Python's exit then killed it inside
+    torch, aborting the process. Now stop() interrupts it at its next module call and the thread ends."""
+    worker._loaded = object()
+    started, calls = threading.Event(), []
+    worker.submit("importance", module_calls_until_interrupted(started, calls), cancel=threading.Event())
+    assert started.wait(10)
+    assert worker.stop(timeout=10)  # the work alone would run 30 s
+    assert not worker._thread.is_alive()
+
+
+def test_stop_lets_an_export_finish_and_skips_what_waits(worker):
+    worker._loaded = object()
+    started, go, done, skipped = threading.Event(), threading.Event(), [], []
+    worker.submit("export", lambda _l: (started.set(), go.wait(10), done.append("written")))  # no cancel
+    worker.submit("scratch", lambda _l: skipped.append("ran"))
+    assert started.wait(10)
+    assert not worker.stop(timeout=0)  # the export holds the thread
+    go.set()
+    assert worker.stop(timeout=20)
+    assert done == ["written"] and skipped == []
+
+
+def test_a_load_interrupts_a_model_bound_task_at_once_and_says_so(qtbot, worker, monkeypatch):
+    """Issue 17 #5: a new model chosen during a 20,000-text scan waited 400 s behind it, with no message. A
+    task ended by a load (a scan, an importance map) is interrupted the moment the load is asked for."""
+    from analysis.errors import AnalysisCancelled
+
+    loads, analyses = [], []
+    monkeypatch.setattr(worker, "_do_load", lambda r: loads.append(r.request_id))
+    monkeypatch.setattr(worker, "_do_analyse", lambda r: analyses.append(r.request_id))
+    worker._loaded = object()
+    started, calls, stopped, failures = threading.Event(), [], [], []
+    worker.tasks_stopped.connect(lambda labels, kind: stopped.append((labels, kind)))
+    worker.failed.connect(failures.append)
+    scan = worker.submit("scan", module_calls_until_interrupted(started, calls), cancel=threading.Event(),
+                         ended_by=(RequestKind.LOAD,), label="the scan")
+    assert started.wait(10)
+    worker.analyse("a text waits behind the scan: it does not end it")
+    assert stopped == []
+    load = worker.load("bundled")
+    assert stopped == [(["the scan"], RequestKind.LOAD)]  # said at once, on the GUI thread
+    # the load runs on the worker thread (appended there at once) while the scan's failure is a queued signal:
+    # wait for both, or the failure may not have reached this thread yet
+    qtbot.waitUntil(lambda: loads == [load] and any(f.request_id == scan for f in failures), timeout=10_000)
+    (failure,) = [f for f in failures if f.request_id == scan]
+    assert isinstance(failure.error, AnalysisCancelled) and failure.kind is RequestKind.TASK
+    assert analyses == []  # the analysis queued before the load was superseded by it: never run
+
+
+def test_a_new_text_ends_an_analysis_in_flight_silently_and_runs(qtbot, worker, monkeypatch):
+    """The running analysis is interrupted at its next module call (its answer would be dropped) and says
+    nothing; the newest one runs."""
+    started, calls, ran, failures = threading.Event(), [], [], []
+    long_forward = module_calls_until_interrupted(started, calls)
+
+    def analyse(request):
+        ran.append(request.text)
+        if request.text == "old":
+            long_forward()
+
+    monkeypatch.setattr(worker, "_do_analyse", analyse)
+    worker.failed.connect(failures.append)
+    worker.analyse("old")
+    assert started.wait(10)
+    worker.analyse("new")
+    marker = []
+    worker.task_done.connect(lambda _rid, name, _value: marker.append(name))
+    worker._loaded = object()
+    worker.submit("marker", lambda _l: None)
+    qtbot.waitUntil(lambda: marker == ["marker"], timeout=10_000)
+    assert ran == ["old", "new"] and failures == []
+
+
+def test_a_task_without_a_cancel_is_never_interrupted(qtbot, worker):
+    """An export (no cancel event) runs to its end whatever comes after it."""
+    worker._loaded = object()
+    started, calls = threading.Event(), []
+    gate = threading.Event()
+
+    def export(_loaded):
+        started.set()
+        gate.wait(10)
+        return "complete"
+
+    with qtbot.waitSignal(worker.task_done, timeout=20_000) as blocker:
+        worker.submit("export", export)
+        assert started.wait(10)
+        worker.load("bundled")
+        worker.analyse("text")
+        gate.set()
+    assert blocker.args[1:] == ["export", "complete"]
+
+
+def test_the_interrupt_hook_leaves_other_threads_alone():
+    """torch's global pre-hook only stops a worker thread: a module call here runs whatever workers do."""
+    import torch
+
+    from gui.state.worker import _INTERRUPTS, _install_interrupt_hook
+
+    _install_interrupt_hook()
+    event = threading.Event()
+    event.set()
+    _INTERRUPTS[-1] = event  # a stopped worker elsewhere
+    try:
+        assert torch.nn.Linear(2, 2)(torch.ones(1, 2)).shape == (1, 2)
+    finally:
+        _INTERRUPTS.pop(-1)
+
+
+def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(qtbot, worker, tiny_model_dir):
+    """analysis_sized carries the tokens to run and layers × heads × tokens² × 4 bytes, before the result."""
+    from analysis.model.loading import load_model
+
+    worker._loaded = load_model(str(tiny_model_dir), device="cpu")  # 3 layers × 4 heads
+    seen = []
+    worker.analysis_sized.connect(lambda rid, n, size: seen.append(("sized", rid, n, size)))
+    worker.analysis_ready.connect(lambda bundle: seen.append(("ready", bundle.request_id, bundle.result)))
+    with qtbot.waitSignal(worker.analysis_ready, timeout=60_000):
+        request_id = worker.analyse("one two three four five six seven eight", bos=False, max_tokens=5)
+    (kind, rid, n, size), (kind2, rid2, result) = seen
+    assert (kind, kind2, rid, rid2) == ("sized", "ready", request_id, request_id)
+    assert n == result.n_tokens == 5 and result.truncated
+    assert size == 3 * 4 * 5 * 5 * 4 == result.attentions.size * 4
+
+
+def test_python_collects_reference_cycles_only_between_qt_events(qtbot):
+    """The suite once hung for ever: Python's collector, run by an allocation inside QObject::disconnect (Qt's
+    signal mutex held, PySide looking for a Python override), destroyed a QObject of a reference cycle, whose
+    destructor waits on that mutex. Collection is automatic no more; a GUI-thread timer collects between events."""
+    import gc
+
+    from gui.qt import ensure_qapp
+
+    app = ensure_qapp()
+    assert not gc.isenabled() and app._attnscope_gc.timer.isActive()
