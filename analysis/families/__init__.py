@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelLoadError
-from .base import (AttentionWeights, Family, FamilyRecomputation, Mistakes, ModelShape, Norm, Rotary, config_get,
-                   recompute)
+from .family import Family, config_get
+from .steps import FamilyRecomputation, Mistakes, recompute
+from .weights import AttentionWeights, ModelShape, Norm, Rotary
 from .bert import DISTILBERT, FAMILY as BERT
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import AttentionWeights, Family, config_get, linear_in_out
+from .family import Family, config_get
+from .weights import AttentionWeights, linear_in_out
 
 
 class BertFamily(Family):

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import AttentionWeights, Family, Norm, _frozen, config_get, to_numpy
+from .family import Family, config_get
+from .weights import AttentionWeights, Norm, _frozen, to_numpy
 
 
 def split_fused_thirds(weight: np.ndarray, bias: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import ModelLoadError
-from .base import AttentionWeights, Family, ModelShape, Norm, config_get, linear_in_out, to_numpy
+from .family import Family, config_get
+from .weights import AttentionWeights, ModelShape, Norm, linear_in_out, to_numpy
 from .rope import check_rope, rotary_from_config
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import AttentionWeights, Family, Norm, _frozen, linear_in_out, to_numpy
+from .family import Family
+from .weights import AttentionWeights, Norm, _frozen, linear_in_out, to_numpy
 from .rope import check_rope, rotary_from_config
 
 

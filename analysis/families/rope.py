@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelLoadError
-from .base import Rotary, config_get
+from .family import config_get
+from .weights import Rotary
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "dynamic")
 

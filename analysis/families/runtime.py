@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, WeightsMismatchError
-from .base import Family, _freeze_fields
+from .family import Family
+from .weights import _freeze_fields
 
 
 def load_pretrained(family: Family, folder, dtype=None, use_safetensors: bool = True):

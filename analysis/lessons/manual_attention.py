@@ -2,7 +2,7 @@
 
 This is GPT-2's own form (one fused c_attn), the lesson and the calculator: every step's code is here.
 The engine does not import it: every family, GPT-2 included, is recomputed by
-``analysis.families.base.recompute`` from its own copy of the same steps plus what a family adds (RMSNorm,
+``analysis.families.steps.recompute`` from its own copy of the same steps plus what a family adds (RMSNorm,
 rotary, grouped key/value heads, no mask for encoders); ``parity_report`` uses that one, and a test holds
 the two to the same numbers.
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
-from ..families.base import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: F401  (the parity check's, shown here)
+from ..families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: F401  (the parity check's, shown here)
 
 if TYPE_CHECKING:
     from ..families import AttentionWeights

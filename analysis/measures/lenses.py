@@ -119,7 +119,7 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
     attention_inputs (L, n, d) what entered attention, or None to apply each layer's ``norm`` to
     block_inputs (L, n, d) (no norm: the block input enters as is); attentions (L, H, n, n).
     """
-    from ..families.base import normalise
+    from ..families.steps import normalise
 
     L, H, n = attentions.shape[0], attentions.shape[1], attentions.shape[-1]
     norms = np.empty((L, H, n, n), dtype=np.float32)

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..families import AttentionWeights, Mistakes
-from ..families.base import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE
+from ..families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE
 from ..run.inference import AttentionResult
 
 

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 
 from analysis.errors import InputError, ModelLoadError  # noqa: E402
 from analysis.families import FAMILIES, Mistakes, capture_attention, family_for, load_pretrained  # noqa: E402
-from analysis.families import base as fb  # noqa: E402
+from analysis.families import steps as fb  # noqa: E402
 from analysis.lessons.manual_attention import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from helpers import as_result  # noqa: E402

@@ -124,16 +124,16 @@ def test_no_module_imports_a_layer_above_it_or_a_peer():
 
 
 def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
-    """A copy of analysis/ with one deferred upward import planted in families/base.py: both checks fail."""
+    """A copy of analysis/ with one deferred upward import planted in families/family.py: both checks fail."""
     import shutil
 
     shutil.copytree(ROOT / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
-    base = tmp_path / PACKAGE / "families" / "base.py"
+    base = tmp_path / PACKAGE / "families" / "family.py"
     base.write_text(base.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from ..measures.parity import parity_report\n",
                     encoding="utf-8")
     g = graph(tmp_path)
-    assert "analysis.families.base imports analysis.measures.parity" in upward_imports(g)
-    assert any("analysis.measures.parity" in cycle and "analysis.families.base" in cycle for cycle in cycles(g))
+    assert "analysis.families.family imports analysis.measures.parity" in upward_imports(g)
+    assert any("analysis.measures.parity" in cycle and "analysis.families.family" in cycle for cycle in cycles(g))
 
 
 def test_the_check_catches_a_peer_import(tmp_path):

@@ -1,11 +1,4 @@
-"""What every model family answers, and the attention arithmetic they share, in numpy.
-
-A *family* (GPT-2, Llama-style, GPT-NeoX, BERT-style) is one small module that converts its
-model's attention into one common shape, :class:`AttentionWeights`; everything after that is
-family-blind (the way TransformerLens converts weights per family). What differs between
-families is data in that shape: the norm in front of attention (LayerNorm, RMSNorm, none for
-post-LN encoders), the rotary embedding (none, full, partial), how many key/value heads the
-query heads share (grouped-query attention), and the mask (causal, sliding window, none).
+"""The attention arithmetic every family shares, one numpy function per step, and ``recompute``.
 
 Letters used in shape comments:
     n   tokens (query and key positions)
@@ -32,124 +25,17 @@ ones its models take):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Literal, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError
-from .tokens import TokenStyle, display_token, token_style
+from .weights import AttentionWeights, Norm, _freeze_fields
 
 #: Largest max |manual − model| of attention weights that counts as a match, by the model's dtype.
 WEIGHT_TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
 #: Same for the attention sub-layer output, relative to max(1, max |model output|) of the layer.
 OUTPUT_RELATIVE_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 5e-2}
-
-
-NormKind = Literal["layernorm", "rmsnorm"]
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
-    array.setflags(write=False)
-    return array
-
-
-def _freeze_fields(obj) -> None:
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, np.ndarray):
-            object.__setattr__(obj, f.name, _frozen(value))
-
-
-# ----------------------------------------------------------------------------- the common shape
-@dataclass(frozen=True)
-class Norm:
-    """The normalisation in front of attention (pre-LN models). Arrays (d,)."""
-
-    kind: NormKind
-    weight: np.ndarray  # (d,) γ
-    bias: np.ndarray | None  # (d,) β; LayerNorm only (RMSNorm has none)
-    eps: float
-
-    def __post_init__(self):
-        _freeze_fields(self)
-
-
-@dataclass(frozen=True)
-class Rotary:
-    """Rotary position embedding: pair dimension i with i + r/2 and turn the pair by position · inv_freq[i]."""
-
-    inv_freq: np.ndarray  # (r/2,) float32, radians per position of each pair, from the config (rope_theta, scaling)
-    rotary_dim: int  # r: the first r dims of each head's q and k are rotated; the rest pass through (NeoX rotary_pct)
-    theta: float  # rope_theta, the base of the frequencies
-    rope_type: str  # "default", "linear", "llama3" or "dynamic" (see llama.py for what each means)
-    max_positions: int | None = None  # dynamic NTK only: positions ≥ this are rescaled at run time; refused here
-
-    def __post_init__(self):
-        _freeze_fields(self)
-
-
-@dataclass(frozen=True)
-class AttentionWeights:
-    """One layer's attention as float32 numpy, in one shape for every family. Projections are ``x @ W + b``."""
-
-    family: str
-    layer: int
-    norm: Norm | None  # what turns the block input into attention's input; None: post-LN, the block input enters as is
-    q_weight: np.ndarray  # (d, h·dk)
-    q_bias: np.ndarray  # (h·dk,) zeros when the model has no bias
-    k_weight: np.ndarray  # (d, g·dk)
-    k_bias: np.ndarray  # (g·dk,)
-    v_weight: np.ndarray  # (d, g·dk)
-    v_bias: np.ndarray  # (g·dk,)
-    out_weight: np.ndarray  # (h·dk, d) W_O
-    out_bias: np.ndarray  # (d,) zeros when the model has no bias
-    n_head: int  # h
-    n_kv_head: int  # g
-    d_head: int  # dk
-    scale: float  # multiplies QKᵀ: 1/√dk (GPT-2 may also divide by layer + 1)
-    causal: bool  # decoders hide future keys; encoders see every key
-    rotary: Rotary | None = None
-    sliding_window: int | None = None  # a query sees only the last ``sliding_window`` keys (itself included)
-    qkv_layout: str = "separate"  # how the model stores q, k, v: "separate", "fused [Q|K|V]" (GPT-2), "fused per head" (NeoX)
-
-    def __post_init__(self):
-        _freeze_fields(self)
-
-    @property
-    def d_model(self) -> int:
-        return int(self.q_weight.shape[0])
-
-    @property
-    def group_size(self) -> int:
-        """Query heads per key/value head (1 without grouped-query attention)."""
-        return self.n_head // self.n_kv_head
-
-    def kv_head_of(self) -> np.ndarray:
-        """(h,) the key/value head each query head reads: query head i uses key/value head i // (h/g)."""
-        return np.arange(self.n_head) // self.group_size
-
-    @property
-    def parameter_count(self) -> int:
-        arrays = [self.q_weight, self.q_bias, self.k_weight, self.k_bias, self.v_weight, self.v_bias,
-                  self.out_weight, self.out_bias]
-        if self.norm is not None:
-            arrays += [self.norm.weight] + ([self.norm.bias] if self.norm.bias is not None else [])
-        return int(sum(a.size for a in arrays))
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A model's sizes, read from its config."""
-
-    n_layer: int
-    n_head: int
-    n_kv_head: int
-    d_model: int
-    d_head: int
-    context_length: int
-    vocab_size: int
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -380,118 +266,4 @@ def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[s
     )
 
 
-# ----------------------------------------------------------------------------- torch → numpy
-def to_numpy(t) -> np.ndarray:
-    """A torch tensor as a read-only float32 numpy copy on the CPU."""
-    import torch
-
-    return _frozen(t.detach().to("cpu", dtype=torch.float32).numpy().copy())
-
-
-def linear_in_out(linear) -> tuple[np.ndarray, np.ndarray]:
-    """A torch ``nn.Linear`` (stored (out, in)) as W (in, out) and b (out,), so the projection is x @ W + b."""
-    weight = to_numpy(linear.weight).T  # (in, out)
-    bias = to_numpy(linear.bias) if linear.bias is not None else np.zeros(weight.shape[1], dtype=np.float32)
-    return _frozen(weight), _frozen(bias)
-
-
-def config_get(config: Any, key: str, default: Any = None) -> Any:
-    """``config[key]`` for a dict (config.json as read), ``config.key`` for a transformers config."""
-    if isinstance(config, dict):
-        return config.get(key, default)
-    return getattr(config, key, default)
-
-
-# ----------------------------------------------------------------------------- the adapter
-class Family:
-    """What AttnScope asks of a model family. A family module subclasses this and registers one instance.
-
-    Subclasses set the class attributes and implement ``shape``, ``model_class``, ``blocks``,
-    ``attention_module``, ``output_module`` and ``attention_weights``; the rest has defaults.
-    """
-
-    name: str = ""  # e.g. "llama"
-    title: str = ""  # for people, e.g. "Llama-style decoder (Llama, Qwen2, Mistral)"
-    model_types: tuple[str, ...] = ()  # config.model_type values this family reads
-    causal: bool = True  # decoders hide future keys; encoders do not
-    token_style: TokenStyle = "byte_level"  # when the tokenizer itself does not say
-    steps: tuple[str, ...] = ()  # the recompute steps this family's models take, for the panel
-
-    # --- config
-    def check(self, config: Any) -> None:
-        """Raise ModelLoadError (one sentence) when the config asks for something the recompute cannot follow."""
-
-    #: the config's names for the number of layers, heads, the width and the context, which ``shape`` reads
-    CONFIG_NAMES: tuple[str, str, str, str] = ("num_hidden_layers", "num_attention_heads", "hidden_size",
-                                               "max_position_embeddings")
-
-    def sliding_window(self, config: Any, layer: int) -> int | None:
-        """How many keys back (itself included) a query of ``layer`` sees; None: every earlier key."""
-        return None
-
-    def shape(self, config: Any) -> ModelShape:
-        """The model's sizes; every head has its own keys and values unless a family says otherwise (GQA)."""
-        n_layer, n_head, d_model, context = (int(config_get(config, name)) for name in self.CONFIG_NAMES)
-        return ModelShape(n_layer=n_layer, n_head=n_head, n_kv_head=n_head, d_model=d_model,
-                          d_head=d_model // n_head, context_length=context,
-                          vocab_size=int(config_get(config, "vocab_size")))
-
-    # --- loading
-    def model_class(self, config: Any, weight_names: frozenset[str] | None = None):
-        """The transformers class to ``from_pretrained`` with (never trust_remote_code)."""
-        raise NotImplementedError
-
-    def forward_kwargs(self) -> dict:
-        """Extra arguments for the base model's forward (decoders: no KV cache)."""
-        return {"use_cache": False} if self.causal else {}
-
-    # --- where things are
-    def blocks(self, model) -> Sequence[Any]:
-        """The transformer blocks, first to last (``model`` may be the base model or one with a head)."""
-        raise NotImplementedError
-
-    def attention_module(self, block):
-        """The module whose input ``hidden_states`` is what enters attention and whose output is (…, weights)."""
-        raise NotImplementedError
-
-    def output_module(self, block):
-        """The module whose output is the attention sub-layer's output before the residual (W_O)."""
-        raise NotImplementedError
-
-    def attention_weights(self, model, layer: int) -> AttentionWeights:
-        raise NotImplementedError
-
-    # --- the recomputation
-    def recompute(self, weights: AttentionWeights, layer_input: np.ndarray, positions: np.ndarray | None = None,
-                  dtype: type = np.float32, mistakes: Mistakes | None = None) -> FamilyRecomputation:
-        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes)
-
-    # --- tokens
-    def bos_token(self, tokenizer) -> str | None:
-        """The token prepended as BOS (None when the tokenizer has none)."""
-        return tokenizer.bos_token
-
-    def prepend_bos_default(self, config: Any, tokenizer) -> bool:
-        """Whether a run prepends BOS unless the user says otherwise: when the tokenizer itself would."""
-        bos = self.bos_token(tokenizer)
-        if bos is None:
-            return False
-        ids = tokenizer("a", add_special_tokens=True, verbose=False)["input_ids"]  # no "longer than" note at context 1
-        return bool(ids) and ids[0] == tokenizer.convert_tokens_to_ids(bos)
-
-    def wrap(self, tokenizer, text_ids: Sequence[int], special: bool) -> list[int]:
-        """The ids to run: the text's ids, with BOS in front when ``special`` (decoders)."""
-        bos = self.bos_token(tokenizer) if special else None
-        return ([tokenizer.convert_tokens_to_ids(bos)] if bos is not None else []) + list(text_ids)
-
-    def display_tokens(self, tokenizer, raw_tokens: Sequence[str]) -> tuple[str, ...]:
-        style = token_style(tokenizer, self.token_style)
-        specials = frozenset(tokenizer.all_special_tokens)
-        return tuple(display_token(raw, style, specials) for raw in raw_tokens)
-
-    def __repr__(self) -> str:
-        return f"<family {self.name}>"
-
-
-__all__ = ["AttentionWeights", "Family", "FamilyRecomputation", "ModelShape", "Mistakes", "Norm", "Rotary",
-           "TokenStyle", "recompute"]
+__all__ = ["OUTPUT_RELATIVE_TOLERANCE", "WEIGHT_TOLERANCE", "FamilyRecomputation", "Mistakes", "recompute"]
