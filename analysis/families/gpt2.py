@@ -58,8 +58,8 @@ class GPT2Family(Family):
         shape = self.shape(model.config)
         (wq, bq), (wk, bk), (wv, bv) = split_fused_thirds(to_numpy(block.attn.c_attn.weight),
                                                         to_numpy(block.attn.c_attn.bias))
-        scale = shape.d_head ** -0.5 if getattr(model.config, "scale_attn_weights", True) else 1.0
-        if getattr(model.config, "scale_attn_by_inverse_layer_idx", False):
+        scale = shape.d_head ** -0.5 if model.config.scale_attn_weights else 1.0
+        if model.config.scale_attn_by_inverse_layer_idx:
             scale /= float(layer + 1)
         return AttentionWeights(
             family=self.name, layer=layer,

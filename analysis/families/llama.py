@@ -76,7 +76,7 @@ class LlamaFamily(Family):
         attn = block.self_attn
         shape = self.shape(model.config)
         norm = block.input_layernorm
-        eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+        eps = float(norm.variance_epsilon)  # Llama's, Qwen2's and Mistral's RMSNorm
         wq, bq = linear_in_out(attn.q_proj)
         wk, bk = linear_in_out(attn.k_proj)
         wv, bv = linear_in_out(attn.v_proj)

@@ -5,27 +5,21 @@ Query positions are i = 0 … n−1, key positions j = 0 … n−1. A *causal* m
 Llama, NeoX) lets query i see only keys j ≤ i; a *bidirectional* one (an encoder: BERT) lets every
 query see every key. Scores whose meaning depends on that take a ``causal: bool`` keyword.
 
-Which scores apply (``applicable_scores(causal)``):
+One place says everything about a score: its entry in ``HEAD_SCORES`` (name, label, formula in words,
+which models it applies to, why not elsewhere, and how it is computed). Everything else (``HeadScores``,
+the CSV columns, the scan, the GUI's table) iterates that registry in its order.
 
-    score            decoder (causal)          encoder (bidirectional)
-    previous_token   yes                       yes
-    sink             yes                       yes
-    self             yes (rows i ≥ 1)          yes (every row)
-    duplicate_token  yes                       not applicable (the "earlier copy" reading is causal)
-    induction        yes                       not applicable (copying forward needs next-token prediction)
-    induction_probe  yes                       not applicable
-    entropy          / log(i+1): keys j ≤ i    / log(n): every key
-    next_token       not applicable: 0 by      yes
-                     construction (the mask
-                     hides every key j > i)
+Which scores apply (``applicable_scores(causal)``) is each entry's ``decoder`` / ``encoder``: the copying
+scores (duplicate_token, induction, induction_probe) read only earlier copies and mean nothing for an
+encoder; next_token is 0 by construction under a causal mask (it hides every key j > i).
 
 Contract for callers (export writers, the GUI, the CLI):
 
-- ``SCORE_NAMES`` lists every score in display order (derived from the ``ScoreName`` Literal, one
-  source); ``SCORE_LABELS[name]`` is its one human name ("previous token"), used everywhere a name is
-  shown; ``SCORE_DESCRIPTIONS[name]`` is the formula in words; ``NOT_APPLICABLE_WHY[name]`` says in one
-  sentence why a score does not apply (for a tooltip).
-- ``all_scores(result) -> HeadScores`` reads ``getattr(result, "causal", True)``.
+- ``SCORE_NAMES`` lists every score in display order; ``SCORE_LABELS[name]`` is its one human name
+  ("previous token"), used everywhere a name is shown; ``SCORE_DESCRIPTIONS[name]`` is the formula in
+  words; ``NOT_APPLICABLE_WHY[name]`` says in one sentence why a score does not apply (for a tooltip).
+  All four are read off ``HEAD_SCORES``.
+- ``all_scores(result) -> HeadScores`` reads ``result.causal``, ``result.probe`` and ``result.sliding_windows``.
 - ``scores.applies(name) -> bool``: False means *not applicable* — show ``NOT_APPLICABLE`` ("n/a"),
   never a number. ``scores[name]`` is still a read-only (layer, head) array (all NaN when the score
   does not apply), so shape-based code keeps working.
@@ -39,57 +33,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, Mapping, Sequence, get_args
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-# display order; next_token is last so every column that existed before it keeps its place in CSVs
-ScoreName = Literal["previous_token", "sink", "self", "duplicate_token", "induction", "induction_probe", "entropy",
-                    "next_token"]
-SCORE_NAMES: tuple[str, ...] = get_args(ScoreName)
 #: Per layer, how many keys back (itself included) a query sees under a sliding window, None for none;
 #: None or () for a model without windows (``LoadedModel.sliding_windows``, ``AttentionResult.sliding_windows``).
 Windows = Sequence[int | None] | None
-
-SCORE_LABELS: Mapping[str, str] = MappingProxyType({
-    "previous_token": "previous token",
-    "sink": "first-token sink",
-    "self": "self",
-    "duplicate_token": "duplicate token",
-    "induction": "induction",
-    "induction_probe": "induction (probe)",
-    "entropy": "entropy",
-    "next_token": "next token",
-})
-SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
-    "previous_token": "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
-    "sink": "attention to the first token (mean over i ≥ 1 of A[i, 0]; under a sliding window, over the "
-            "queries that see it)",
-    "self": "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
-    "duplicate_token": "attention to earlier copies of the same token (copies at least 2 back: the one just "
-                       "before is the previous token)",
-    "induction": "attention to the token after an earlier copy of the current token (copies at least 3 back: "
-                 "after a nearer one comes the query itself or its previous token)",
-    "induction_probe": "induction on a seeded probe of random tokens repeated twice",
-    "entropy": "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
-               "j ≤ i for a causal model, within its sliding window if it has one; all n for an encoder)",
-    "next_token": "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
-})
 NOT_APPLICABLE = "n/a"
-NOT_APPLICABLE_WHY: Mapping[str, str] = MappingProxyType({
-    "next_token": "A causal model cannot attend to a later token, so this is 0 by construction.",
-    "duplicate_token": "An encoder sees copies on both sides; the score reads only earlier ones, a decoder's view.",
-    "induction": "Induction copies what followed an earlier copy to predict the next token; an encoder predicts none.",
-    "induction_probe": "Induction copies what followed an earlier copy to predict the next token; "
-                       "an encoder predicts none.",
-})
-_NOT_FOR_DECODERS = frozenset({"next_token"})
-_NOT_FOR_ENCODERS = frozenset({"duplicate_token", "induction", "induction_probe"})
-
-
-def applicable_scores(causal: bool) -> frozenset[str]:
-    """The scores that mean something for a causal (decoder) or bidirectional (encoder) model."""
-    return frozenset(SCORE_NAMES) - (_NOT_FOR_DECODERS if causal else _NOT_FOR_ENCODERS)
 
 
 def _check(attentions: np.ndarray) -> np.ndarray:
@@ -275,6 +226,87 @@ def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = N
         return np.where(rows[:, None] > 0, total / rows[:, None], np.nan)
 
 
+# ----------------------------------------------------------------------------- the registry
+@dataclass(frozen=True)
+class ScoreInputs:
+    """What a score may read of one text. Never written to."""
+
+    attentions: np.ndarray  # (layer, head, n, n)
+    token_ids: np.ndarray  # (n,)
+    probe: np.ndarray | None  # (layer, head) induction_probe values of the probe run, or None (no probe run)
+    causal: bool  # a decoder's mask (keys j ≤ i) or an encoder's (every key)
+    windows: Windows  # per layer, the sliding window of a causal mask or None
+
+
+@dataclass(frozen=True)
+class HeadScore:
+    """One head score: what the analysis, the exports and the GUI need to know about it."""
+
+    name: str  # the key in ``HeadScores.values``, the CSV column, the GUI's id
+    label: str  # the one human name, shown everywhere a name is shown
+    description: str  # the formula in words (tooltips)
+    compute: Callable[[ScoreInputs], np.ndarray]  # (layer, head) float; called only where the score applies
+    decoder: bool = True  # applies to a causal model
+    encoder: bool = True  # applies to a bidirectional one
+    why_not: str = ""  # one sentence: why it does not apply where it does not (for a tooltip)
+
+    def applies_to(self, causal: bool) -> bool:
+        return self.decoder if causal else self.encoder
+
+
+def _probe_values(s: ScoreInputs) -> np.ndarray:
+    """The probe run's induction values as given (scored by ``induction_probe``); NaN without a probe run."""
+    return np.array(s.probe, dtype=np.float64) if s.probe is not None else np.full(s.attentions.shape[:2], np.nan)
+
+
+_INDUCTION_WHY = "Induction copies what followed an earlier copy to predict the next token; an encoder predicts none."
+
+#: Every head score, in display order; next_token is last so every column that existed before it keeps its
+#: place in CSVs. Adding a score: its function above and one entry here (and its test).
+HEAD_SCORES: tuple[HeadScore, ...] = (
+    HeadScore("previous_token", "previous token",
+              "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
+              lambda s: previous_token(s.attentions)),
+    HeadScore("sink", "first-token sink",
+              "attention to the first token (mean over i ≥ 1 of A[i, 0]; under a sliding window, over the "
+              "queries that see it)",
+              lambda s: sink(s.attentions, s.windows)),
+    HeadScore("self", "self",
+              "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
+              lambda s: self_attention(s.attentions, causal=s.causal)),
+    HeadScore("duplicate_token", "duplicate token",
+              "attention to earlier copies of the same token (copies at least 2 back: the one just "
+              "before is the previous token)",
+              lambda s: duplicate_token(s.attentions, s.token_ids, s.windows), encoder=False,
+              why_not="An encoder sees copies on both sides; the score reads only earlier ones, a decoder's view."),
+    HeadScore("induction", "induction",
+              "attention to the token after an earlier copy of the current token (copies at least 3 back: "
+              "after a nearer one comes the query itself or its previous token)",
+              lambda s: induction(s.attentions, s.token_ids, s.windows), encoder=False, why_not=_INDUCTION_WHY),
+    HeadScore("induction_probe", "induction (probe)",
+              "induction on a seeded probe of random tokens repeated twice",
+              _probe_values, encoder=False, why_not=_INDUCTION_WHY),
+    HeadScore("entropy", "entropy",
+              "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
+              "j ≤ i for a causal model, within its sliding window if it has one; all n for an encoder)",
+              lambda s: entropy(s.attentions, causal=s.causal, windows=s.windows)),
+    HeadScore("next_token", "next token",
+              "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
+              lambda s: next_token(s.attentions), decoder=False,
+              why_not="A causal model cannot attend to a later token, so this is 0 by construction."),
+)
+SCORE_NAMES: tuple[str, ...] = tuple(s.name for s in HEAD_SCORES)
+SCORE_LABELS: Mapping[str, str] = MappingProxyType({s.name: s.label for s in HEAD_SCORES})
+SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({s.name: s.description for s in HEAD_SCORES})
+NOT_APPLICABLE_WHY: Mapping[str, str] = MappingProxyType({s.name: s.why_not for s in HEAD_SCORES if s.why_not})
+
+
+def applicable_scores(causal: bool) -> frozenset[str]:
+    """The scores that mean something for a causal (decoder) or bidirectional (encoder) model."""
+    return frozenset(s.name for s in HEAD_SCORES if s.applies_to(causal))
+
+
+# ----------------------------------------------------------------------------- every score of a text
 @dataclass(frozen=True)
 class HeadScores:
     """Every score for every head: ``values[name]`` is a read-only (layer, head) float array.
@@ -320,10 +352,10 @@ class HeadScores:
         return "nan" if math.isnan(value) else format(value, fmt)
 
     def rows(self, na=float("nan")) -> list[dict]:
-        """One dict per head: layer, head and every score in ``SCORE_NAMES`` present in ``values``
+        """One dict per head: layer, head and every score of ``HEAD_SCORES`` present in ``values``
         (undefined stays float('nan'); a score that does not apply is ``na``)."""
         n_layer, n_head = self.shape
-        names = [k for k in SCORE_NAMES if k in self.values]
+        names = [s.name for s in HEAD_SCORES if s.name in self.values]
         return [{"layer": layer, "head": head,
                  **{k: float(self.values[k][layer, head]) if self.applies(k) else na for k in names}}
                 for layer in range(n_layer) for head in range(n_head)]
@@ -331,7 +363,7 @@ class HeadScores:
 
 def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None = None, *,
                  causal: bool = True, windows: Windows = None) -> dict[str, np.ndarray]:
-    """Every score in ``SCORE_NAMES`` for one text: (layer, head) float arrays; an all-NaN array for a
+    """Every score of ``HEAD_SCORES`` for one text: (layer, head) float arrays; an all-NaN array for a
     score that does not apply (``applicable_scores(causal)``) — it is never computed.
 
     ``probe``: the (layer, head) ``induction_probe`` values, or None (NaN) when there was no probe run.
@@ -340,28 +372,18 @@ def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarra
     """
     a = _check(attentions)
     nan = np.full(a.shape[:2], np.nan)
-    applies = applicable_scores(causal)
-    scorers = {
-        "previous_token": lambda: previous_token(a),
-        "sink": lambda: sink(a, windows),
-        "self": lambda: self_attention(a, causal=causal),
-        "next_token": lambda: next_token(a),
-        "duplicate_token": lambda: duplicate_token(a, token_ids, windows),
-        "induction": lambda: induction(a, token_ids, windows),
-        "induction_probe": lambda: np.array(probe, dtype=np.float64) if probe is not None else nan.copy(),
-        "entropy": lambda: entropy(a, causal=causal, windows=windows),
-    }
-    return {name: scorers[name]() if name in applies else nan.copy() for name in SCORE_NAMES}
+    inputs = ScoreInputs(a, token_ids, probe, causal, windows)
+    return {s.name: s.compute(inputs) if s.applies_to(causal) else nan.copy() for s in HEAD_SCORES}
 
 
 def all_scores(result) -> HeadScores:
-    """All scores of an AttentionResult, for a causal model unless ``result.causal`` is False.
+    """All scores of an AttentionResult (``result.causal``: a decoder's or an encoder's scores).
 
     ``induction_probe`` is NaN when the result has no probe (and not applicable for an encoder).
     """
-    causal = bool(getattr(result, "causal", True))
-    probe = getattr(result, "probe", None)
-    windows = getattr(result, "sliding_windows", None)
+    causal = bool(result.causal)
+    probe = result.probe
+    windows = result.sliding_windows
     probe_values = (induction_probe(probe.attentions, probe.token_ids, windows)
                     if probe is not None and causal else None)
     values = score_values(result.attentions, result.token_ids, probe_values, causal=causal, windows=windows)

@@ -95,7 +95,7 @@ def test_minilm_scores_as_an_encoder(minilm):
 
     family, *_, ids, capture = minilm
     scores = all_scores(SimpleNamespace(attentions=capture.attentions, token_ids=np.asarray(ids), probe=None,
-                                        causal=family.causal))
+                                        causal=family.causal, sliding_windows=()))
     assert not scores.causal and not scores.applies("induction") and scores.text("induction", 0, 0) == "n/a"
     nxt = scores["next_token"]  # mean over i < n−1 of A[i, i+1]
     assert np.unravel_index(int(np.argmax(nxt)), nxt.shape) == (1, 8) and nxt[1, 8] > 0.5

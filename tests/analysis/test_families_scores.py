@@ -47,7 +47,8 @@ def captured(request):
 
 def test_what_applies_follows_the_family(captured):
     family, ids, a = captured
-    scores = hs.all_scores(SimpleNamespace(attentions=a, token_ids=ids, probe=None, causal=family.causal))
+    scores = hs.all_scores(SimpleNamespace(attentions=a, token_ids=ids, probe=None, causal=family.causal,
+                                           sliding_windows=()))
     assert scores.causal == family.causal
     for name in hs.SCORE_NAMES:
         assert scores.applies(name) == (name in hs.applicable_scores(family.causal))

@@ -1,6 +1,5 @@
 """Head scores on hand-made attention maps whose answers are known."""
 import math
-import typing
 from types import SimpleNamespace
 
 import numpy as np
@@ -124,8 +123,7 @@ def test_scores_never_modify_their_input():
         hs.self_attention(a, causal=causal)
         hs.entropy(a, causal=causal)
         hs.score_values(a, ids, probe, causal=causal)
-        hs.all_scores(SimpleNamespace(attentions=a, token_ids=ids, causal=causal,
-                                      probe=SimpleNamespace(attentions=a, token_ids=ids)))
+        hs.all_scores(_result(a, ids, causal, probe=SimpleNamespace(attentions=a, token_ids=ids)))
     hs.duplicate_token(a, ids)
     hs.induction(a, ids)
     hs.induction_probe(a, ids)
@@ -224,11 +222,9 @@ def test_self_counts_row_zero_only_when_attention_is_bidirectional():
     np.testing.assert_allclose(hs.self_attention(a, causal=False), [[1 / n, 1.0]])
 
 
-def _result(a, ids, causal=None, probe=None):
-    fields = dict(attentions=a, token_ids=ids, probe=probe)
-    if causal is not None:
-        fields["causal"] = causal
-    return SimpleNamespace(**fields)
+def _result(a, ids, causal=True, probe=None, sliding_windows=()):
+    """What ``all_scores`` reads of an AttentionResult."""
+    return SimpleNamespace(attentions=a, token_ids=ids, probe=probe, causal=causal, sliding_windows=sliding_windows)
 
 
 def test_encoder_scores_mark_copying_scores_not_applicable():
@@ -250,16 +246,15 @@ def test_encoder_scores_mark_copying_scores_not_applicable():
     assert math.isnan(scores.rows()[1]["induction"])
 
 
-def test_decoder_scores_mark_next_token_not_applicable_and_default_to_causal():
+def test_decoder_scores_mark_next_token_not_applicable():
     ids = np.array([7, 8, 9, 7, 8, 9])
     a = stack(uniform_causal(6))
-    for result in (_result(a, ids), _result(a, ids, causal=True)):  # no ``causal`` field: a decoder
-        scores = hs.all_scores(result)
-        assert scores.causal and not scores.applies("next_token")
-        assert np.isnan(scores["next_token"]).all() and scores.text("next_token", 0, 0) == "n/a"
-        assert scores.applies("induction") and np.isfinite(scores["induction"]).all()
-        assert scores.applies("induction_probe") and scores.text("induction_probe", 0, 0) == "nan"  # no probe run
-        np.testing.assert_allclose(scores["entropy"], [[1.0]], atol=1e-6)
+    scores = hs.all_scores(_result(a, ids))
+    assert scores.causal and not scores.applies("next_token")
+    assert np.isnan(scores["next_token"]).all() and scores.text("next_token", 0, 0) == "n/a"
+    assert scores.applies("induction") and np.isfinite(scores["induction"]).all()
+    assert scores.applies("induction_probe") and scores.text("induction_probe", 0, 0) == "nan"  # no probe run
+    np.testing.assert_allclose(scores["entropy"], [[1.0]], atol=1e-6)
     assert hs.all_scores(_result(a, ids)).text("sink", 0, 0) == format(float(scores["sink"][0, 0]), ".6g")
 
 
@@ -272,8 +267,10 @@ def test_applicability_table():
 
 
 def test_one_source_of_names_labels_and_descriptions():
-    assert hs.SCORE_NAMES == typing.get_args(hs.ScoreName)
-    assert list(hs.SCORE_LABELS) == list(hs.SCORE_NAMES) and set(hs.SCORE_DESCRIPTIONS) == set(hs.SCORE_NAMES)
+    assert hs.SCORE_NAMES == tuple(s.name for s in hs.HEAD_SCORES)
+    assert list(hs.SCORE_LABELS) == list(hs.SCORE_NAMES) and list(hs.SCORE_DESCRIPTIONS) == list(hs.SCORE_NAMES)
+    assert all(s.label and s.description for s in hs.HEAD_SCORES)
+    assert all(bool(s.why_not) == (not s.decoder or not s.encoder) for s in hs.HEAD_SCORES)
     assert hs.SCORE_LABELS["previous_token"] == "previous token"
     assert len(set(hs.SCORE_LABELS.values())) == len(hs.SCORE_NAMES)
     # the columns that existed before next_token keep their place
