@@ -17,13 +17,17 @@ Letters used in shape comments:
 3. Sink rate (Gu et al. 2024, "When Attention Sink Emerges"): the share of heads whose
    first-token score exceeds ε.
 
+``LENSES`` says everything about each lens in one entry: its definition, whether it needs the model, how it
+is computed (``compute_lenses``) and what an export writes of it (``npz_arrays``: attention.npz's arrays;
+``summary_fields``: summary.json's entries); the exports and the GUI read it there.
+
 The numpy cores are family-blind (they take arrays; ``per_head_value_parameters`` takes the separate
 V / W_O projections the family adapters' ``AttentionWeights`` carry, grouped-query attention included).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -211,3 +215,81 @@ def sink_rate_of_scores(scores: np.ndarray, epsilon: float = SINK_EPSILON) -> Si
         mask = scores > epsilon  # NaN compares False
     rate = float(mask.mean()) if np.isfinite(scores).any() else float("nan")
     return SinkRate(_frozen(mask), rate, float(epsilon), _frozen(scores))
+
+
+# ----------------------------------------------------------------------------- the registry
+@dataclass(frozen=True)
+class LensInputs:
+    """What a lens may read: the result, the model that produced it, and the options a lens takes."""
+
+    result: Any  # the AttentionResult
+    loaded: Any = None  # the LoadedModel that produced it; read only by lenses that ``need_model``
+    sink_epsilon: float = SINK_EPSILON
+
+
+@dataclass(frozen=True)
+class Lens:
+    """One lens: what it is, what it needs, how it is computed and how an export writes it."""
+
+    name: str  # the one id: the GUI's lens kind, attention.npz's array name or summary.json's key
+    definition: str  # what it shows, the formula in words, and where it comes from
+    compute: Callable[[LensInputs], Any]  # the lens of one result (ValueNorms, an array, SinkRate …)
+    needs_model: bool = False  # reads the model's weights, not only the result: computed where the model is
+    npz_array: Callable[[Any], np.ndarray] | None = None  # the array attention.npz holds (its first axis: layer)
+    npz_head: Callable[[np.ndarray, int, int], np.ndarray] | None = None  # that array's part for one (layer, head)
+    summary: Callable[[Any], dict] | None = None  # the entries summary.json holds
+
+
+#: Every lens, in the order an export writes them (attention.npz's arrays after ``attentions``). Adding a lens:
+#: its function above and one entry here (and its test); a GUI view of it is the GUI's own.
+LENSES: tuple[Lens, ...] = (
+    Lens("value_norms",
+         "value-weighted attention (Kobayashi et al. 2020): N[i, j] = A[i, j] · ‖f_h(x_j)‖ with "
+         "f_h(x) = (x W_V^h + b_V^h) W_O^h, how much key j really moves query i's output",
+         lambda i: value_norms(i.loaded, i.result), needs_model=True,
+         npz_array=lambda norms: norms.value_norms, npz_head=lambda a, layer, head: a[layer, head]),
+    Lens("rollout",
+         "attention rollout (Abnar & Zuidema 2020): Â(l) = 0.5 · mean_h A(l) + 0.5 · I, rows renormalised; "
+         "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l",
+         lambda i: rollout(i.result.attentions),
+         npz_array=lambda r: r, npz_head=lambda a, layer, head: a[layer]),
+    Lens("sink_rate",
+         "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "
+         "exceeds ε",
+         lambda i: sink_rate(i.result.attentions, i.sink_epsilon, i.result.sliding_windows),
+         summary=lambda sinks: {"sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon}),
+)
+
+
+def lens_named(name: str) -> Lens:
+    """The lens whose ``name`` is ``name``; KeyError for none."""
+    for lens in LENSES:
+        if lens.name == name:
+            return lens
+    raise KeyError(name)
+
+
+def compute_lenses(inputs: LensInputs, lenses: Sequence[Lens] = LENSES) -> dict[str, Any]:
+    """{name: value} of each of ``lenses`` for ``inputs``, in their order."""
+    return {lens.name: lens.compute(inputs) for lens in lenses}
+
+
+def npz_arrays(values: Mapping[str, Any], layer: int | None = None, head: int | None = None) -> dict[str, np.ndarray]:
+    """The float32 arrays attention.npz holds of the lenses in ``values`` ({name: value}), in ``LENSES`` order;
+    with ``layer`` and ``head``, each lens's part for that one head."""
+    one = layer is not None and head is not None
+    arrays = {}
+    for lens in LENSES:
+        if lens.npz_array is not None and lens.name in values:
+            array = lens.npz_array(values[lens.name])
+            arrays[lens.name] = np.asarray(lens.npz_head(array, layer, head) if one else array, dtype=np.float32)
+    return arrays
+
+
+def summary_fields(values: Mapping[str, Any]) -> dict:
+    """The summary.json entries of the lenses in ``values`` ({name: value}), in ``LENSES`` order."""
+    fields = {}
+    for lens in LENSES:
+        if lens.summary is not None and lens.name in values:
+            fields.update(lens.summary(values[lens.name]))
+    return fields

@@ -264,3 +264,52 @@ def test_sink_rate_of_scores_does_not_touch_its_input():
     assert rate.rate == pytest.approx(3 / 6) and rate.mask.tolist() == [[True, False, False], [True, False, True]]
     np.testing.assert_array_equal(scores, kept)
     assert scores.flags.writeable and not rate.mask.flags.writeable
+
+
+# ----------------------------------------------------------------------------- the registry
+def test_the_registry_computes_each_lens_with_its_function(tiny_model, tiny_result):
+    values = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model, sink_epsilon=0.25))
+    assert list(values) == [lens.name for lens in lenses.LENSES] == ["value_norms", "rollout", "sink_rate"]
+    np.testing.assert_array_equal(values["value_norms"].value_norms,
+                                  lenses.value_norms(tiny_model, tiny_result).value_norms)
+    np.testing.assert_array_equal(values["rollout"], lenses.rollout(tiny_result.attentions))
+    sinks = lenses.sink_rate(tiny_result.attentions, 0.25, tiny_result.sliding_windows)
+    assert values["sink_rate"].rate == sinks.rate and values["sink_rate"].epsilon == 0.25
+    assert [lens.name for lens in lenses.LENSES if lens.needs_model] == ["value_norms"]
+    assert all(lens.definition for lens in lenses.LENSES)
+    assert lenses.lens_named("rollout").name == "rollout"
+    with pytest.raises(KeyError):
+        lenses.lens_named("no such lens")
+
+
+def test_what_an_export_writes_of_each_lens(tiny_model, tiny_result):
+    values = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model, sink_epsilon=0.25))
+    arrays = lenses.npz_arrays(values)
+    assert list(arrays) == ["value_norms", "rollout"] and all(a.dtype == np.float32 for a in arrays.values())
+    np.testing.assert_array_equal(arrays["value_norms"], values["value_norms"].value_norms)
+    one = lenses.npz_arrays(values, layer=1, head=2)
+    np.testing.assert_array_equal(one["value_norms"], values["value_norms"].value_norms[1, 2])
+    np.testing.assert_array_equal(one["rollout"], values["rollout"][1])
+    assert lenses.summary_fields(values) == {"sink_rate": values["sink_rate"].rate, "sink_epsilon": 0.25}
+    without_model = {k: v for k, v in values.items() if not lenses.lens_named(k).needs_model}
+    assert list(lenses.npz_arrays(without_model)) == ["rollout"]
+
+
+def test_the_registry_describes_the_export_folder(tiny_model, tiny_result, tmp_path):
+    """attention.npz and summary.json of ``export_bundle`` hold exactly what the registry says, in its order."""
+    import json
+
+    from analysis.export.writers import export_bundle
+    from analysis.measures.head_scores import all_scores
+    from analysis.measures.parity import parity_report
+
+    parity = parity_report(tiny_result, [tiny_model.attention_weights(l) for l in range(tiny_model.n_layer)])
+    values = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model, sink_epsilon=0.25))
+    export_bundle(tmp_path / "x", tiny_result, all_scores(tiny_result), parity,
+                  value_norms=values["value_norms"].value_norms, sink_epsilon=0.25)
+    with np.load(tmp_path / "x" / "attention.npz") as data:
+        assert data.files == ["attentions", *lenses.npz_arrays(values), "tokens", "token_ids"]
+        for name, array in lenses.npz_arrays(values).items():
+            np.testing.assert_array_equal(data[name], array)
+    summary = json.loads((tmp_path / "x" / "summary.json").read_text(encoding="utf-8"))
+    assert {k: summary[k] for k in lenses.summary_fields(values)} == lenses.summary_fields(values)
