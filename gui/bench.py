@@ -217,7 +217,8 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
     from analysis.run.inference import run_text
     from analysis.model.loading import load_model
     from analysis.measures.parity import parity_report
-    from analysis.measures.tl_scores import ERROR_MEASURES, detect_all
+    from analysis.measures.tl_patterns import ERROR_MEASURES
+    from analysis.measures.tl_scores import detect_all
 
     loaded = load_model(str(folder), device="cpu")
     params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]

@@ -143,7 +143,8 @@ def write_tl_scores_csv(result: AttentionResult, path: Path, error_measure: str 
     induction_head,error_measure,exclude_bos,exclude_current_token``, one row per head, the last three
     columns saying how every score of the file was computed (TL's argument names and values). Cells
     ``.6g``; ``nan`` for a text under 2 tokens."""
-    from ..measures.tl_scores import HEAD_NAMES, scores_of_text
+    from ..measures.tl_patterns import HEAD_NAMES
+    from ..measures.tl_scores import scores_of_text
 
     tl = scores_of_text(result.attentions, np.asarray(result.token_ids), error_measure=error_measure,
                         exclude_bos=exclude_bos, exclude_current_token=exclude_current_token)

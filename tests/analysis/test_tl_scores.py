@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from analysis.measures import tl_patterns as tp
 from analysis.measures import tl_scores as tl
 
 
@@ -18,51 +19,51 @@ def uniform(n):
 
 def test_patterns_for_a_repeated_pair():
     ids = np.array([5, 6, 5, 6])
-    np.testing.assert_array_equal(tl.previous_token_pattern(4), [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
-    np.testing.assert_array_equal(tl.duplicate_token_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]])
-    np.testing.assert_array_equal(tl.induction_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(tp.previous_token_pattern(4), [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(tp.duplicate_token_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(tp.induction_pattern(ids), [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])
     # a token right after its own copy: the token after the copy is the current one (TL keeps it)
-    np.testing.assert_array_equal(tl.induction_pattern(np.array([3, 3])), [[0, 0], [0, 1]])
-    assert tl.detection_pattern("induction_head", ids).sum() == 2
+    np.testing.assert_array_equal(tp.induction_pattern(np.array([3, 3])), [[0, 0], [0, 1]])
+    assert tp.detection_pattern("induction_head", ids).sum() == 2
     with pytest.raises(ValueError):
-        tl.detection_pattern("sink_head", ids)
+        tp.detection_pattern("sink_head", ids)
 
 
 def test_mul_and_abs_on_a_perfect_previous_token_head():
     a = previous_head(4)
-    p = tl.previous_token_pattern(4)
+    p = tp.previous_token_pattern(4)
     # mul: 3 of the 4 units of attention sit on P (row 0's is on itself)
-    assert tl.similarity_score(a, p, error_measure="mul") == pytest.approx(0.75)
+    assert tp.similarity_score(a, p, error_measure="mul") == pytest.approx(0.75)
     # exclude_bos zeroes column 0: rows 0 and 1 lose their weight; the rest, 2 units, all on P
-    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="mul") == pytest.approx(1.0)
+    assert tp.similarity_score(a, p, exclude_bos=True, error_measure="mul") == pytest.approx(1.0)
     # exclude_current_token zeroes the diagonal: only row 0's self-weight goes; 3 of 3 on P
-    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(1.0)
+    assert tp.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(1.0)
     # abs: |A − P| is 1 at (0, 0) only: Σ/n = 0.25
-    assert tl.similarity_score(a, p, error_measure="abs") == pytest.approx(0.75)
-    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1.0)
-    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(1.0)
+    assert tp.similarity_score(a, p, error_measure="abs") == pytest.approx(0.75)
+    assert tp.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1.0)
+    assert tp.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(1.0)
 
 
 def test_mul_and_abs_on_a_uniform_head_with_a_duplicate():
     a = uniform(3)  # rows (1,0,0), (½,½,0), (⅓,⅓,⅓)
-    p = tl.duplicate_token_pattern(np.array([1, 2, 1]))  # P[2, 0] = 1
-    assert tl.similarity_score(a, p, error_measure="mul") == pytest.approx(1 / 9)
+    p = tp.duplicate_token_pattern(np.array([1, 2, 1]))  # P[2, 0] = 1
+    assert tp.similarity_score(a, p, error_measure="mul") == pytest.approx(1 / 9)
     # diagonal gone: Σ A' = 0 + ½ + ⅔ = 7/6, of which ⅓ on P
-    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(2 / 7)
+    assert tp.similarity_score(a, p, exclude_current_token=True, error_measure="mul") == pytest.approx(2 / 7)
     # both: Σ A' = ⅓ (row 2, column 1), nothing on P
-    assert tl.similarity_score(a, p, exclude_bos=True, exclude_current_token=True, error_measure="mul") == 0.0
+    assert tp.similarity_score(a, p, exclude_bos=True, exclude_current_token=True, error_measure="mul") == 0.0
     # abs: row sums of |A − P| are 1, 1, 4/3 → Σ/n = 10/9 = 1.111 (3 decimals) → 1 − 1.111
-    assert tl.similarity_score(a, p, error_measure="abs") == pytest.approx(1 - 1.111, abs=1e-12)
+    assert tp.similarity_score(a, p, error_measure="abs") == pytest.approx(1 - 1.111, abs=1e-12)
     # exclude_bos: rows 0, ½, ⅔ → 7/18 = 0.389
-    assert tl.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1 - 0.389, abs=1e-12)
+    assert tp.similarity_score(a, p, exclude_bos=True, error_measure="abs") == pytest.approx(1 - 0.389, abs=1e-12)
     # exclude_current_token: rows 0, ½, 2/3 + 1/3 = 1 → 1.5/3 = 0.5
-    assert tl.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(0.5)
+    assert tp.similarity_score(a, p, exclude_current_token=True, error_measure="abs") == pytest.approx(0.5)
 
 
 def test_mul_with_everything_excluded_is_nan():
     a = np.eye(2)
     a[1] = [1, 0]
-    assert np.isnan(tl.similarity_score(a, tl.previous_token_pattern(2), exclude_bos=True,
+    assert np.isnan(tp.similarity_score(a, tp.previous_token_pattern(2), exclude_bos=True,
                                         exclude_current_token=True))
 
 
@@ -72,7 +73,7 @@ def test_inputs_are_never_modified():
     ids = np.array([5, 6, 5, 6])
     for measure in ("mul", "abs"):
         tl.detect(a, ids, "induction_head", exclude_bos=True, exclude_current_token=True, error_measure=measure)
-        tl.similarity_score(a[0, 0], tl.previous_token_pattern(4), exclude_bos=True, exclude_current_token=True,
+        tp.similarity_score(a[0, 0], tp.previous_token_pattern(4), exclude_bos=True, exclude_current_token=True,
                             error_measure=measure)
     np.testing.assert_array_equal(a, before)
     a.setflags(write=False)  # read-only input (as in AttentionResult) works too
@@ -91,7 +92,7 @@ def test_detect_scores_every_head_or_the_chosen_ones():
     np.testing.assert_allclose(tl.detect(a, ids, "previous_token_head", heads={0: [1]}),
                                [[-1, expected_uniform], [-1, -1]])
     # a matrix pattern is used as given
-    np.testing.assert_allclose(tl.detect(a, ids, tl.previous_token_pattern(4)), all_heads)
+    np.testing.assert_allclose(tl.detect(a, ids, tp.previous_token_pattern(4)), all_heads)
     with pytest.raises(ValueError):
         tl.detect(a, ids, "previous_token_head", heads=[(2, 0)])
     with pytest.raises(ValueError):
@@ -143,7 +144,7 @@ def test_mul_keeps_its_precision_when_almost_all_attention_is_excluded(x):
 
 
 OPTIONS = [dict(error_measure=m, exclude_bos=b, exclude_current_token=c)
-           for m in tl.ERROR_MEASURES for b in (False, True) for c in (False, True)]
+           for m in tp.ERROR_MEASURES for b in (False, True) for c in (False, True)]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
@@ -156,7 +157,7 @@ def test_every_head_at_once_equals_the_per_head_loop(options, dtype):
     # decided by the reference itself); "mul" to rounding (its sums run in another order)
     atol = 0 if options["error_measure"] == "abs" else (1e-13 if dtype == np.float64 else 1e-6)
     every = tl.detect_all(a, ids, **options)
-    for name in tl.HEAD_NAMES:
+    for name in tp.HEAD_NAMES:
         expected = tl._detect_per_head(a, ids, name, **options)
         np.testing.assert_allclose(every[name], expected, rtol=0, atol=atol)
         np.testing.assert_array_equal(tl.detect(a, ids, name, **options), every[name])  # one path
@@ -190,7 +191,7 @@ def test_signed_weights_and_an_all_excluded_head_equal_the_reference():
     a[0, 0, :, 0] = 1.0  # everything in column 0: with exclude_bos, "mul" has nothing left (NaN)
     ids = np.array([1, 2, 1, 2, 1, 2])
     for options in OPTIONS:
-        for name in tl.HEAD_NAMES:
+        for name in tp.HEAD_NAMES:
             got = tl.detect(a, ids, name, **options)
             expected = tl._detect_per_head(a, ids, name, **options)
             np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
@@ -239,8 +240,8 @@ def test_export_writes_tl_scores_equal_to_tl_head_by_head(tiny_model_dir, tmp_pa
     for row in rows:
         layer, head = int(row[0]), int(row[1])
         assert row[5:] == [measure, str(exclude_bos).lower(), str(exclude_current).lower()]
-        for k, name in enumerate(tl.HEAD_NAMES):
-            want = tl.similarity_score(attentions[layer, head], tl.detection_pattern(name, ids),
+        for k, name in enumerate(tp.HEAD_NAMES):
+            want = tp.similarity_score(attentions[layer, head], tp.detection_pattern(name, ids),
                                        exclude_bos=exclude_bos, exclude_current_token=exclude_current,
                                        error_measure=measure)
             assert float(row[2 + k]) == pytest.approx(want, rel=1e-5, abs=1e-6)
