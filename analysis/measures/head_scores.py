@@ -17,8 +17,8 @@ Contract for callers (export writers, the GUI, the CLI):
 
 - ``SCORE_NAMES`` lists every score in display order; ``SCORE_LABELS[name]`` is its one human name
   ("previous token"), used everywhere a name is shown; ``SCORE_DESCRIPTIONS[name]`` is the formula in
-  words; ``NOT_APPLICABLE_WHY[name]`` says in one sentence why a score does not apply (for a tooltip).
-  All four are read off ``HEAD_SCORES``.
+  words; ``NOT_APPLICABLE_WHY[name]`` says in one sentence why a score does not apply (for a tooltip);
+  ``SCORE_SHORT[name]`` is a narrow column header. All are read off ``HEAD_SCORES``.
 - ``all_scores(result) -> HeadScores`` reads ``result.causal``, ``result.probe`` and ``result.sliding_windows``.
 - ``scores.applies(name) -> bool``: False means *not applicable* — show ``NOT_APPLICABLE`` ("n/a"),
   never a number. ``scores[name]`` is still a read-only (layer, head) array (all NaN when the score
@@ -244,6 +244,7 @@ class HeadScore:
 
     name: str  # the key in ``HeadScores.values``, the CSV column, the GUI's id
     label: str  # the one human name, shown everywhere a name is shown
+    short: str  # a column header where the label is too wide ("prev.")
     description: str  # the formula in words (tooltips)
     compute: Callable[[ScoreInputs], np.ndarray]  # (layer, head) float; called only where the score applies
     decoder: bool = True  # applies to a causal model
@@ -264,39 +265,40 @@ _INDUCTION_WHY = "Induction copies what followed an earlier copy to predict the 
 #: Every head score, in display order; next_token is last so every column that existed before it keeps its
 #: place in CSVs. Adding a score: its function above and one entry here (and its test).
 HEAD_SCORES: tuple[HeadScore, ...] = (
-    HeadScore("previous_token", "previous token",
+    HeadScore("previous_token", "previous token", "prev.",
               "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
               lambda s: previous_token(s.attentions)),
-    HeadScore("sink", "first-token sink",
+    HeadScore("sink", "first-token sink", "sink",
               "attention to the first token (mean over i ≥ 1 of A[i, 0]; under a sliding window, over the "
               "queries that see it)",
               lambda s: sink(s.attentions, s.windows)),
-    HeadScore("self", "self",
+    HeadScore("self", "self", "self",
               "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
               lambda s: self_attention(s.attentions, causal=s.causal)),
-    HeadScore("duplicate_token", "duplicate token",
+    HeadScore("duplicate_token", "duplicate token", "dup.",
               "attention to earlier copies of the same token (copies at least 2 back: the one just "
               "before is the previous token)",
               lambda s: duplicate_token(s.attentions, s.token_ids, s.windows), encoder=False,
               why_not="An encoder sees copies on both sides; the score reads only earlier ones, a decoder's view."),
-    HeadScore("induction", "induction",
+    HeadScore("induction", "induction", "induct.",
               "attention to the token after an earlier copy of the current token (copies at least 3 back: "
               "after a nearer one comes the query itself or its previous token)",
               lambda s: induction(s.attentions, s.token_ids, s.windows), encoder=False, why_not=_INDUCTION_WHY),
-    HeadScore("induction_probe", "induction (probe)",
+    HeadScore("induction_probe", "induction (probe)", "probe",
               "induction on a seeded probe of random tokens repeated twice",
               _probe_values, encoder=False, why_not=_INDUCTION_WHY),
-    HeadScore("entropy", "entropy",
+    HeadScore("entropy", "entropy", "entropy",
               "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
               "j ≤ i for a causal model, within its sliding window if it has one; all n for an encoder)",
               lambda s: entropy(s.attentions, causal=s.causal, windows=s.windows)),
-    HeadScore("next_token", "next token",
+    HeadScore("next_token", "next token", "next",
               "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
               lambda s: next_token(s.attentions), decoder=False,
               why_not="A causal model cannot attend to a later token, so this is 0 by construction."),
 )
 SCORE_NAMES: tuple[str, ...] = tuple(s.name for s in HEAD_SCORES)
 SCORE_LABELS: Mapping[str, str] = MappingProxyType({s.name: s.label for s in HEAD_SCORES})
+SCORE_SHORT: Mapping[str, str] = MappingProxyType({s.name: s.short for s in HEAD_SCORES})
 SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({s.name: s.description for s in HEAD_SCORES})
 NOT_APPLICABLE_WHY: Mapping[str, str] = MappingProxyType({s.name: s.why_not for s in HEAD_SCORES if s.why_not})
 

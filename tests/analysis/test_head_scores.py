@@ -269,7 +269,8 @@ def test_applicability_table():
 def test_one_source_of_names_labels_and_descriptions():
     assert hs.SCORE_NAMES == tuple(s.name for s in hs.HEAD_SCORES)
     assert list(hs.SCORE_LABELS) == list(hs.SCORE_NAMES) and list(hs.SCORE_DESCRIPTIONS) == list(hs.SCORE_NAMES)
-    assert all(s.label and s.description for s in hs.HEAD_SCORES)
+    assert all(s.label and s.short and s.description for s in hs.HEAD_SCORES)
+    assert len(set(hs.SCORE_SHORT.values())) == len(hs.SCORE_NAMES)
     assert all(bool(s.why_not) == (not s.decoder or not s.encoder) for s in hs.HEAD_SCORES)
     assert hs.SCORE_LABELS["previous_token"] == "previous token"
     assert len(set(hs.SCORE_LABELS.values())) == len(hs.SCORE_NAMES)
