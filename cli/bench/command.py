@@ -128,7 +128,7 @@ def cmd_bench(args) -> int:
                             peers=args.peers and name == "small", memory=not args.no_memory,
                             stall=not args.no_stall and name != "xl")
     scan = None
-    if not getattr(args, "no_scan", False):
+    if not args.no_scan:
         scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
         figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,

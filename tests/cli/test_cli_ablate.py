@@ -20,6 +20,7 @@ def direct_n_tokens(loaded, text: str) -> int:
 
 
 # ----------------------------------------------------------------------------- the JSON
+@pytest.mark.slow
 def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path, capsys):
     target = tmp_path / "sub" / "ablation.json"
     code, stdout, err = run(capsys, "ablate", "--model", tiny_model_dir, "--text", SHORT,
@@ -84,6 +85,7 @@ def test_ablate_drops_a_byte_order_mark_as_a_run_does_and_honours_the_token_cap(
     assert ablation.importance_map(tiny_model, capped).n_tokens == 10
 
 
+@pytest.mark.slow
 def test_ablate_results_carry_the_tokens_run(tiny_model):
     result = ablation.ablate(tiny_model, LONG, [(1, 0)], bos=True)
     assert result.truncated and result.n_tokens == 64

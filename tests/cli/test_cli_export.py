@@ -49,6 +49,7 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["x"]  # no staging folder left beside it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,magic", [("svg", b"<?xml"), ("pdf", b"%PDF")])
 def test_export_vector_formats(tiny_model_dir, tmp_path, capsys, fmt, magic):
     code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", "A cat.", "--out", tmp_path / "o",
@@ -57,6 +58,7 @@ def test_export_vector_formats(tiny_model_dir, tmp_path, capsys, fmt, magic):
     assert (tmp_path / "o" / f"grid.{fmt}").read_bytes()[: len(magic)] == magic
 
 
+@pytest.mark.slow
 def test_export_writes_value_norms_rollout_and_the_sink_rate(tiny_model_dir, tiny_model, tmp_path, capsys):
     from analysis.run.inference import run_text
 
@@ -83,6 +85,7 @@ def test_export_writes_value_norms_rollout_and_the_sink_rate(tiny_model_dir, tin
     assert code == 0 and json.loads((out / "summary.json").read_text())["sink_epsilon"] == 0.3  # the default
 
 
+@pytest.mark.slow
 def test_text_file_and_truncation_warning(tiny_model_dir, tmp_path, capsys):
     (tmp_path / "t.txt").write_text("many words here " * 40)
     code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text-file", tmp_path / "t.txt",

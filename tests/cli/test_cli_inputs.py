@@ -221,6 +221,7 @@ def test_ablate_json_target_is_checked_before_the_model_loads(target, words, tmp
 
 
 # ----------------------------------------------------------------------------- --text-file: read as scan reads files
+@pytest.mark.slow
 def test_text_file_reads_are_bounded(tiny_model_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(inputs, "TEXT_FILE_LIMIT", 1000)
     big = tmp_path / "big.txt"

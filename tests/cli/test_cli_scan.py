@@ -85,6 +85,7 @@ def test_scan_defaults_to_the_bundled_sample_set(tiny_model_dir, tmp_path, capsy
 
 
 # ----------------------------------------------------------------------------- scan says when it cut texts
+@pytest.mark.slow
 def test_scan_result_names_the_texts_it_cut(tiny_model):
     result = scan.scan_texts(tiny_model, [SHORT, LONG, LONG + " again"], batch_size=3, bos=True)
     assert result.truncated == (False, True, True)
@@ -167,6 +168,7 @@ def test_scan_refuses_a_folder_of_other_files(tiny_model_dir, texts_file, tmp_pa
 
 
 # ----------------------------------------------------------------------------- Ctrl+C
+@pytest.mark.slow
 def test_ctrl_c_during_the_scan_exits_130_and_leaves_nothing(tiny_model_dir, texts_file, tmp_path, capsys,
                                                              monkeypatch):
     forward = scan._forward_batch
