@@ -13,8 +13,6 @@ from helpers import one_error_line, run_main as run
 
 SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 LONG = "The cat sat on the mat because it was tired. " * 40  # far more than the tiny model's 64 positions
-
-
 TEXTS = ["The cat sat on the mat because it was tired. The cat sat on the mat.", "Hello world",
          "one two three one two three", "The server rejected the request.", "x = [1, 2]; y = [1, 2]"]
 
