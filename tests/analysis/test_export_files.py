@@ -508,7 +508,7 @@ def test_a_staging_folder_of_an_export_killed_with_sigkill_is_removed_by_the_nex
 
     out = tmp_path / "out"
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from analysis import export as ex\n"
+        "import sys, time; from pathlib import Path; from analysis.export import writers as ex\n"
         "def write(folder):\n"
         "    (folder / 'attention.npz').write_bytes(b'0' * 100000)\n"
         "    time.sleep(600)\n"

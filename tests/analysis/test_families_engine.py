@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import main  # noqa: E402
+from cli.parser import build_parser  # noqa: E402
 from analysis.run import inference  # noqa: E402
 from analysis.errors import HubUnreachableError, InputError, ModelLoadError  # noqa: E402
 from analysis.families import Mistakes  # noqa: E402
@@ -186,7 +187,7 @@ def test_export_max_tokens_caps_the_run(folders, tmp_path, capsys):
     assert summary["n_tokens"] == 9 and summary["truncated"] and summary["max_tokens"] == 9
     assert "token cap" in err and "only the first 8 tokens" in err  # <s> takes one of the nine
     with pytest.raises(SystemExit) as refused:
-        main.build_parser().parse_args(["export", "--text", "a", "--out", "o", "--max-tokens", "0"])
+        build_parser().parse_args(["export", "--text", "a", "--out", "o", "--max-tokens", "0"])
     assert refused.value.code == 2
 
 

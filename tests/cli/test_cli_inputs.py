@@ -1,5 +1,6 @@
-"""The command line's paths (issue 17: items 2, 7b, 18, 21c): no command writes over what it reads, and every
-path option is checked when it is parsed.
+"""What the commands read and where they write (``cli.inputs``, the path types of ``cli.arguments``): no
+command writes over what it reads, every path option is checked when it is parsed (issue 17: items 2, 7b, 18,
+21c), ``--text-file`` is read as scan reads its files, and every output target is checked before the model loads.
 
 Before: ``ablate --text-file notes.txt --json notes.txt`` exited 0 with the JSON in notes.txt; an ``--out``
 holding the model or the texts would have replaced them; a 300-byte name gave "unexpected OSError: File
@@ -7,13 +8,17 @@ name too long". Every refusal here comes before the model loads (``no_model_load
 """
 import os
 import re
+import time
 
 import pytest
 
-import main as cli
+from analysis.measures import scan
+from cli import inputs
+from cli.parser import parse_args
 from helpers import one_error_line, run_main as run
 
 NOTES = "The cat sat on the mat.\n"
+SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 
 
 @pytest.fixture
@@ -117,10 +122,10 @@ def test_a_path_too_long_is_refused_when_parsed(capsys, no_model_load):
 
 
 def test_words_that_are_not_paths_pass_as_they_are():
-    args = cli.parse_args(["scan", "--texts", "sample", "--model", "bundled", "--out", "o"])
+    args = parse_args(["scan", "--texts", "sample", "--model", "bundled", "--out", "o"])
     assert args.texts == "sample" and args.model == "bundled"
-    assert cli.parse_args(["--model", "HuggingFaceTB/SmolLM2-135M"]).model == "HuggingFaceTB/SmolLM2-135M"
-    assert cli.parse_args(["--model", "minilm"]).model == "minilm"
+    assert parse_args(["--model", "HuggingFaceTB/SmolLM2-135M"]).model == "HuggingFaceTB/SmolLM2-135M"
+    assert parse_args(["--model", "minilm"]).model == "minilm"
 
 
 # ----------------------------------------------------------------------------- 18, 21c: the export folder
@@ -148,10 +153,10 @@ def test_a_home_folder_path_is_expanded_once_when_parsed(place, monkeypatch, cap
     """``--json=~/model/config.json`` with ``--model=~/model``: the check compared the unexpanded '~/…' (which
     does not exist, so it was skipped) while the writer expanded it and replaced the model's config.json."""
     monkeypatch.setenv("HOME", str(place))
-    args = cli.parse_args(["ablate", "--model=~/model", "--text-file", "~/notes.txt", "--json=~/x.json",
+    args = parse_args(["ablate", "--model=~/model", "--text-file", "~/notes.txt", "--json=~/x.json",
                            "--heads", "0.0"])
     assert (args.model, args.text_file, args.json) == (str(place / "model"), place / "notes.txt", place / "x.json")
-    args = cli.parse_args(["--screenshot", "~/s", "scan", "--texts", "~/texts", "--out=~/o"])
+    args = parse_args(["--screenshot", "~/s", "scan", "--texts", "~/texts", "--out=~/o"])
     assert (args.texts, args.out, args.screenshot) == (str(place / "texts"), place / "o", place / "s")
     before = contents(place)
     code, stdout, err = run(capsys, "ablate", "--model=~/model", "--text", "hi", "--heads", "0.0",
@@ -198,3 +203,87 @@ def test_a_message_about_a_long_path_keeps_its_reason(tmp_path, capsys, no_model
     code, _, err = run(capsys, "export", "--text", "a", "--out", folder)
     line = one_error_line(err)
     assert code == 2 and line.endswith("is a file, not a folder: choose a folder for the export.") and "…" in line
+
+
+# ----------------------------------------------------------------------------- the output targets
+def test_out_must_name_a_folder(capsys):
+    code, _, err = run(capsys, "export", "--text", "a", "--out", "")
+    assert code == 2 and "needs a folder name" in err
+
+
+@pytest.mark.parametrize("target, words", [("folder", "is a folder"), ("under a file", "is a file, not a folder"),
+                                           ("empty", "needs a file name")])
+def test_ablate_json_target_is_checked_before_the_model_loads(target, words, tmp_path, capsys, no_model_load):
+    (tmp_path / "file").write_text("x")
+    path = {"folder": tmp_path, "under a file": tmp_path / "file" / "a.json", "empty": ""}[target]
+    code, stdout, err = run(capsys, "ablate", "--text", SHORT, "--heads", "1.0", "--json", path)
+    assert code == 2 and words in one_error_line(err) and stdout == ""
+
+
+# ----------------------------------------------------------------------------- --text-file: read as scan reads files
+@pytest.mark.slow
+def test_text_file_reads_are_bounded(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(inputs, "TEXT_FILE_LIMIT", 1000)
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"\xef\xbb\xbf" + "word é ".encode() * 5000)  # a BOM, then more than the limit
+    text, warnings = inputs.read_text_file(big, 1000)
+    assert len(text.encode()) <= 1000 and "only its first" in warnings[0]
+    assert text.startswith("\ufeff")  # removed (with a warning) by run_text, for the GUI's pastes too
+    code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text-file", big, "--out", tmp_path / "o",
+                       "--no-head-images")
+    assert code == 0 and "byte-order mark" in err and "longer than" in err
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"caf\xe9")
+    code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text-file", bad, "--out", tmp_path / "p")
+    assert code == 2 and "not UTF-8 text (byte 0xe9 at offset 3)" in one_error_line(err)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_dev_zero_is_refused_at_once():
+    """A device is not a text file (it once gave a 4 MiB text of NUL characters): refused as scan refuses it."""
+    from analysis.errors import InputError
+
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="not a regular text file"):
+        inputs.read_text_file("/dev/zero")
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_a_named_pipe_as_text_file_is_refused_without_blocking(tmp_path, capsys):
+    os.mkfifo(tmp_path / "pipe")
+    code, _, err = run(capsys, "export", "--text-file", tmp_path / "pipe", "--out", tmp_path / "o")
+    assert code == 2 and "named pipe" in one_error_line(err)
+
+
+@pytest.mark.parametrize("command", ["export", "ablate"])
+def test_text_file_with_nul_bytes_or_a_device_is_refused(command, tmp_path, capsys, no_model_load):
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"text\x00more")
+    rest = ["--out", tmp_path / "o"] if command == "export" else ["--heads", "1.0"]
+    code, _, err = run(capsys, command, "--text-file", nul, *rest)
+    assert code == 2 and "NUL bytes" in one_error_line(err)
+    if os.path.exists("/dev/zero"):
+        code, _, err = run(capsys, command, "--text-file", "/dev/zero", *rest)
+        assert code == 2 and "not a regular text file" in one_error_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nul.txt"]
+
+
+def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
+    import analysis.measures.scan
+    import analysis.textfiles
+
+    seen = []
+    real = analysis.textfiles.read_text_file
+
+    def spy(path, limit):
+        seen.append(str(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(analysis.textfiles, "read_text_file", spy)
+    monkeypatch.setattr(analysis.measures.scan, "read_text_file", spy)
+    f = tmp_path / "t.txt"
+    f.write_text("one\ntwo\n", encoding="utf-8")
+    assert inputs.read_text_file(f) == ("one\ntwo\n", [])
+    assert scan.read_texts(f) == ["one", "two"]
+    assert seen == [str(f), str(f)]

@@ -1,0 +1,59 @@
+"""``attnscope ablate``: the next-token loss and top-5 with heads ablated (decoders), as JSON."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .inputs import check_apart, read_text_file
+from .output import compact_json, count_progress, terminal_progress, warn
+from .signals import Signals, stopped
+
+
+def cmd_ablate(args) -> int:
+    return stopped(args, lambda signals: _ablate(args, signals))
+
+
+def _ablate(args, signals: Signals) -> int:
+    from analysis.errors import InputError
+    from analysis.export.writers import _json_safe, write_file_atomically
+
+    if not args.heads and not args.importance:
+        raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
+    check_apart(args)
+    warnings: list[str] = []
+    text = args.text
+    if args.text_file is not None:
+        text, warnings = read_text_file(args.text_file)
+    if not text or not text.strip():
+        raise InputError("The text is empty: give --text or a non-empty --text-file.")
+    if args.json is not None:
+        from analysis.export.writers import check_file_target
+
+        check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
+    from analysis.measures import ablation
+    from analysis.run.inference import check_text
+    from analysis.model.loading import load_model
+
+    check_text(text)
+    for warning in warnings:
+        warn(warning)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                        progress=terminal_progress())
+    ablation.heads_site(loaded)  # an encoder is refused before the heads are read
+    heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
+    tokens = ablation.text_tokens(loaded, text, args.bos, args.max_tokens)  # tokenised once, for both
+    for warning in tokens.warnings:
+        warn(warning)
+    data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated}
+    if heads:
+        data.update(ablation.ablate(loaded, tokens, heads, args.mode).to_dict())
+    if args.importance:
+        importance = ablation.importance_map(loaded, tokens, args.mode, progress=count_progress("ablating each head"))
+        data["importance"] = {"baseline_loss": importance.baseline_loss,
+                              "top": [[layer, head, change] for layer, head, change in importance.top(5)],
+                              "loss_change": importance.loss_change.tolist()}
+    out = compact_json(_json_safe(data))
+    if args.json is not None:
+        signals.deferred = True  # a signal from here on waits: the file is written whole, then the command ends
+        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+    print(out)
+    return 0

@@ -1,0 +1,79 @@
+"""The GUI side of the benchmark: painting the grid and one head offscreen, and the longest stall of the
+real window's GUI thread while a run is in flight and painted."""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from .workload import median_time, text_of_length
+
+
+def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
+    """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted."""
+    from PySide6 import QtCore
+
+    from gui.qt import ensure_qapp
+    from gui.chrome.window import MainWindow
+
+    app = ensure_qapp()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = QtCore.QSettings(str(Path(tmp) / "s.ini"), QtCore.QSettings.Format.IniFormat)
+        window = MainWindow(settings)
+        window.text_input.auto_box.setChecked(False)
+        window.resize(1400, 900)
+        window.show()
+        loop = QtCore.QEventLoop()
+        window.model_ready.connect(lambda _info: loop.quit())
+        window.load_model(str(folder))
+        loop.exec()
+        from analysis.model.loading import load_model
+
+        tokenizer = load_model(str(folder), device="cpu").tokenizer
+        stalls = {}
+        for n in ns:
+            window.set_text(text_of_length(tokenizer, n))
+            ticks = []
+            timer = QtCore.QTimer()
+            timer.setInterval(10)
+            timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+            done = QtCore.QEventLoop()
+
+            def shown(_rid):
+                QtCore.QTimer.singleShot(300, done.quit)  # keep ticking while it paints
+
+            window.result_shown.connect(shown)
+            timer.start()
+            ticks.append(time.perf_counter())
+            window.run_text()
+            done.exec()
+            timer.stop()
+            window.result_shown.disconnect(shown)
+            gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+            stalls[n] = max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
+        window.close()
+        app.processEvents()
+    return stalls
+
+
+def paint_times(result, repeats: int) -> tuple[float, float]:
+    from gui.plots.figures import GridPlot, HeadPlot, lay_out_offscreen, dispose_figure, grid_source
+
+    grid, detail = GridPlot(), HeadPlot()
+    lay_out_offscreen(grid, 700, 800)
+    lay_out_offscreen(detail, 900, 900)
+    counter = iter(range(10**9))
+
+    def paint_grid():
+        grid.set_attentions(grid_source(result), key=next(counter))  # a new key: nothing is reused
+        grid.grab()
+
+    def paint_detail():
+        detail.set_head(result.attentions[3 % result.n_layer, 1 % result.n_head], result.tokens, "bench")
+        detail.grab()
+
+    paint_grid(), paint_detail()  # warm up
+    grid_s, detail_s = median_time(paint_grid, repeats), median_time(paint_detail, repeats)
+    dispose_figure(grid)
+    dispose_figure(detail)
+    return grid_s, detail_s

@@ -1,0 +1,74 @@
+"""``attnscope export``: run a text and write its attention, scores, parity and figures into one folder."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .inputs import check_apart, read_text_file
+from .output import counted, terminal_progress, warn
+from .signals import Signals, stopped
+
+
+def cmd_export(args) -> int:
+    return stopped(args, lambda signals: _export(args, signals))
+
+
+def _export(args, signals: Signals) -> int:
+    from analysis.errors import InputError
+    from analysis.export.writers import check_export_target, export_bundle
+
+    check_apart(args)
+    warnings: list[str] = []
+    if args.text_file is not None:
+        text, warnings = read_text_file(args.text_file)
+    else:
+        text = args.text
+    if not text or not text.strip():
+        raise InputError("The text is empty: give --text or a non-empty --text-file.")
+    check_export_target(args.out)  # fail before the slow part (creates nothing)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import check_text, run_text
+    from analysis.measures.lenses import value_norms
+    from analysis.model.loading import load_model
+    from analysis.measures.parity import parity_report
+
+    check_text(text)
+    started = time.perf_counter()
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                        progress=terminal_progress())
+    loaded_at = time.perf_counter()
+    result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens)
+    for warning in (*warnings, *result.warnings):
+        warn(warning)
+    scores = all_scores(result)
+    scored_at = time.perf_counter()
+    parity = parity_report(result, [loaded.attention_weights(l) for l in range(loaded.n_layer)],
+                           args.parity_dtype)
+    lenses_started = time.perf_counter()
+    norms = value_norms(loaded, result).value_norms
+    timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
+               "parity_s": parity.seconds, "value_norms_s": time.perf_counter() - lenses_started}
+    signals.deferred = True  # from here on a signal waits for the next safe point
+    written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
+                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check),
+                            value_norms=norms, sink_epsilon=args.sink_epsilon,
+                            tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
+                                        "exclude_current_token": args.tl_exclude_current_token})
+    print(f"wrote {len(written)} files to {args.out} ({counted(result.n_tokens, 'token')}, "
+          f"{result.n_layer}×{result.n_head} heads, "
+          f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
+    for warning in written.warnings:
+        warn(warning)
+    return 0
+
+
+def _image_writer(result, fmt: str, heads: bool, check):
+    """Draws the figures; the figure code calls ``check`` between figures."""
+    from gui.plots.figures import write_result_images
+
+    def write(folder: Path):
+        return write_result_images(result, folder, fmt, heads=heads, check=check)
+
+    return write
