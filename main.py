@@ -446,7 +446,8 @@ def _model_folder(model: str | None) -> Path | None:
     """The folder ``--model`` would be read from (bundled, minilm, a folder, a hub model in the local cache),
     or None (a hub model not cached, a name that is no model: loading says why)."""
     from analysis.errors import ModelLoadError
-    from analysis.model.loading import cached_hub_folder, resolve_source
+    from analysis.model.catalogue import resolve_source
+    from analysis.model.hub import cached_hub_folder
 
     try:
         source = resolve_source(model or "")
@@ -495,7 +496,8 @@ def _export(args, signals: _Signals) -> int:
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
-    from analysis.run.inference import check_text, run_text
+    from analysis.run.inference import run_text
+    from analysis.run.tokenize import check_text
     from analysis.measures.lenses import value_norms
     from analysis.model.loading import load_model
     from analysis.measures.parity import parity_report
@@ -648,7 +650,7 @@ def _ablate(args, signals: _Signals) -> int:
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation
-    from analysis.run.inference import check_text
+    from analysis.run.tokenize import check_text
     from analysis.model.loading import load_model
 
     check_text(text)

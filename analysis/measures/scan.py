@@ -10,9 +10,9 @@ texts are not padded to the longest one. With right padding no real token sees a
 come after it; an encoder's are masked as keys), and position ids count from 0 as in a single run, so
 the scores equal one-at-a-time runs up to float rounding.
 
-Memory: the rule of every run (``inference.attention_memory_budget``). A text whose attention alone
+Memory: the rule of every run (``run.memory.attention_memory_budget``). A text whose attention alone
 takes more than the budget is refused with the sentence ``export`` gives
-(``inference.check_attention_memory``), before any forward pass; every batch holds at most the budget
+(``run.memory.check_attention_memory``), before any forward pass; every batch holds at most the budget
 at once, counting what :func:`batch_bytes` counts (the attention copied, the model's tensors of one
 layer, the scoring's copies). A long text is scored a few layers at a time, so scoring never copies
 its whole attention.
@@ -341,7 +341,7 @@ def _mean_std(per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # ----------------------------------------------------------------------------- running
 def _score_layers(n_layer: int, n_head: int, n_tokens: int) -> int:
     """How many layers of a text of ``n_tokens`` are scored at once: as many as fit SCORE_CHUNK_BYTES, ≥ 1."""
-    from ..run.inference import attention_memory_bytes
+    from ..run.memory import attention_memory_bytes
 
     return max(1, min(n_layer, SCORE_CHUNK_BYTES // attention_memory_bytes(1, n_head, n_tokens)))
 
@@ -353,7 +353,7 @@ def batch_bytes(n_layer: int, n_head: int, lengths: list[int]) -> int:
         the model's tensors of one layer      FORWARD_COPIES·B·H·T²·4  (the batch is padded to T)
         scoring the longest text, c layers    SCORE_COPIES·c·H·T²·4 + SCORE_BYTES_PER_PAIR·T²
     """
-    from ..run.inference import attention_memory_bytes
+    from ..run.memory import attention_memory_bytes
 
     longest = max(lengths)
     copied = sum(attention_memory_bytes(n_layer, n_head, n) for n in lengths)
@@ -378,61 +378,12 @@ def _batches(lengths: list[int], batch_size: int, cost: Callable[[list[int]], in
     return batches
 
 
-class _BatchCapture:
-    """Forward hooks copying each text's own (H, n_b, n_b) block of every layer's attention."""
-
-    def __init__(self, loaded, lengths: list[int]):
-        L, H = loaded.n_layer, loaded.n_head
-        self.lengths = lengths
-        self.attentions = [np.empty((L, H, n, n), dtype=np.float32) for n in lengths]
-        self.seen = np.zeros(L, dtype=bool)
-        family = loaded.family
-        self.handles = [family.attention_module(block).register_forward_hook(self._hook(layer))
-                        for layer, block in enumerate(family.blocks(loaded.model))]
-
-    def _hook(self, layer: int):
-        def hook(module, args, output):
-            weights = output[1]  # (B, H, T, T)
-            if weights is None:
-                raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
-            batch = weights.detach().float().cpu().numpy()
-            for b, n in enumerate(self.lengths):
-                self.attentions[b][layer] = batch[b, :, :n, :n]  # the text's real tokens only
-            self.seen[layer] = True
-
-        return hook
-
-    def close(self):
-        for handle in self.handles:
-            handle.remove()
-
-
 def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.ndarray]:
-    """Attention (L, H, n, n) of each sequence, run together with right padding and a mask."""
-    import torch
+    """Attention (L, H, n, n) of each sequence, run together with right padding and a mask (the one capture)."""
+    from ..run.capture import forward
 
-    lengths = [len(ids) for ids in batch_ids]
-    T = max(lengths)
-    input_ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch_ids), T), dtype=torch.long)
-    for b, ids in enumerate(batch_ids):
-        input_ids[b, : len(ids)] = torch.tensor(ids)
-        mask[b, : len(ids)] = 1
-    capture = _BatchCapture(loaded, lengths)
-    try:
-        with torch.inference_mode():  # the base model: no language-model head over every position
-            loaded.model.base_model(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
-                                    **loaded.family.forward_kwargs())
-    finally:
-        capture.close()
-    if not capture.seen.all():
-        raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of "
-                           f"{len(capture.seen)} layers")
-    from ..run.inference import require_finite
-
-    for attention in capture.attentions:
-        require_finite({"attention weights": attention}, dtype=loaded.dtype)
-    return capture.attentions
+    captured, _ = forward(loaded, batch_ids, parts=("attentions",), pad_id=pad_id)
+    return [c.attentions for c in captured]
 
 
 def _score_text(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None, causal: bool,
@@ -491,7 +442,7 @@ def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[l
 def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:
     """The start of ``text`` that a run of ``ids`` (its first tokens, in their special tokens) analysed: up to
     the end of its last token. Only a prefix is tokenised, doubled until it holds those tokens and more."""
-    from ..run.inference import CHARS_PER_TOKEN_FIRST
+    from ..run.tokenize import CHARS_PER_TOKEN_FIRST
 
     n_kept = len(ids) - len(loaded.special_ids([], special=bos))
     window = max(64, n_kept * CHARS_PER_TOKEN_FIRST)
@@ -509,13 +460,15 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     """Score every head on every text; per-head mean and std over the texts.
 
     ``bos=None`` uses the model's default; ``max_tokens`` caps the tokens of a text as a run's cap does
-    (default ``inference.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
+    (default ``run.tokenize.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
     ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
     text is an InputError, and so is a text whose attention alone exceeds the memory budget (export's
     rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings and sources to
     the result.
     """
-    from ..run.inference import attention_memory_budget, check_attention_memory, run_probe, tokenize
+    from ..run.inference import run_probe
+    from ..run.memory import attention_memory_budget, check_attention_memory
+    from ..run.tokenize import tokenize
 
     started = time.perf_counter()
     if batch_size < 1:

@@ -16,7 +16,7 @@ def reference_loss(loaded, text, heads, mode, bos=True):
     """Loss and last-position probabilities with head slices of c_proj's input zeroed / position-averaged."""
     import torch
 
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     ids, _, _ = tokenize(loaded, text, bos)
     dk = loaded.d_model // loaded.n_head
@@ -145,7 +145,8 @@ def _loaded(model, tokenizer):
     """A LoadedModel around a model built here (its family adapter found from the config)."""
     from pathlib import Path
 
-    from analysis.model.loading import LoadedModel, ModelSource
+    from analysis.model.catalogue import ModelSource
+    from analysis.model.loaded import LoadedModel
 
     return LoadedModel(model=model, tokenizer=tokenizer, source=ModelSource("folder", "test", Path("test")),
                        folder=Path("test"), device="cpu", dtype="float32", prepend_bos_default=True, load_seconds=0.0)
@@ -173,7 +174,7 @@ def test_grouped_query_ablation_matches_weights_times_values(tokenizer, mode):
     (z̃_h − z_h) W_O^h to the attention output."""
     import torch
 
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     loaded = _llama_like(tokenizer)
     family, model = loaded.family, loaded.model

@@ -17,14 +17,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import main  # noqa: E402
-from analysis.run import inference  # noqa: E402
+from analysis.run import inference, memory, tokenize  # noqa: E402
 from analysis.errors import HubUnreachableError, InputError, ModelLoadError  # noqa: E402
 from analysis.families import Mistakes  # noqa: E402
 from analysis.measures.head_scores import NOT_APPLICABLE, SCORE_NAMES, all_scores, applicable_scores  # noqa: E402
-from analysis.run.inference import (attention_memory_bytes, check_attention_memory, max_tokens_for,  # noqa: E402
-                                run_text)
-from analysis.model.loading import (HUB_MODEL_GROUPS, HUB_MODEL_TABLE, HUB_MODELS, is_cached, load_model,  # noqa: E402
-                              resolve_source)
+from analysis.run.inference import run_text  # noqa: E402
+from analysis.run.memory import attention_memory_bytes, check_attention_memory, max_tokens_for  # noqa: E402
+from analysis.model.catalogue import HUB_MODEL_GROUPS, HUB_MODEL_TABLE, HUB_MODELS, resolve_source  # noqa: E402
+from analysis.model.hub import is_cached  # noqa: E402
+from analysis.model.loading import load_model  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from analysis.model.synthetic import FAMILY_TINY_TYPES, save_random_family  # noqa: E402
 
@@ -198,7 +199,7 @@ def test_run_text_max_tokens(engine):
     assert "token cap" in r.warnings[0] and "only the first 10 tokens" in r.warnings[0]
     short = run_text(loaded, "a cat", max_tokens=12)
     assert not short.truncated and short.tokens == ("[CLS]", "a", "c", "##at", "[SEP]")
-    assert inference.DEFAULT_MAX_TOKENS == 2048 and short.max_tokens == 12
+    assert tokenize.DEFAULT_MAX_TOKENS == 2048 and short.max_tokens == 12
     with pytest.raises(InputError, match="no room for text"):
         run_text(loaded, "a cat", max_tokens=2)
     with pytest.raises(InputError, match="at least 1"):
@@ -220,24 +221,24 @@ def test_attention_memory_is_layers_heads_n_squared_float32():
 
 def test_a_run_that_would_not_fit_is_refused_before_the_forward(engine, monkeypatch):
     loaded, _ = engine("gpt2")
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0.001")  # 1 kB
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0.001")  # 1 kB
     called = []
     monkeypatch.setattr(inference, "forward_with_capture", lambda *a, **k: called.append(1))
     with pytest.raises(InputError, match="would take .* more than the "):
         run_text(loaded, TEXT)
     assert not called
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "lots")
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "lots")
     with pytest.raises(InputError, match="not a number of megabytes"):
         run_text(loaded, TEXT)
 
 
 def test_the_default_budget_reads_available_memory(monkeypatch):
-    monkeypatch.delenv(inference.MEMORY_BUDGET_ENV, raising=False)
-    available = inference.available_memory_bytes()
+    monkeypatch.delenv(memory.MEMORY_BUDGET_ENV, raising=False)
+    available = memory.available_memory_bytes()
     if available is None:
-        assert inference.attention_memory_budget() == inference.FALLBACK_BUDGET_BYTES
+        assert memory.attention_memory_budget() == memory.FALLBACK_BUDGET_BYTES
     else:
-        assert inference.attention_memory_budget() == int(available * inference.MEMORY_SHARE)
+        assert memory.attention_memory_budget() == int(available * memory.MEMORY_SHARE)
 
 
 # ----------------------------------------------------------------------------- hub ids of every family
@@ -293,9 +294,9 @@ def test_an_uncached_hub_model_offline_fails_fast_naming_it(tmp_path, monkeypatc
 
 # ----------------------------------------------------------------------------- minilm
 def test_minilm_missing_says_how_to_install(monkeypatch):
-    from analysis.model import loading
+    from analysis.model import catalogue
 
-    monkeypatch.setattr(loading, "minilm_folder", lambda: None)
+    monkeypatch.setattr(catalogue, "minilm_folder", lambda: None)
     with pytest.raises(ModelLoadError) as refused:
         resolve_source("minilm")
     message = str(refused.value)
@@ -306,7 +307,7 @@ def test_minilm_missing_says_how_to_install(monkeypatch):
 def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(engine, word_length):
     """WordPiece makes one [UNK] of a word over 100 characters but pieces of a shorter cut-off part of
     it: tokenising a prefix that ends inside such a word once gave tokens the text does not have."""
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     loaded = engine("bert")[0]
     text = ("xq" * word_length)[:word_length] + "."
@@ -321,7 +322,8 @@ def test_a_text_the_tokenizer_drops_entirely_is_refused(engine, bos):
     """WordPiece drops zero-width and control characters: '\\u200b' once crashed export ("cannot reshape
     tensor of 0 elements") and ran as [CLS] [SEP] alone."""
     from analysis.errors import InputError
-    from analysis.run.inference import run_text, tokenize
+    from analysis.run.inference import run_text
+    from analysis.run.tokenize import tokenize
 
     loaded = engine("bert")[0]
     assert loaded.tokenizer("\u200b\x01", add_special_tokens=False)["input_ids"] == []

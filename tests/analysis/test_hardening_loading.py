@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from analysis.errors import ModelCheckError, ModelLoadError, WeightsMismatchError
-from analysis.model.loading import LEGACY_BUFFERS, load_model, weights_mismatch
+from analysis.model.checks import LEGACY_BUFFERS, weights_mismatch
+from analysis.model.loading import load_model
 
 
 @pytest.fixture()

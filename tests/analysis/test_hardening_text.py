@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from analysis.errors import InputError
-from analysis.run.inference import run_text, tokenize
+from analysis.run.inference import run_text
+from analysis.run.tokenize import tokenize
 from analysis.tokens import display_token, visible
 
 

@@ -81,17 +81,17 @@ def test_long_text_is_truncated_with_a_warning(tiny_model):
 
 def test_thumbnails_are_max_pooled_heads(tiny_model):
     """Over the same bins as every other pooled view (``display.pool_edges``): no bin overlaps another."""
-    from analysis.run import inference
     from analysis.display import pool_edges
+    from analysis.run import capture
 
     short = run_text(tiny_model, "a b c")
     assert short.thumbnails is short.attentions or np.shares_memory(short.thumbnails, short.attentions)
-    old = inference.THUMBNAIL_PX
+    old = capture.THUMBNAIL_PX
     try:
-        inference.THUMBNAIL_PX = 8
+        capture.THUMBNAIL_PX = 8
         r = run_text(tiny_model, "one two three four five six seven eight nine ten eleven twelve", bos=True)
     finally:
-        inference.THUMBNAIL_PX = old
+        capture.THUMBNAIL_PX = old
     assert r.thumbnails.shape == (3, 4, 8, 8)
     n = r.n_tokens
     bounds = [*pool_edges(n, 8), n]

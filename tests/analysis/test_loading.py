@@ -11,7 +11,8 @@ import pytest
 from analysis.model.devices import available_devices, resolve_device
 from analysis.errors import (DeviceError, HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
                              WeightsMismatchError)
-from analysis.model.loading import load_model, resolve_source
+from analysis.model.catalogue import resolve_source
+from analysis.model.loading import load_model
 from conftest import ROOT
 
 
@@ -175,7 +176,8 @@ def test_cached_hub_model_loads_offline_from_hf_home(tiny_model_dir, tmp_path):
     refs.mkdir(parents=True)
     (refs / "main").write_text("a" * 40)
     script = """
-        from analysis.model.loading import load_model, is_cached
+        from analysis.model.hub import is_cached
+        from analysis.model.loading import load_model
         assert is_cached('gpt2') and not is_cached('gpt2-xl')
         from gui.app import default_model_choice
         assert default_model_choice() == ('gpt2', False)
@@ -190,7 +192,7 @@ def test_cached_hub_model_loads_offline_from_hf_home(tiny_model_dir, tmp_path):
 def test_download_progress_reports_bytes_and_cancels():
     import threading
 
-    from analysis.model.loading import DownloadCancelled, _progress_tqdm
+    from analysis.model.hub import DownloadCancelled, _progress_tqdm
 
     seen = []
     cancel = threading.Event()

@@ -82,7 +82,7 @@ def test_batches_respect_size_and_memory():
 
 
 def test_batch_bytes_counts_the_attention_the_forward_and_the_scoring():
-    from analysis.run.inference import attention_memory_bytes
+    from analysis.run.memory import attention_memory_bytes
 
     L, H = 30, 9
     one = scan.batch_bytes(L, H, [2048])
@@ -168,7 +168,7 @@ def test_write_scan(tiny_model, tmp_path):
 
 
 def test_the_bundled_sample_set_reads_and_scans(tiny_model):
-    from analysis.model.loading import PROJECT_ROOT
+    from analysis.model.catalogue import PROJECT_ROOT
 
     texts = scan.read_texts(PROJECT_ROOT / "resources" / "texts" / "scan_sample.txt")
     assert len(texts) >= 200 and len(set(texts)) == len(texts)
@@ -193,11 +193,11 @@ LONG = " ".join(["word"] * 300)  # more than the tiny model's 64-token context
 
 
 def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_it(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import inference, memory, tokenize
 
-    n = len(inference.tokenize(tiny_model, LONG, True)[0])
-    need = inference.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
+    n = len(tokenize.tokenize(tiny_model, LONG, True)[0])
+    need = memory.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
     with pytest.raises(InputError) as export_refusal:
         inference.run_text(tiny_model, LONG, bos=True)
     with pytest.raises(InputError) as scan_refusal:
@@ -210,14 +210,14 @@ def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_
 def test_a_scan_holds_no_more_than_the_budget_at_once(tiny_model, monkeypatch):
     import tracemalloc
 
-    from analysis.run import inference
+    from analysis.run import inference, memory
 
     texts = [" ".join(["word", "cat", "the"] * k) for k in range(3, 24)]  # 9 … 64 tokens
     inference.run_probe(tiny_model)  # cached on the model: not part of the scan's peak
     L, H = tiny_model.n_layer, tiny_model.n_head
-    budget = 6 * inference.attention_memory_bytes(L, H, 64)  # the longest text and its extras fit, alone
+    budget = 6 * memory.attention_memory_bytes(L, H, 64)  # the longest text and its extras fit, alone
     unlimited = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr(budget / 2**20))
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, repr(budget / 2**20))
     tracemalloc.start()
     try:
         result = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
@@ -243,9 +243,9 @@ def test_scoring_a_layer_at_a_time_gives_the_same_scores(monkeypatch):
 
 # ----------------------------------------------------------------------------- Cancel while tokenising (17.9)
 def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import tokenize as tokenizing
 
-    cancel, calls, real = threading.Event(), [], inference.tokenize
+    cancel, calls, real = threading.Event(), [], tokenizing.tokenize
 
     def tokenize(*args, **kwargs):
         calls.append(1)
@@ -253,7 +253,7 @@ def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch)
             cancel.set()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(inference, "tokenize", tokenize)
+    monkeypatch.setattr(tokenizing, "tokenize", tokenize)
     with pytest.raises(scan.AnalysisCancelled):
         scan.scan_texts(tiny_model, TEXTS * 10, batch_size=2, cancel=cancel)
     assert len(calls) == 3  # of 70 texts: not one more after the Cancel
@@ -362,29 +362,29 @@ def test_the_ablate_command_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
 @pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "1e400", "-1", "-0.5", "nan", "abc"])
 def test_a_budget_that_is_not_a_finite_number_of_megabytes_is_refused_in_one_sentence(tiny_model, monkeypatch,
                                                                                         value):
-    from analysis.run import inference
+    from analysis.run import memory
 
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, value)
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, value)
     with pytest.raises(InputError) as refused:
         scan.scan_texts(tiny_model, ["Hello world"])
-    assert str(refused.value) == (f"{inference.MEMORY_BUDGET_ENV}={value!r} is not a number of megabytes "
+    assert str(refused.value) == (f"{memory.MEMORY_BUDGET_ENV}={value!r} is not a number of megabytes "
                                   "(0 or more).")
 
 
 def test_a_budget_too_small_for_one_token_does_not_advise_a_cap_of_0(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import inference, memory
 
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0")
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0")
     with pytest.raises(InputError) as refused:
         inference.run_text(tiny_model, "Hello world", bos=True)
     message = str(refused.value)
     assert "at most 0" not in message and "--max-tokens" not in message
-    assert message.endswith(f"this run may use, too small for any text; raise {inference.MEMORY_BUDGET_ENV}.")
+    assert message.endswith(f"this run may use, too small for any text; raise {memory.MEMORY_BUDGET_ENV}.")
     with pytest.raises(InputError, match="too small for any text"):
         scan.scan_texts(tiny_model, ["Hello world"])
-    monkeypatch.delenv(inference.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
+    monkeypatch.delenv(memory.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
     with pytest.raises(InputError, match=r"^The attention of 1 token would take .*free some memory\.$"):
-        inference.check_attention_memory(1, 1, 1, budget=0)
+        memory.check_attention_memory(1, 1, 1, budget=0)
 
 
 def test_the_truncation_warning_of_one_text_cut_to_1_token_says_1_token_and_the_text(tiny_model):
@@ -409,7 +409,7 @@ def llama(tmp_path_factory):
 def test_the_analysed_part_stops_before_a_character_whose_bytes_go_on_in_a_token_not_run(request, model, text):
     """A character of several bytes split between the last token run and the next: the part held the whole
     character, so it tokenised to more tokens than were run (texts.csv's content one character too long)."""
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     loaded = request.getfixturevalue(model)
     result = scan.scan_texts(loaded, [text], bos=False, max_tokens=64)

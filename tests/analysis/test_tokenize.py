@@ -17,7 +17,8 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempd
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from analysis.run.inference import run_text, tokenize  # noqa: E402
+from analysis.run.inference import run_text  # noqa: E402
+from analysis.run.tokenize import tokenize  # noqa: E402
 from analysis.model.loading import load_model  # noqa: E402
 
 LONG = "W" * 3000  # one added token, far longer than the first prefix tokenised (8 characters per token of cap)

@@ -240,11 +240,11 @@ def test_closing_the_dialog_mid_scan_stops_it_and_prints_nothing(qtbot, panel, t
 
 # ----------------------------------------------------------------------------- the memory rule in the app (17.4)
 def test_a_text_over_the_memory_budget_is_refused_in_the_dialog(qtbot, panel, tmp_path, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import memory
 
     path = tmp_path / "long.txt"
     path.write_text("a short one\n" + " ".join(["word"] * 300) + "\n", encoding="utf-8")
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0.1")  # 100 KiB: the tiny model's 64 tokens take 192 KiB
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0.1")  # 100 KiB: the tiny model's 64 tokens take 192 KiB
     dialog = open_dialog(panel, path)
     with qtbot.waitSignal(dialog.job.failed, timeout=WAIT_MS):
         dialog.start()
