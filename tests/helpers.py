@@ -1,6 +1,6 @@
 """Helpers the tests share, written once (the fixtures are in conftest.py): pointer input on figures, rich text
 as the user reads it, waiting on the worker, holding a function at its n-th call, a result bundle as the
-worker sends it, the command line run in this process, and a family capture as parity_report reads it. No test module imports another test module."""
+worker sends it, and the command line run in this process. No test module imports another test module."""
 from __future__ import annotations
 
 import threading
@@ -135,15 +135,3 @@ def folder_writer(files: dict):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
     return write
-
-
-
-# ----------------------------------------------------------------------------- parity of a family capture
-def as_result(capture, dtype: str = "float32"):
-    """``analysis.families.Capture`` as the fields ``analysis.measures.parity.parity_report`` reads of an AttentionResult
-    (block_inputs is run_text's layer_inputs), so the family tests check parity with the app's own function."""
-    from types import SimpleNamespace
-
-    L, H = capture.attentions.shape[:2]
-    return SimpleNamespace(layer_inputs=capture.block_inputs, attentions=capture.attentions,
-                           attention_outputs=capture.attention_outputs, n_layer=L, n_head=H, dtype=dtype)
