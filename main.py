@@ -467,7 +467,7 @@ def check_apart(args) -> None:
         inputs.append((f"--text-file {args.text_file}", args.text_file))
     texts = getattr(args, "texts", None)
     if texts is not None and texts.strip():
-        from analysis.measures.scan import SAMPLE_TEXTS
+        from analysis.measures.scan_inputs import SAMPLE_TEXTS
 
         inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts)))
     folder = _model_folder(getattr(args, "model", None))
@@ -585,7 +585,8 @@ def cmd_scan(args) -> int:
 def _scan(args, signals: _Signals) -> int:
     from analysis.errors import InputError
     from analysis.export.writers import check_export_target, write_scan
-    from analysis.measures.scan import SAMPLE_TEXTS, read_texts, scan_texts
+    from analysis.measures.scan import scan_texts
+    from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
 
     if not args.texts or not args.texts.strip():
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")

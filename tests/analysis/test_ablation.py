@@ -104,7 +104,7 @@ def test_importance_map_is_one_ablation_per_head(tiny_model):
 
 
 def test_importance_map_cancels(tiny_model):
-    from analysis.measures.scan import AnalysisCancelled
+    from analysis.errors import AnalysisCancelled
 
     installed = hooks(tiny_model)
     cancel = threading.Event()

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from analysis.measures import scan
-from analysis.errors import InputError
+from analysis.measures import scan, scan_inputs, scan_speed
+from analysis.errors import AnalysisCancelled, InputError
 from analysis.measures.head_scores import SCORE_NAMES, all_scores
 
 TEXTS = [
@@ -97,7 +97,7 @@ def test_progress_max_texts_and_cancel(tiny_model):
     result = scan.scan_texts(tiny_model, TEXTS, batch_size=2, max_texts=5, progress=lambda d, t: calls.append((d, t)))
     assert result.n_texts == 5 and calls[-1] == (5, 5) and len(calls) == 3
     cancel = threading.Event()
-    with pytest.raises(scan.AnalysisCancelled):
+    with pytest.raises(AnalysisCancelled):
         scan.scan_texts(tiny_model, TEXTS, batch_size=2, progress=lambda d, t: cancel.set(), cancel=cancel)
     with pytest.raises(InputError, match="Text 2 is empty"):
         scan.scan_texts(tiny_model, ["ok", " "])
@@ -110,32 +110,32 @@ def test_progress_max_texts_and_cancel(tiny_model):
 def test_read_texts(tmp_path):
     f = tmp_path / "t.txt"
     f.write_text("first line\n\n   \nsecond line\n", encoding="utf-8")
-    assert scan.read_texts(f) == ["first line", "second line"]
+    assert scan_inputs.read_texts(f) == ["first line", "second line"]
     folder = tmp_path / "many"
     folder.mkdir()
     (folder / "b.txt").write_text("text b\nstill b", encoding="utf-8")
     (folder / "a.txt").write_text("text a", encoding="utf-8")
     (folder / "c.md").write_text("ignored", encoding="utf-8")
-    assert scan.read_texts(folder) == ["text a", "text b\nstill b"]
+    assert scan_inputs.read_texts(folder) == ["text a", "text b\nstill b"]
     with pytest.raises(InputError, match="not found"):
-        scan.read_texts(tmp_path / "missing.txt")
+        scan_inputs.read_texts(tmp_path / "missing.txt")
     (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(InputError, match="no text"):
-        scan.read_texts(tmp_path / "empty.txt")
+        scan_inputs.read_texts(tmp_path / "empty.txt")
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(InputError, match="UTF-8"):
-        scan.read_texts(tmp_path / "bin.txt")
+        scan_inputs.read_texts(tmp_path / "bin.txt")
     (tmp_path / "nul.txt").write_bytes(b"text\x00more")
     with pytest.raises(InputError, match="binary"):
-        scan.read_texts(tmp_path / "nul.txt")
+        scan_inputs.read_texts(tmp_path / "nul.txt")
     (tmp_path / "big.txt").write_text("a line\n" * 100, encoding="utf-8")
     with pytest.raises(InputError, match="more than"):
-        scan.read_texts(tmp_path / "big.txt", limit=200)
+        scan_inputs.read_texts(tmp_path / "big.txt", limit=200)
     os.mkfifo(tmp_path / "pipe")  # would block a plain open()
     with pytest.raises(InputError, match="named pipe"):
-        scan.read_texts(tmp_path / "pipe")
+        scan_inputs.read_texts(tmp_path / "pipe")
     (tmp_path / "bom.txt").write_bytes("\ufefffirst\nsecond".encode("utf-8"))
-    assert scan.read_texts(tmp_path / "bom.txt") == ["first", "second"]
+    assert scan_inputs.read_texts(tmp_path / "bom.txt") == ["first", "second"]
 
 
 def test_write_scan(tiny_model, tmp_path):
@@ -170,7 +170,7 @@ def test_write_scan(tiny_model, tmp_path):
 def test_the_bundled_sample_set_reads_and_scans(tiny_model):
     from analysis.model.catalogue import PROJECT_ROOT
 
-    texts = scan.read_texts(PROJECT_ROOT / "resources" / "texts" / "scan_sample.txt")
+    texts = scan_inputs.read_texts(PROJECT_ROOT / "resources" / "texts" / "scan_sample.txt")
     assert len(texts) >= 200 and len(set(texts)) == len(texts)
     result = scan.scan_texts(tiny_model, texts, max_texts=20)
     assert result.n_texts == 20
@@ -178,10 +178,10 @@ def test_the_bundled_sample_set_reads_and_scans(tiny_model):
 
 def test_compare_batched_reports_both_speeds(tiny_model):
     lines = ["The cat sat on the mat because it was tired."] * 20
-    texts = scan.texts_of_length(tiny_model, lines, 16, 6)
+    texts = scan_speed.texts_of_length(tiny_model, lines, 16, 6)
     assert len(texts) == 6
     assert all(14 <= len(tiny_model.tokenizer(t, add_special_tokens=False)["input_ids"]) <= 18 for t in texts)
-    report = scan.compare_batched(tiny_model, texts, batch_size=3, repeats=1)
+    report = scan_speed.compare_batched(tiny_model, texts, batch_size=3, repeats=1)
     assert report["texts"] == 6 and report["batch_size"] == 3
     assert report["ratio"] == pytest.approx(report["batched_tokens_per_second"]
                                             / report["one_at_a_time_tokens_per_second"])
@@ -254,7 +254,7 @@ def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tokenizing, "tokenize", tokenize)
-    with pytest.raises(scan.AnalysisCancelled):
+    with pytest.raises(AnalysisCancelled):
         scan.scan_texts(tiny_model, TEXTS * 10, batch_size=2, cancel=cancel)
     assert len(calls) == 3  # of 70 texts: not one more after the Cancel
 
@@ -270,7 +270,7 @@ def test_a_folder_names_what_it_skipped_by_kind(tiny_model, tmp_path):
         os.mkfifo(folder / f"pipe{k}.txt")
     (folder / "sub.txt").mkdir()
     os.symlink(tmp_path / "gone", folder / "gone.txt")
-    texts = scan.read_texts(folder)
+    texts = scan_inputs.read_texts(folder)
     assert texts == ["text a"]
     why = "(only regular .txt files are scanned)"
     assert texts.warnings == (
@@ -282,10 +282,10 @@ def test_a_folder_names_what_it_skipped_by_kind(tiny_model, tmp_path):
     )
     result = scan.scan_texts(tiny_model, texts)
     assert result.warnings == texts.warnings and result.summary()["warnings"] == list(texts.warnings)
-    assert scan.read_texts(folder / "a.txt").warnings == ()
+    assert scan_inputs.read_texts(folder / "a.txt").warnings == ()
     (folder / "a.txt").unlink()
     with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
+        scan_inputs.read_texts(folder)
     message = str(caught.value)
     assert message.startswith(f"{folder} has no regular .txt files to scan") and "5 named pipes" in message
     assert "\n" not in message
@@ -326,8 +326,8 @@ def test_a_file_is_split_at_newlines_only(tiny_model, tmp_path):
     inside = "one\x0btwo\x0cthree\x1cfour\x1dfive\x1esix\x85seven\u2028eight\u2029nine\rten"
     f = tmp_path / "t.txt"
     f.write_bytes(f"{inside}\r\nsecond\n\x0c\nthird".encode("utf-8"))
-    assert scan.read_texts(f) == [inside, "second", "third"]  # a line of only \x0c is blank
-    assert scan.scan_texts(tiny_model, scan.read_texts(f)).n_texts == 3
+    assert scan_inputs.read_texts(f) == [inside, "second", "third"]  # a line of only \x0c is blank
+    assert scan.scan_texts(tiny_model, scan_inputs.read_texts(f)).n_texts == 3
 
 
 def test_the_scan_command_says_what_it_skipped_and_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
@@ -438,7 +438,7 @@ def test_a_folder_names_its_blank_files_and_its_names_in_another_case_of_txt(tmp
     (folder / "B.TXT").write_text("text b", encoding="utf-8")
     (folder / "c.Txt").write_text("text c", encoding="utf-8")
     (folder / "notes.md").write_text("not a text", encoding="utf-8")
-    texts = scan.read_texts(folder)
+    texts = scan_inputs.read_texts(folder)
     assert texts == ["text a"] and texts.sources == ("a.txt",)
     assert texts.warnings == (
         f"Skipped 2 names in another case of .txt in {folder}: B.TXT, c.Txt (only names ending in .txt, in lower "
@@ -447,12 +447,12 @@ def test_a_folder_names_its_blank_files_and_its_names_in_another_case_of_txt(tmp
     )
     (folder / "a.txt").unlink()
     with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
+        scan_inputs.read_texts(folder)
     assert str(caught.value) == f"{folder} holds no text to scan: its .txt files are blank (blank.txt, empty.txt)."
     for f in folder.glob("*.txt"):
         f.unlink()
     with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
+        scan_inputs.read_texts(folder)
     assert str(caught.value) == (f"{folder} has no regular .txt files to scan (2 names in another case of .txt: "
                                  "B.TXT, c.Txt).")
 
@@ -466,11 +466,11 @@ def test_texts_csv_says_where_each_text_came_from(tiny_model, tmp_path):
     (folder / "a.txt").write_text("text a", encoding="utf-8")
     lines = tmp_path / "lines.txt"
     lines.write_text("\ufeffone\n\n  \ntwo\r\nthree\n", encoding="utf-8")
-    assert scan.read_texts(folder).sources == ("a.txt", "b.txt")
-    assert scan.read_texts(lines).sources == ("line 1", "line 4", "line 5")  # blank lines keep their numbers
-    sample = scan.read_texts(scan.SAMPLE_TEXTS)
+    assert scan_inputs.read_texts(folder).sources == ("a.txt", "b.txt")
+    assert scan_inputs.read_texts(lines).sources == ("line 1", "line 4", "line 5")  # blank lines keep their numbers
+    sample = scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)
     assert sample.sources[:2] == ("sample line 1", "sample line 2") and len(sample.sources) == len(sample)
-    result = scan.scan_texts(tiny_model, scan.read_texts(lines), max_texts=2)
+    result = scan.scan_texts(tiny_model, scan_inputs.read_texts(lines), max_texts=2)
     assert result.sources == ("line 1", "line 4")
     with open(write_scan_texts_csv(result, tmp_path / "texts.csv"), encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
@@ -483,7 +483,7 @@ def test_texts_given_as_a_link_to_nothing_say_what_the_link_is(tmp_path, link, s
     path, gone = tmp_path / "texts.txt", tmp_path / "gone.txt"
     os.symlink(path if link == "loop" else gone, path)
     with pytest.raises(InputError) as caught:
-        scan.read_texts(path)
+        scan_inputs.read_texts(path)
     assert str(caught.value) == f"Cannot read texts: {path} {said.format(gone=gone)}."
     with pytest.raises(InputError, match=r"^Texts not found: .* does not exist\.$"):
-        scan.read_texts(tmp_path / "nothing.txt")
+        scan_inputs.read_texts(tmp_path / "nothing.txt")

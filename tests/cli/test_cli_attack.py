@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import main as cli
-from analysis.measures import ablation, scan
+from analysis.measures import ablation, scan, scan_inputs
 from analysis.errors import InputError
 from helpers import one_error_line, run_main as run
 
@@ -270,7 +270,7 @@ def test_text_file_with_nul_bytes_or_a_device_is_refused(command, tmp_path, caps
 
 
 def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
-    import analysis.measures.scan
+    import analysis.measures.scan_inputs
     import analysis.textfiles
 
     seen = []
@@ -281,11 +281,11 @@ def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
         return real(path, limit)
 
     monkeypatch.setattr(analysis.textfiles, "read_text_file", spy)
-    monkeypatch.setattr(analysis.measures.scan, "read_text_file", spy)
+    monkeypatch.setattr(analysis.measures.scan_inputs, "read_text_file", spy)
     f = tmp_path / "t.txt"
     f.write_text("one\ntwo\n", encoding="utf-8")
     assert cli.read_text_file(f) == ("one\ntwo\n", [])
-    assert scan.read_texts(f) == ["one", "two"]
+    assert scan_inputs.read_texts(f) == ["one", "two"]
     assert seen == [str(f), str(f)]
 
 
@@ -296,20 +296,20 @@ def test_scan_folder_limit_names_the_folder_not_a_file(tmp_path):
     (folder / "a.txt").write_text("a" * 600, encoding="utf-8")
     (folder / "b.txt").write_text("b" * 600, encoding="utf-8")  # each under the limit, together over it
     with pytest.raises(InputError) as caught:
-        scan.read_texts(folder, limit=1000)
+        scan_inputs.read_texts(folder, limit=1000)
     message = str(caught.value)
     assert message.startswith(f"The .txt files in {folder} hold more than 1,000 bytes of text in all")
     assert "b.txt" not in message
-    assert scan.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]  # exactly at the limit: read
+    assert scan_inputs.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]  # exactly at the limit: read
     (folder / "c.txt").write_text("", encoding="utf-8")  # an empty file after the limit is reached is fine
-    assert scan.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]
+    assert scan_inputs.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]
 
 
 def test_scan_file_limit_still_names_the_file(tmp_path):
     f = tmp_path / "big.txt"
     f.write_text("a line\n" * 100, encoding="utf-8")
     with pytest.raises(InputError, match=r"big.txt holds more than 200 bytes of text; scan a part of it"):
-        scan.read_texts(f, limit=200)
+        scan_inputs.read_texts(f, limit=200)
 
 
 # ----------------------------------------------------------------------------- H: a text with no tokens, by number

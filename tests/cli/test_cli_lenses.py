@@ -10,7 +10,7 @@ import signal
 import numpy as np
 import pytest
 
-from analysis.measures import ablation, lenses, scan
+from analysis.measures import ablation, lenses, scan, scan_inputs, scan_speed
 from helpers import one_error_line, run_main as run
 
 TEXT = "The server rejected the request because it was overloaded. The server"
@@ -108,7 +108,7 @@ def test_scan_defaults_to_the_bundled_sample_set(tiny_model_dir, tmp_path, capsy
     assert code == 0, err
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert summary["texts"] == 6 and summary["sink_epsilon"] == 0.3
-    sample = scan.read_texts(scan.SAMPLE_TEXTS)
+    sample = scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)
     assert len(sample) >= 200
     code, _, err = run(capsys, "scan", "--model", tiny_model_dir, "--texts", "sample", "--out", tmp_path / "s",
                        "--max-texts", "3")
@@ -324,8 +324,8 @@ def test_export_and_scan_work_for_every_family(model_type, family_folders, tmp_p
         np.testing.assert_allclose(data["rollout"], lenses.rollout(result.attentions), rtol=1e-5, atol=1e-7)
     code, _, err = run(capsys, "scan", "--model", folder, "--out", tmp_path / "s", "--max-texts", "6", "--batch", "3")
     assert code == 0, err
-    alone = scan.scan_texts(loaded, scan.read_texts(scan.SAMPLE_TEXTS)[:6], batch_size=1)
-    assert scan.max_abs_diff(alone, scan.scan_texts(loaded, scan.read_texts(scan.SAMPLE_TEXTS)[:6], batch_size=3)) < 1e-5
+    alone = scan.scan_texts(loaded, scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)[:6], batch_size=1)
+    assert scan_speed.max_abs_diff(alone, scan.scan_texts(loaded, scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)[:6], batch_size=3)) < 1e-5
     header, rows = read_table(tmp_path / "s" / "scores_mean.csv")
     encoder = model_type == "bert"
     assert (rows[0][header.index("induction")] == "n/a") is encoder  # the induction scores are for decoders only
