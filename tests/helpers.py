@@ -1,6 +1,6 @@
 """Helpers the tests share, written once (the fixtures are in conftest.py): pointer input on figures, rich text
 as the user reads it, waiting on the worker, holding a function at its n-th call, a result bundle as the
-worker sends it, and the command line run in this process. No test module imports another test module."""
+worker sends it, the command line run in this process, and a model folder's weights and config read and edited. No test module imports another test module."""
 from __future__ import annotations
 
 import threading
@@ -135,3 +135,27 @@ def folder_writer(files: dict):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
     return write
+
+
+# ----------------------------------------------------------------------------- model folders
+def tensors(folder):
+    """The tensors of ``folder``'s model.safetensors, by name."""
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def save(folder, state):
+    """Write ``state`` (name → tensor) as ``folder``'s model.safetensors."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors")
+
+
+def edit_config(folder, **changes):
+    """Change fields of ``folder``'s config.json."""
+    import json
+
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))
