@@ -1,5 +1,6 @@
 """Shared fixtures: small GPT-2-config models and one tiny model of each family saved with save_pretrained (no
-network anywhere), loaded and run once a session, a worker with the tiny model loaded, figures shown on screen. Shared helpers that are not fixtures: tests/helpers.py."""
+network anywhere), loaded and run once a session, a worker with the tiny model loaded, figures shown on screen.
+Shared helpers that are not fixtures: tests/helpers.py."""
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Helpers the tests share, written once (the fixtures are in conftest.py): pointer input on figures, rich text
 as the user reads it, waiting on the worker, holding a function at its n-th call, a result bundle as the
-worker sends it, the command line run in this process, and a model folder's weights and config read and edited. No test module imports another test module."""
+worker sends it, the command line run in this process, export folders, and a model folder's weights and config
+read and edited. No test module imports another test module."""
 from __future__ import annotations
 
 import threading
