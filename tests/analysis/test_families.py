@@ -1,7 +1,7 @@
 """The per-family adapters on tiny random-weight models built from transformers' own config classes, saved and
 loaded as the app loads them (load_model) and run as it runs them (run_text).
 
-For every family: the captured attention is transformers' own ``output_attentions``, the numpy
+For every family (that the captured attention is transformers' own: test_families_engine.py): the numpy
 recomputation matches it (weights and the attention output before the residual), and a wrong
 recomputation (no rotation, the wrong pairing, the wrong key/value head, a mask on an encoder) fails.
 """
@@ -34,19 +34,22 @@ def weights_of(loaded):
 
 
 @pytest.fixture(scope="module")
-def built(family_folder, tmp_path_factory):
-    """``built(model_type)``: (loaded, result of run_text on helpers.TEXT, its attention weights); roberta, which
-    the engine's own tests leave out, saved here."""
+def built(family_run, tmp_path_factory):
+    """``built(model_type)``: (loaded, result of run_text on helpers.TEXT, its attention weights): conftest's
+    family_run, and roberta, which the engine's own tests leave out, saved here."""
     from helpers import TEXT
 
     cache = {}
 
     def get(model_type):
         if model_type not in cache:
-            folder = (save_random_family(tmp_path_factory.mktemp("roberta"), "roberta", seed=3)
-                      if model_type == "roberta" else family_folder(model_type))
-            loaded = load_model(str(folder), device="cpu")
-            cache[model_type] = (loaded, run_text(loaded, TEXT), weights_of(loaded))
+            if model_type == "roberta":
+                loaded = load_model(str(save_random_family(tmp_path_factory.mktemp("roberta"), "roberta", seed=3)),
+                                    device="cpu")
+                result = run_text(loaded, TEXT)
+            else:
+                loaded, result = family_run(model_type)
+            cache[model_type] = (loaded, result, weights_of(loaded))
         return cache[model_type]
 
     return get
@@ -74,19 +77,6 @@ def attention_inputs(loaded, token_ids) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- capture
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_captured_attention_is_transformers_own(built, model_type):
-    loaded, result, _ = built(model_type)
-    assert loaded.config._attn_implementation == "eager" and not loaded.model.training
-    with torch.no_grad():
-        out = loaded.model(input_ids=torch.tensor([result.token_ids.tolist()]), output_attentions=True)
-    reference = np.stack([a[0].float().numpy() for a in out.attentions])  # (layer, head, n, n)
-    assert result.attentions.shape == reference.shape == (2, 4, result.n_tokens, result.n_tokens)
-    np.testing.assert_allclose(result.attentions, reference, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(result.attentions.sum(-1), 1, atol=1e-5)
-    assert not result.attentions.flags.writeable and not result.layer_inputs.flags.writeable
-
-
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_causal_families_hide_future_keys_and_encoders_do_not(built, model_type):
     loaded, result, _ = built(model_type)

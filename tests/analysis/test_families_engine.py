@@ -64,6 +64,8 @@ def test_load_run_score_and_parity_pass(family_run, model_type):
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
 def test_captured_attention_is_transformers_eager_output(family_run, model_type):
     loaded, result = family_run(model_type)
+    assert loaded.config._attn_implementation == "eager" and not loaded.model.training
+    assert not result.attentions.flags.writeable and not result.layer_inputs.flags.writeable
     with torch.inference_mode():
         out = loaded.model(input_ids=torch.tensor([result.token_ids.tolist()]), output_attentions=True,
                            output_hidden_states=True, **loaded.family.forward_kwargs())
