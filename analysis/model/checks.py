@@ -213,14 +213,13 @@ def check_tokenizer(tokenizer, model, folder: Path) -> None:
                               f"{rows} rows: tokenizer and weights do not belong together.")
 
 
-def check_forward(model, tokenizer, folder: Path, device: str, family: Family | None = None) -> None:
+def check_forward(model, tokenizer, folder: Path, device: str, family: Family) -> None:
     """A test forward on a few tokens (no more than the context holds): every float the model returns (logits, or
     the hidden states of a model without a head, and every layer's attention weights) must be finite (NaN or
     infinite weights make every picture meaningless). The family says what the forward takes (decoders: no KV
     cache; encoders take no ``use_cache``)."""
     import torch
 
-    family = family or family_for(model.config, check=False)
     specials = [i for i in tokenizer.all_special_ids if i is not None]
     # no more tokens than the context holds: GPT-2 has no position embedding past it (n_positions 1: one token)
     context = family.shape(model.config).context_length

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .catalogue import ModelSource
-from ..families import AttentionWeights, Family, FamilyRecomputation, ModelShape, family_for
+from ..families import AttentionWeights, Family, FamilyRecomputation, ModelShape
 
 
 @dataclass
@@ -25,14 +25,12 @@ class LoadedModel:
     dtype: str
     prepend_bos_default: bool
     load_seconds: float
-    family: Family = None  # type: ignore[assignment]  # set by load_model; found from the config otherwise
+    family: Family
     token_style: str = ""  # byte_level, sentencepiece or wordpiece: how tokens are shown (read once from the tokenizer)
     _weights: dict[int, AttentionWeights] = field(default_factory=dict, repr=False)
     _probe: Any = field(default=None, repr=False)
 
     def __post_init__(self):
-        if self.family is None:
-            self.family = family_for(self.model.config, check=False)
         if not self.token_style:
             from ..families.tokens import token_style
 
