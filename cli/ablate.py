@@ -30,7 +30,7 @@ def _ablate(args, signals: Signals) -> int:
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation
-    from analysis.run.inference import check_text
+    from analysis.run.tokenize import check_text
     from analysis.model.loading import load_model
 
     check_text(text)

@@ -29,7 +29,8 @@ def _export(args, signals: Signals) -> int:
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
-    from analysis.run.inference import check_text, run_text
+    from analysis.run.tokenize import check_text
+    from analysis.run.inference import run_text
     from analysis.measures.lenses import value_norms
     from analysis.model.loading import load_model
     from analysis.measures.parity import parity_report

@@ -30,7 +30,8 @@ def _model_folder(model: str | None) -> Path | None:
     """The folder ``--model`` would be read from (bundled, minilm, a folder, a hub model in the local cache),
     or None (a hub model not cached, a name that is no model: loading says why)."""
     from analysis.errors import ModelLoadError
-    from analysis.model.loading import cached_hub_folder, resolve_source
+    from analysis.model.hub import cached_hub_folder
+    from analysis.model.catalogue import resolve_source
 
     try:
         source = resolve_source(model or "")
@@ -50,7 +51,7 @@ def check_apart(args) -> None:
         inputs.append((f"--text-file {args.text_file}", args.text_file))
     texts = getattr(args, "texts", None)
     if texts is not None and texts.strip():
-        from analysis.measures.scan import SAMPLE_TEXTS
+        from analysis.measures.scan_inputs import SAMPLE_TEXTS
 
         inputs.append((f"--texts {texts}", SAMPLE_TEXTS if texts.strip() == "sample" else Path(texts)))
     folder = _model_folder(getattr(args, "model", None))

@@ -15,7 +15,8 @@ def cmd_scan(args) -> int:
 def _scan(args, signals: Signals) -> int:
     from analysis.errors import InputError
     from analysis.export.writers import check_export_target, write_scan
-    from analysis.measures.scan import SAMPLE_TEXTS, read_texts, scan_texts
+    from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
+    from analysis.measures.scan import scan_texts
 
     if not args.texts or not args.texts.strip():
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")

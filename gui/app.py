@@ -23,7 +23,8 @@ DEFAULT_TEXT = "The server rejected the request because it was overloaded."
 
 def default_model_choice() -> tuple[str, bool]:
     """(source, gpt2_missing): GPT-2 when it is in the local cache (no network is touched), else bundled."""
-    from analysis.model.loading import BUNDLED, is_cached
+    from analysis.model.catalogue import BUNDLED
+    from analysis.model.hub import is_cached
 
     if is_cached("gpt2"):
         return "gpt2", False
@@ -34,7 +35,8 @@ def still_available(source: str) -> bool:
     """A remembered model is reopened only if it can be without the network (a folder that still exists,
     the bundled model, or a hub model in the cache); otherwise the app starts on the default."""
     from analysis.errors import ModelLoadError
-    from analysis.model.loading import is_cached, resolve_source
+    from analysis.model.catalogue import resolve_source
+    from analysis.model.hub import is_cached
 
     try:
         src = resolve_source(source)

@@ -1,5 +1,6 @@
-"""Shared fixtures: small GPT-2-config models saved with save_pretrained (no network anywhere), a worker
-with the tiny model loaded, figures shown on screen. Shared helpers that are not fixtures: tests/helpers.py."""
+"""Shared fixtures: small GPT-2-config models and one tiny model of each family saved with save_pretrained (no
+network anywhere), loaded and run once a session, a worker with the tiny model loaded, figures shown on screen.
+Shared helpers that are not fixtures: tests/helpers.py."""
 from __future__ import annotations
 
 import os
@@ -44,6 +45,42 @@ def tiny_result(tiny_model):
     from helpers import TEXT
 
     return run_text(tiny_model, TEXT, bos=True)
+
+
+@pytest.fixture(scope="session")
+def family_folder(tmp_path_factory, tokenizer):
+    """``family_folder(model_type)``: a tiny random model of that family (analysis.model.synthetic.
+    save_random_family, seed 3; GPT-2 and GPT-NeoX with the session's byte-level tokenizer), saved once a session."""
+    from analysis.model.synthetic import save_random_family
+
+    root, saved = tmp_path_factory.mktemp("families"), {}
+
+    def get(model_type: str) -> Path:
+        if model_type not in saved:
+            byte_level = tokenizer if model_type in ("gpt2", "gpt_neox") else None
+            saved[model_type] = save_random_family(root / model_type, model_type, seed=3, tokenizer=byte_level)
+        return saved[model_type]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def family_run(family_folder):
+    """``family_run(model_type)``: (its model through load_model, run_text of helpers.TEXT), once a session."""
+    from analysis.model.loading import load_model
+    from analysis.run.inference import run_text
+
+    from helpers import TEXT
+
+    runs = {}
+
+    def get(model_type: str):
+        if model_type not in runs:
+            loaded = load_model(str(family_folder(model_type)), device="cpu")
+            runs[model_type] = (loaded, run_text(loaded, TEXT))
+        return runs[model_type]
+
+    return get
 
 
 @pytest.fixture(scope="module")

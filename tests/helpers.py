@@ -1,6 +1,7 @@
 """Helpers the tests share, written once (the fixtures are in conftest.py): pointer input on figures, rich text
 as the user reads it, waiting on the worker, holding a function at its n-th call, a result bundle as the
-worker sends it, the command line run in this process, and a family capture as parity_report reads it. No test module imports another test module."""
+worker sends it, the command line run in this process, export folders, and a model folder's weights and config
+read and edited. No test module imports another test module."""
 from __future__ import annotations
 
 import threading
@@ -137,13 +138,25 @@ def folder_writer(files: dict):
     return write
 
 
+# ----------------------------------------------------------------------------- model folders
+def tensors(folder):
+    """The tensors of ``folder``'s model.safetensors, by name."""
+    from safetensors.torch import load_file
 
-# ----------------------------------------------------------------------------- parity of a family capture
-def as_result(capture, dtype: str = "float32"):
-    """``analysis.families.Capture`` as the fields ``analysis.measures.parity.parity_report`` reads of an AttentionResult
-    (block_inputs is run_text's layer_inputs), so the family tests check parity with the app's own function."""
-    from types import SimpleNamespace
+    return load_file(folder / "model.safetensors")
 
-    L, H = capture.attentions.shape[:2]
-    return SimpleNamespace(layer_inputs=capture.block_inputs, attentions=capture.attentions,
-                           attention_outputs=capture.attention_outputs, n_layer=L, n_head=H, dtype=dtype)
+
+def save(folder, state):
+    """Write ``state`` (name → tensor) as ``folder``'s model.safetensors."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state.items()}, folder / "model.safetensors")
+
+
+def edit_config(folder, **changes):
+    """Change fields of ``folder``'s config.json."""
+    import json
+
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))

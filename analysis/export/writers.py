@@ -42,7 +42,8 @@ import numpy as np
 
 from ..errors import ExportError
 from ..measures.head_scores import SCORE_NAMES, HeadScores
-from ..run.inference import AttentionResult, attention_memory_bytes
+from ..run.inference import AttentionResult
+from ..run.memory import attention_memory_bytes
 from ..measures.lenses import SINK_EPSILON, rollout as attention_rollout, sink_rate
 from ..measures.parity import ParityReport
 from ..measures.scan import ScanResult

@@ -20,7 +20,6 @@ from .bert import DISTILBERT, FAMILY as BERT
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA
 from .neox import FAMILY as NEOX
-from .runtime import Capture, capture_attention, load_pretrained
 
 FAMILIES: tuple[Family, ...] = (GPT2, LLAMA, NEOX, BERT, DISTILBERT)
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
@@ -50,6 +49,5 @@ def family_named(name: str) -> Family:
     raise KeyError(name)
 
 
-__all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Capture", "Family", "FamilyRecomputation",
-           "Mistakes", "ModelShape", "Norm", "Rotary", "capture_attention", "family_for", "load_pretrained",
-           "family_named", "recompute"]
+__all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Family", "FamilyRecomputation",
+           "Mistakes", "ModelShape", "Norm", "Rotary", "family_for", "family_named", "recompute"]

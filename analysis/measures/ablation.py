@@ -12,10 +12,10 @@ Measured before and after: the text's next-token loss, the mean over positions t
 ``−log p(tok[t] | tok[0 … t−1])`` (natural log, the model's full softmax), and the top-5 next tokens
 after the last position.
 
-How, through the LoadedModel's family adapter (``loaded.family``, any decoder family): a forward
-pre-hook on the family's output module (W_O) replaces head h's slice of its input — the heads' outputs
-side by side, (n, H·dk) — by z̃_h. Tested against independent hooks that recompute z_h = A_h V_h from
-the attention module's own weights and values. Decoders only.
+How, through the LoadedModel's family adapter (``loaded.family``, any decoder family): the one forward
+(``run.capture.forward``) is given an edit of the family's output module (W_O) that replaces head h's slice
+of its input — the heads' outputs side by side, (n, H·dk) — by z̃_h. Tested against independent hooks that
+recompute z_h = A_h V_h from the attention module's own weights and values. Decoders only.
 """
 from __future__ import annotations
 
@@ -46,26 +46,21 @@ class _FamilyHeads:
         if model.get_output_embeddings() is None:
             raise InputError("Ablation measures the next-token loss, so it needs a language-model head; "
                              "this model has none.")
-        self.model = model
-        self.blocks = list(family.blocks(model))
-        self.output_modules = [family.output_module(block) for block in self.blocks]
-        self.forward_kwargs = family.forward_kwargs()
         shape = family.shape(model.config)
         self.n_head, self.d_head = shape.n_head, shape.d_head
 
-    def install(self, layer: int, heads: list[int], mode: str):
+    def edit(self, heads: list[int], mode: str):
+        """What W_O is given instead of the heads' outputs, with ``heads`` ablated (an edit of ``capture.forward``)."""
         H, dk = self.n_head, self.d_head
 
-        def pre_hook(module, args, kwargs):
-            merged = args[0]  # (B, n, H·dk): the heads' outputs side by side, before W_O
-            B, n, _ = merged.shape
+        def ablated(merged):
+            B, n, _ = merged.shape  # (B, n, H·dk): the heads' outputs side by side, before W_O
             edited = merged.clone().view(B, n, H, dk)  # (B, n, H, dk)
             for h in heads:
                 edited[:, :, h] = 0 if mode == "zero" else merged.view(B, n, H, dk)[:, :, h].mean(dim=1, keepdim=True)
-            edited = edited.view(B, n, H * dk)
-            return (edited, *args[1:]), kwargs
+            return edited.view(B, n, H * dk)
 
-        return self.output_modules[layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
+        return ablated
 
 
 def heads_site(loaded):
@@ -190,7 +185,7 @@ def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | No
     """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it: a leading byte-order mark
     removed and the text cut to the model's context or ``max_tokens`` exactly as ``run_text`` does, with
     the same sentences. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
-    from ..run.inference import token_limit, tokenize, truncation_warning, without_bom
+    from ..run.tokenize import token_limit, tokenize, truncation_warning, without_bom
 
     text, warnings = without_bom(text)
     use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
@@ -216,26 +211,20 @@ def _tokens(loaded, text: str | TextTokens, bos: bool | None, max_tokens: int | 
 
 
 def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
-    """One forward, with ``heads`` ablated (none: the baseline); hooks are always removed."""
+    """One forward (the one capture, nothing captured but the logits), with ``heads`` ablated (none: the
+    baseline); its hooks are always removed."""
     import torch
 
+    from ..run.capture import forward, not_finite
     from ..run.inference import _top_predictions
 
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
-    handles = [site.install(layer, hs, mode) for layer, hs in by_layer.items()]
-    try:
-        with torch.inference_mode():
-            logits = loaded.model(input_ids=torch.tensor([ids], device=loaded.device),
-                                  **site.forward_kwargs).logits[0]
-    finally:
-        for handle in handles:
-            handle.remove()
-    logits = logits.double()  # (n, vocab)
+    _, logits = forward(loaded, [ids], parts=(), logits="all",
+                        edits={layer: site.edit(hs, mode) for layer, hs in by_layer.items()})
+    logits = logits[0].double()  # (n, vocab)
     if not bool(torch.isfinite(logits).all()):
-        from ..run.inference import not_finite
-
         raise not_finite("logits" + (", with heads ablated" if heads else ""), loaded.dtype)
     targets = torch.tensor(ids[1:], device=logits.device)
     nll = -torch.log_softmax(logits[:-1], dim=-1).gather(1, targets[:, None])  # (n−1, 1)

@@ -3,16 +3,17 @@
 ``scan_texts`` runs texts through the model in batches (right padding and an attention mask, so each
 text sees exactly what it would see alone), scores every head of every text with the pure functions
 of ``analysis.measures.head_scores``, and returns per-head mean and standard deviation over the texts, the
-per-text scores, and how fast it went.
+per-text scores, and how fast it went. The texts come as a list, or as ``scan_inputs.read_texts`` reads them
+from a file or a folder; how fast scans go is ``scan_speed``'s.
 
 Batching: texts are sorted by length and cut into batches of at most ``batch_size`` texts, so short
 texts are not padded to the longest one. With right padding no real token sees a pad (a decoder's pads
 come after it; an encoder's are masked as keys), and position ids count from 0 as in a single run, so
 the scores equal one-at-a-time runs up to float rounding.
 
-Memory: the rule of every run (``inference.attention_memory_budget``). A text whose attention alone
+Memory: the rule of every run (``run.memory.attention_memory_budget``). A text whose attention alone
 takes more than the budget is refused with the sentence ``export`` gives
-(``inference.check_attention_memory``), before any forward pass; every batch holds at most the budget
+(``run.memory.check_attention_memory``), before any forward pass; every batch holds at most the budget
 at once, counting what :func:`batch_bytes` counts (the attention copied, the model's tensors of one
 layer, the scoring's copies). A long text is scored a few layers at a time, so scoring never copies
 its whole attention.
@@ -25,20 +26,16 @@ repeated for every text (its std is 0).
 """
 from __future__ import annotations
 
-import errno
-import os
-import stat
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
 from . import head_scores as hs
-from ..errors import AnalysisCancelled, InputError  # AnalysisCancelled: also importable from here
-from ..textfiles import read_text_file
+from .scan_inputs import Texts
+from ..errors import AnalysisCancelled, InputError
 
 DEFAULT_BATCH = 16
 #: Eager attention's (B, H, T, T) tensors alive at once inside one layer's forward (the scores, the masked
@@ -58,168 +55,6 @@ ProgressCallback = Callable[[int, int], None]  # (texts done, texts in all)
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.setflags(write=False)
     return array
-
-
-# ----------------------------------------------------------------------------- reading texts
-#: The bundled sample set: a few hundred varied sentences, one a line (``--texts sample``).
-SAMPLE_TEXTS = Path(__file__).resolve().parents[2] / "resources" / "texts" / "scan_sample.txt"
-#: At most this much text is read from a file or a folder, in all: far more than a scan on a CPU gets through.
-TEXTS_LIMIT = 64 * 2**20
-
-
-def _too_big(what: str, limit: int, hint: str) -> InputError:
-    from ..display import format_bytes  # the one format for sizes
-
-    return InputError(f"{what} more than {format_bytes(limit)} of text{hint}")
-
-
-class Texts(list):
-    """The texts read (a list of str), ``warnings``: a sentence for each kind of entry a folder held that was
-    skipped, and ``sources``: where each text came from (a folder's file name, ``line N`` of a file, ``sample
-    line N`` of the bundled sample). ``scan_texts`` carries both into its result."""
-
-    def __init__(self, texts: Iterable[str] = (), warnings: Iterable[str] = (), sources: Iterable[str] = ()):
-        super().__init__(texts)
-        self.warnings: tuple[str, ...] = tuple(warnings)
-        self.sources: tuple[str, ...] = tuple(sources)
-
-
-def numbered_lines(text: str) -> list[tuple[int, str]]:
-    """The non-blank lines of ``text`` with their line numbers (from 1), one text each: split at a newline
-    (``\\n`` or ``\\r\\n``) only, not at the other breaks ``str.splitlines`` knows (\\x0b, \\x0c, \\x1c–\\x1e,
-    NEL, U+2028, U+2029, a lone \\r)."""
-    return [(n, line.removesuffix("\r")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-
-
-def text_lines(text: str) -> list[str]:
-    """The non-blank lines of ``text``, one text each (:func:`numbered_lines`)."""
-    return [line for _, line in numbered_lines(text)]
-
-
-#: How many names a skipped-entries warning lists before "and N more".
-SKIPPED_NAMES = 3
-
-
-def _not_a_file(entry: Path) -> tuple[str, str] | None:
-    """None for a regular file (links followed); else what ``entry`` is, singular and plural."""
-    try:
-        mode = entry.stat().st_mode
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "symbolic link loop", "symbolic link loops"
-        if exc.errno == errno.ENOENT and entry.is_symlink():
-            return "broken symbolic link", "broken symbolic links"
-        return "entry that cannot be examined", "entries that cannot be examined"
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "folder", "folders"
-    if stat.S_ISFIFO(mode):
-        return "named pipe", "named pipes"
-    if stat.S_ISSOCK(mode):
-        return "socket", "sockets"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device", "devices"
-    return "special file", "special files"
-
-
-def _shown_name(entry: Path) -> str:
-    return entry.name if entry.name.isprintable() else ascii(entry.name)
-
-
-def _skipped_kinds(skipped: dict[tuple[str, str], list[Path]]) -> list[tuple[str, str]]:
-    """('5 named pipes', 'a.txt, b.txt, c.txt and 2 more') for each kind, in the order first met."""
-    kinds = []
-    for (one, many), entries in skipped.items():
-        names = ", ".join(_shown_name(e) for e in entries[:SKIPPED_NAMES])
-        more = f" and {len(entries) - SKIPPED_NAMES} more" if len(entries) > SKIPPED_NAMES else ""
-        kinds.append((f"{len(entries)} {one if len(entries) == 1 else many}", names + more))
-    return kinds
-
-
-def _not_there(p: Path) -> InputError:
-    """The sentence for a path that leads to nothing: a link in a loop, a link to nothing, or nothing at all."""
-    kind = _not_a_file(p)
-    if kind is not None and kind[0] == "symbolic link loop":
-        return InputError(f"Cannot read texts: {p} is a symbolic link loop (following it never reaches a file).")
-    if kind is not None and kind[0] == "broken symbolic link":
-        try:
-            target = f" to {os.readlink(p)}"
-        except OSError:
-            target = ""
-        return InputError(f"Cannot read texts: {p} is a broken symbolic link{target}, which does not exist.")
-    return InputError(f"Texts not found: {p} does not exist.")
-
-
-def _case_of_txt(name: str) -> bool:
-    """A name that ends in .txt in another case (B.TXT, c.Txt): not scanned, and said so."""
-    return name.lower().endswith(".txt") and not name.endswith(".txt")
-
-
-def read_texts(path: str | Path, limit: int = TEXTS_LIMIT) -> Texts:
-    """A text file (one text per non-blank line, :func:`numbered_lines`) or a folder (each regular ``*.txt`` in
-    it, by name, is one text; the other entries so named, the names ending in another case of .txt and the
-    blank files are skipped, and ``warnings`` names them by kind). ``sources`` says where each text is: its
-    file's name, or ``line N`` (``sample line N`` in the bundled sample).
-
-    At most ``limit`` bytes in all (a folder's files together); a missing path, a pipe, a device, a
-    binary or non-UTF-8 file, or nothing to scan is an InputError with one sentence. Files are read by
-    :func:`analysis.textfiles.read_text_file`, as ``--text-file`` is; a leading byte-order mark is removed."""
-    p = Path(path).expanduser()
-    warnings: list[str] = []
-    if p.is_dir():
-        try:
-            names = sorted(p.iterdir())
-        except OSError as exc:
-            raise InputError(f"Cannot read {p}: {exc.strerror or exc}.") from None
-        files, skipped = [], {}
-        for entry in (e for e in names if e.name.endswith(".txt")):
-            kind = _not_a_file(entry)
-            if kind is None:
-                files.append(entry)
-            else:
-                skipped.setdefault(kind, []).append(entry)
-        other_case = [e for e in names if _case_of_txt(e.name)]
-        kinds = _skipped_kinds(skipped)
-        cased = _skipped_kinds({("name in another case of .txt", "names in another case of .txt"): other_case}
-                               if other_case else {})
-        if not files:
-            found = "; ".join(f"{what}: {names}" for what, names in kinds + cased)
-            raise InputError(f"{p} has no regular .txt files to scan ({found})." if found
-                             else f"{p} has no .txt files to scan.")
-        warnings = [f"Skipped {what} in {p}: {names} (only regular .txt files are scanned)." for what, names in kinds]
-        warnings += [f"Skipped {what} in {p}: {names} (only names ending in .txt, in lower case, are scanned)."
-                     for what, names in cased]
-        texts, sources, blank, left = [], [], [], limit
-        for f in files:
-            text, cut = read_text_file(f, left)
-            if cut:
-                raise _too_big(f"The .txt files in {p} hold", limit,
-                               " in all (the limit is for the whole folder); scan a part of them (move some "
-                               "files to another folder).")
-            left -= len(text.encode("utf-8"))
-            text = text.removeprefix("\ufeff")
-            if text.strip():
-                texts.append(text)
-                sources.append(_shown_name(f))
-            else:
-                blank.append(f)
-        for what, names in _skipped_kinds({("blank file", "blank files"): blank} if blank else {}):
-            if not texts:
-                raise InputError(f"{p} holds no text to scan: its .txt files are blank ({names}).")
-            warnings.append(f"Skipped {what} in {p}: {names} (they hold no text).")
-    elif p.exists():
-        text, cut = read_text_file(p, limit)
-        if cut:
-            raise _too_big(f"{p} holds", limit, "; scan a part of it (split the file, or pass fewer lines).")
-        lines = numbered_lines(text.removeprefix("\ufeff"))
-        where = "sample line" if p.resolve() == SAMPLE_TEXTS else "line"
-        texts, sources = [line for _, line in lines], [f"{where} {n}" for n, _ in lines]
-    else:
-        raise _not_there(p)
-    if not texts:
-        raise InputError(f"{p} holds no text to scan (every line is blank).")
-    return Texts(texts, warnings, sources)
 
 
 # ----------------------------------------------------------------------------- result
@@ -341,7 +176,7 @@ def _mean_std(per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # ----------------------------------------------------------------------------- running
 def _score_layers(n_layer: int, n_head: int, n_tokens: int) -> int:
     """How many layers of a text of ``n_tokens`` are scored at once: as many as fit SCORE_CHUNK_BYTES, ≥ 1."""
-    from ..run.inference import attention_memory_bytes
+    from ..run.memory import attention_memory_bytes
 
     return max(1, min(n_layer, SCORE_CHUNK_BYTES // attention_memory_bytes(1, n_head, n_tokens)))
 
@@ -353,7 +188,7 @@ def batch_bytes(n_layer: int, n_head: int, lengths: list[int]) -> int:
         the model's tensors of one layer      FORWARD_COPIES·B·H·T²·4  (the batch is padded to T)
         scoring the longest text, c layers    SCORE_COPIES·c·H·T²·4 + SCORE_BYTES_PER_PAIR·T²
     """
-    from ..run.inference import attention_memory_bytes
+    from ..run.memory import attention_memory_bytes
 
     longest = max(lengths)
     copied = sum(attention_memory_bytes(n_layer, n_head, n) for n in lengths)
@@ -378,61 +213,12 @@ def _batches(lengths: list[int], batch_size: int, cost: Callable[[list[int]], in
     return batches
 
 
-class _BatchCapture:
-    """Forward hooks copying each text's own (H, n_b, n_b) block of every layer's attention."""
-
-    def __init__(self, loaded, lengths: list[int]):
-        L, H = loaded.n_layer, loaded.n_head
-        self.lengths = lengths
-        self.attentions = [np.empty((L, H, n, n), dtype=np.float32) for n in lengths]
-        self.seen = np.zeros(L, dtype=bool)
-        family = loaded.family
-        self.handles = [family.attention_module(block).register_forward_hook(self._hook(layer))
-                        for layer, block in enumerate(family.blocks(loaded.model))]
-
-    def _hook(self, layer: int):
-        def hook(module, args, output):
-            weights = output[1]  # (B, H, T, T)
-            if weights is None:
-                raise RuntimeError("the model returned no attention weights (is attn_implementation 'eager'?)")
-            batch = weights.detach().float().cpu().numpy()
-            for b, n in enumerate(self.lengths):
-                self.attentions[b][layer] = batch[b, :, :n, :n]  # the text's real tokens only
-            self.seen[layer] = True
-
-        return hook
-
-    def close(self):
-        for handle in self.handles:
-            handle.remove()
-
-
 def _forward_batch(loaded, batch_ids: list[list[int]], pad_id: int) -> list[np.ndarray]:
-    """Attention (L, H, n, n) of each sequence, run together with right padding and a mask."""
-    import torch
+    """Attention (L, H, n, n) of each sequence, run together with right padding and a mask (the one capture)."""
+    from ..run.capture import forward
 
-    lengths = [len(ids) for ids in batch_ids]
-    T = max(lengths)
-    input_ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch_ids), T), dtype=torch.long)
-    for b, ids in enumerate(batch_ids):
-        input_ids[b, : len(ids)] = torch.tensor(ids)
-        mask[b, : len(ids)] = 1
-    capture = _BatchCapture(loaded, lengths)
-    try:
-        with torch.inference_mode():  # the base model: no language-model head over every position
-            loaded.model.base_model(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
-                                    **loaded.family.forward_kwargs())
-    finally:
-        capture.close()
-    if not capture.seen.all():
-        raise RuntimeError(f"attention weights were captured for {int(capture.seen.sum())} of "
-                           f"{len(capture.seen)} layers")
-    from ..run.inference import require_finite
-
-    for attention in capture.attentions:
-        require_finite({"attention weights": attention}, dtype=loaded.dtype)
-    return capture.attentions
+    captured, _ = forward(loaded, batch_ids, parts=("attentions",), pad_id=pad_id)
+    return [c.attentions for c in captured]
 
 
 def _score_text(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarray | None, causal: bool,
@@ -491,7 +277,7 @@ def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[l
 def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:
     """The start of ``text`` that a run of ``ids`` (its first tokens, in their special tokens) analysed: up to
     the end of its last token. Only a prefix is tokenised, doubled until it holds those tokens and more."""
-    from ..run.inference import CHARS_PER_TOKEN_FIRST
+    from ..run.tokenize import CHARS_PER_TOKEN_FIRST
 
     n_kept = len(ids) - len(loaded.special_ids([], special=bos))
     window = max(64, n_kept * CHARS_PER_TOKEN_FIRST)
@@ -509,13 +295,15 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     """Score every head on every text; per-head mean and std over the texts.
 
     ``bos=None`` uses the model's default; ``max_tokens`` caps the tokens of a text as a run's cap does
-    (default ``inference.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
+    (default ``run.tokenize.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
     ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
     text is an InputError, and so is a text whose attention alone exceeds the memory budget (export's
     rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings and sources to
     the result.
     """
-    from ..run.inference import attention_memory_budget, check_attention_memory, run_probe, tokenize
+    from ..run.inference import run_probe
+    from ..run.memory import attention_memory_budget, check_attention_memory
+    from ..run.tokenize import tokenize
 
     started = time.perf_counter()
     if batch_size < 1:
@@ -577,52 +365,3 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
                       loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources)
-
-
-# ----------------------------------------------------------------------------- benchmark
-def texts_of_length(loaded, lines: Iterable[str], n_tokens: int, count: int) -> list[str]:
-    """Up to ``count`` texts of about ``n_tokens`` tokens each, cut from the running concatenation of
-    ``lines`` (decoding then re-encoding may shift a boundary by a token or two)."""
-    texts, buffer = [], []
-    for line in lines:
-        buffer += loaded.tokenizer(line + " ", add_special_tokens=False, verbose=False)["input_ids"]
-        while len(buffer) >= n_tokens and len(texts) < count:
-            texts.append(loaded.tokenizer.decode(buffer[:n_tokens]))
-            buffer = buffer[n_tokens:]
-    return texts
-
-
-def scan_speeds(loaded, texts: list[str], batch_sizes: Iterable[int] = (1, DEFAULT_BATCH), repeats: int = 2
-                ) -> dict[int, ScanResult]:
-    """The fastest of ``repeats`` scans of ``texts`` at each batch size (interleaved, so every size sees
-    the same machine load), after one small warm-up scan (the probe, the allocator, the kernels)."""
-    sizes = list(dict.fromkeys(int(b) for b in batch_sizes))
-    scan_texts(loaded, texts[:2], batch_size=2)
-    best: dict[int, ScanResult] = {}
-    for _ in range(max(1, repeats)):
-        for size in sizes:
-            run = scan_texts(loaded, texts, batch_size=size)
-            if size not in best or run.seconds < best[size].seconds:
-                best[size] = run
-    return best
-
-
-def compare_batched(loaded, texts: list[str], batch_size: int = DEFAULT_BATCH, repeats: int = 2) -> dict:
-    """Tokens per second of the same scan one text at a time and in batches (best of ``repeats`` each),
-    their ratio, and the largest score difference between the two."""
-    best = scan_speeds(loaded, texts, (1, batch_size), repeats)
-    one, many = best[1], best[batch_size]
-    return {"texts": one.n_texts, "tokens": one.tokens, "batch_size": batch_size,
-            "one_at_a_time_tokens_per_second": one.tokens_per_second,
-            "batched_tokens_per_second": many.tokens_per_second,
-            "ratio": many.tokens_per_second / one.tokens_per_second,
-            "max_abs_diff": max_abs_diff(one, many)}
-
-
-def max_abs_diff(a: ScanResult, b: ScanResult) -> float:
-    """The largest |difference| between two scans' per-text scores; where both are undefined (NaN) they
-    agree, where only one is the difference is infinite."""
-    if (np.isnan(a.per_text) != np.isnan(b.per_text)).any():
-        return float("inf")
-    diff = np.abs(a.per_text - b.per_text)
-    return float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0

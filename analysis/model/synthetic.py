@@ -128,6 +128,8 @@ def tiny_family_config(model_type: str, vocab_size: int, n_positions: int = 64, 
         return tf.GPTNeoXConfig(num_attention_heads=4, rotary_pct=0.25, use_parallel_residual=True, **decoder)
     if model_type == "bert":
         return tf.BertConfig(**encoder)
+    if model_type == "roberta":  # BERT's attention; positions count from its padding id + 1
+        return tf.RobertaConfig(**encoder)
     if model_type == "distilbert":
         return tf.DistilBertConfig(n_layers=2, n_heads=4, dim=32, hidden_dim=64, vocab_size=vocab_size,
                                    max_position_embeddings=n_positions, initializer_range=0.3)
@@ -135,11 +137,12 @@ def tiny_family_config(model_type: str, vocab_size: int, n_positions: int = 64, 
 
 
 def save_random_family(folder: Path, model_type: str, seed: int = 0, n_positions: int = 64, tokenizer=None,
-                       model_class=None) -> Path:
-    """Write a random model of ``model_type`` (one of FAMILY_TINY_TYPES) and a fitting tiny tokenizer into
-    ``folder`` with save_pretrained: byte-level BPE for GPT-2, GPT-NeoX and Qwen2, SentencePiece-style for
+                       model_class=None, config=None) -> Path:
+    """Write a random model of ``model_type`` (one of FAMILY_TINY_TYPES, or roberta) and a fitting tiny tokenizer
+    into ``folder`` with save_pretrained: byte-level BPE for GPT-2, GPT-NeoX and Qwen2, SentencePiece-style for
     Llama and Mistral, WordPiece for the encoders. Biases and norm gains are moved off 0 and 1 so they matter.
-    ``model_class`` overrides the family's (e.g. BertForPreTraining, to save the pre-training heads)."""
+    ``model_class`` overrides the family's (e.g. BertForPreTraining, to save the pre-training heads); ``config``
+    the tiny config (e.g. another rotary scaling), its vocabulary set to the tokenizer's."""
     import torch
 
     from ..families import family_for
@@ -147,11 +150,14 @@ def save_random_family(folder: Path, model_type: str, seed: int = 0, n_positions
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if tokenizer is None:
-        tokenizer = (tiny_wordpiece_tokenizer() if model_type in ("bert", "distilbert")
+        tokenizer = (tiny_wordpiece_tokenizer() if model_type in ("bert", "roberta", "distilbert")
                      else tiny_sentencepiece_tokenizer() if model_type in ("llama", "mistral")
                      else tiny_tokenizer())  # byte-level; Qwen2's own tokenizer class adds <|endoftext|>, which it has
     bos = tokenizer.bos_token_id
-    config = tiny_family_config(model_type, len(tokenizer), n_positions, bos, tokenizer.eos_token_id)
+    if config is None:
+        config = tiny_family_config(model_type, len(tokenizer), n_positions, bos, tokenizer.eos_token_id)
+    else:
+        config.vocab_size = len(tokenizer)
     family = family_for(config)
     torch.manual_seed(seed)
     cls = model_class or family.model_class(config)

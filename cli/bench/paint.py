@@ -57,7 +57,8 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
 
 
 def paint_times(result, repeats: int) -> tuple[float, float]:
-    from gui.plots.figures import GridPlot, HeadPlot, lay_out_offscreen, dispose_figure, grid_source
+    from gui.plots.grid_plot import GridPlot
+    from gui.plots.figures import HeadPlot, lay_out_offscreen, dispose_figure, grid_source
 
     grid, detail = GridPlot(), HeadPlot()
     lay_out_offscreen(grid, 700, 800)

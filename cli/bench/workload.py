@@ -17,7 +17,7 @@ TEXT_SEED = ("The server rejected the request because it was overloaded, and the
 
 def model_folder(name: str) -> Path:
     """The cached random GPT-2-shaped folder for ``small`` or ``xl`` (built on first use), or the bundled model."""
-    from analysis.model.loading import BUNDLED_MODEL_DIR
+    from analysis.model.catalogue import BUNDLED_MODEL_DIR
 
     if name == "bundled":
         return BUNDLED_MODEL_DIR

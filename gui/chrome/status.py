@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6 import QtWidgets
 
 from analysis import display
-from analysis.run.inference import attention_memory_bytes
+from analysis.run.memory import attention_memory_bytes
 
 from ..input.model_bar import BUNDLED_DESCRIPTION
 

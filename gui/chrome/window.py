@@ -19,7 +19,7 @@ import shiboken6
 from PySide6 import QtCore, QtWidgets
 
 from analysis.errors import HubUnreachableError, PickleWeightsError
-from analysis.model.loading import BUNDLED
+from analysis.model.catalogue import BUNDLED
 
 from ..tabs.ablation.ablation_tab import AblationPanel
 from ..export.exporting import Exporter

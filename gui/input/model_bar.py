@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.model.loading import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
+from analysis.model.catalogue import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
 
 OPEN_FOLDER = "Open folder…"
 #: parameters and download size of each hub model (safetensors weights), from the loading table
@@ -27,7 +27,7 @@ BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained o
 
 
 def minilm_installed() -> bool:
-    from analysis.model.loading import minilm_folder
+    from analysis.model.catalogue import minilm_folder
 
     return minilm_folder() is not None
 
@@ -40,7 +40,7 @@ def hub_label(name: str, cached: bool) -> str:
 
 
 def hub_cached(name: str) -> bool:
-    from analysis.model.loading import is_cached
+    from analysis.model.hub import is_cached
 
     return is_cached(name)
 

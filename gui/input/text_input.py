@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.model.loading import BUNDLED
+from analysis.model.catalogue import BUNDLED
 
 from ..chrome.notes import NoteBar
 from ..state.view_state import ViewState

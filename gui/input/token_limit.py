@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.run.inference import DEFAULT_MAX_TOKENS
+from analysis.run.tokenize import DEFAULT_MAX_TOKENS
 
 if TYPE_CHECKING:
-    from analysis.model.loading import ModelInfo
+    from analysis.model.loaded import ModelInfo
 
 MAX_TOKENS_LIMIT = 1_000_000  # the most the dialog accepts (the model's context caps it anyway)
 MIN_TOKENS_NO_MODEL = 2  # before a model is loaded: a BOS and one token of text

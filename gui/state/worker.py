@@ -283,7 +283,7 @@ class Worker(QtCore.QObject):
             if kind is not RequestKind.ANALYSE:
                 error = AnalysisCancelled("Cancelled.")
                 if kind is RequestKind.LOAD:
-                    from analysis.model.loading import DownloadCancelled
+                    from analysis.model.hub import DownloadCancelled
 
                     error = DownloadCancelled("Loading cancelled.")
                 self._emit(self.failed, Failure(request.request_id, kind, name, error, str(error)))
@@ -319,7 +319,9 @@ class Worker(QtCore.QObject):
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
         from analysis.measures.head_scores import all_scores
-        from analysis.run.inference import attention_memory_bytes, run_text, tokenize
+        from analysis.run.inference import run_text
+        from analysis.run.memory import attention_memory_bytes
+        from analysis.run.tokenize import tokenize
 
         loaded = self._loaded
         if loaded is None:

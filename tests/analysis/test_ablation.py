@@ -16,7 +16,7 @@ def reference_loss(loaded, text, heads, mode, bos=True):
     """Loss and last-position probabilities with head slices of c_proj's input zeroed / position-averaged."""
     import torch
 
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     ids, _, _ = tokenize(loaded, text, bos)
     dk = loaded.d_model // loaded.n_head
@@ -104,7 +104,7 @@ def test_importance_map_is_one_ablation_per_head(tiny_model):
 
 
 def test_importance_map_cancels(tiny_model):
-    from analysis.measures.scan import AnalysisCancelled
+    from analysis.errors import AnalysisCancelled
 
     installed = hooks(tiny_model)
     cancel = threading.Event()
@@ -141,41 +141,16 @@ def test_bundled_importance_map_has_heads_that_matter():
 
 
 # ----------------------------------------------------------------------------- through a family adapter
-def _loaded(model, tokenizer):
-    """A LoadedModel around a model built here (its family adapter found from the config)."""
-    from pathlib import Path
-
-    from analysis.model.loading import LoadedModel, ModelSource
-
-    return LoadedModel(model=model, tokenizer=tokenizer, source=ModelSource("folder", "test", Path("test")),
-                       folder=Path("test"), device="cpu", dtype="float32", prepend_bos_default=True, load_seconds=0.0)
-
-
-def _llama_like(tokenizer):
-    import torch
-    from transformers import LlamaConfig
-
-    from analysis.families import family_for
-
-    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4,
-                         num_key_value_heads=2, attention_bias=True, vocab_size=len(tokenizer),
-                         max_position_embeddings=64, initializer_range=0.3, bos_token_id=0, eos_token_id=0)
-    family = family_for(config)
-    torch.manual_seed(0)
-    model = family.model_class(config)._from_config(config, attn_implementation="eager").eval()
-    return _loaded(model, tokenizer)
-
-
 @pytest.mark.parametrize("mode", ["zero", "mean"])
-def test_grouped_query_ablation_matches_weights_times_values(tokenizer, mode):
-    """Llama with 4 query heads on 2 value heads: the adapter's o_proj pre-hook against a forward hook
+def test_grouped_query_ablation_matches_weights_times_values(family_run, mode):
+    """Llama with 4 query heads on 2 value heads: the edit of o_proj's input against a forward hook
     that recomputes z_h = A_h · V_(h//2) from the module's own weights and v_proj, and adds
     (z̃_h − z_h) W_O^h to the attention output."""
     import torch
 
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
-    loaded = _llama_like(tokenizer)
+    loaded, _ = family_run("llama")
     family, model = loaded.family, loaded.model
     heads = [(0, 1), (1, 2)]
     result = ablation.ablate(loaded, TEXT, heads, mode=mode, bos=True)
@@ -208,18 +183,10 @@ def test_grouped_query_ablation_matches_weights_times_values(tokenizer, mode):
     assert abs(result.loss_change) > 1e-4
 
 
-def test_an_encoder_family_is_refused_in_one_sentence(tokenizer):
-    import torch
-    from transformers import BertConfig
-
-    from analysis.families import family_for
-
-    config = BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=16,
-                        vocab_size=len(tokenizer), max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = family_for(config).model_class(config)._from_config(config, attn_implementation="eager").eval()
+def test_an_encoder_family_is_refused_in_one_sentence(family_run):
+    loaded, _ = family_run("bert")
     with pytest.raises(InputError, match="encoder"):
-        ablation.ablate(_loaded(model, tokenizer), TEXT, [(0, 0)])
+        ablation.ablate(loaded, TEXT, [(0, 0)])
 
 
 def test_a_one_position_model_is_refused_for_what_it_is_not_the_text(tmp_path):

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis.model.loading import BUNDLED_MODEL_DIR, load_model
+from analysis.model.catalogue import BUNDLED_MODEL_DIR
+from analysis.model.loading import load_model
 from resources.training.model_card import measure, targets
 
 PREVIOUS_TOKEN_TARGET = 0.6

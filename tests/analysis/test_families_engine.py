@@ -2,7 +2,8 @@
 
 Each tiny folder is a random model built with transformers' own config classes (analysis.model.synthetic.
 save_random_family: grouped-query attention, biases, a sliding window, partial rotary, an encoder) and
-saved with save_pretrained beside a tiny tokenizer of the family's style. No download anywhere.
+saved with save_pretrained beside a tiny tokenizer of the family's style (conftest's ``family_folder`` and
+``family_run``). No download anywhere.
 """
 from __future__ import annotations
 
@@ -18,41 +19,22 @@ torch = pytest.importorskip("torch")
 
 import main  # noqa: E402
 from cli.parser import build_parser  # noqa: E402
-from analysis.run import inference  # noqa: E402
+from analysis.run import inference, memory, tokenize  # noqa: E402
 from analysis.errors import HubUnreachableError, InputError, ModelLoadError  # noqa: E402
 from analysis.families import Mistakes  # noqa: E402
 from analysis.measures.head_scores import NOT_APPLICABLE, SCORE_NAMES, all_scores, applicable_scores  # noqa: E402
-from analysis.run.inference import (attention_memory_bytes, check_attention_memory, max_tokens_for,  # noqa: E402
-                                run_text)
-from analysis.model.loading import (HUB_MODEL_GROUPS, HUB_MODEL_TABLE, HUB_MODELS, is_cached, load_model,  # noqa: E402
-                              resolve_source)
+from analysis.run.inference import run_text  # noqa: E402
+from analysis.run.memory import attention_memory_bytes, check_attention_memory, max_tokens_for  # noqa: E402
+from analysis.model.catalogue import HUB_MODEL_GROUPS, HUB_MODEL_TABLE, HUB_MODELS, resolve_source  # noqa: E402
+from analysis.model.hub import is_cached  # noqa: E402
+from analysis.model.loading import load_model  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from analysis.model.synthetic import FAMILY_TINY_TYPES, save_random_family  # noqa: E402
+from helpers import TEXT  # noqa: E402
 
-TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 ENCODERS = ("bert", "distilbert")
 ROTARY = ("llama", "qwen2", "mistral", "gpt_neox")
 GROUPED = ("llama", "qwen2", "mistral")
-
-
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory, tokenizer):
-    root = tmp_path_factory.mktemp("families")
-    return {t: save_random_family(root / t, t, seed=3, tokenizer=tokenizer if t in ("gpt2", "gpt_neox") else None)
-            for t in FAMILY_TINY_TYPES}
-
-
-@pytest.fixture(scope="module")
-def engine(folders):
-    cache = {}
-
-    def get(model_type):
-        if model_type not in cache:
-            loaded = load_model(str(folders[model_type]), device="cpu")
-            cache[model_type] = (loaded, run_text(loaded, TEXT))
-        return cache[model_type]
-
-    return get
 
 
 def weights_of(loaded):
@@ -62,8 +44,8 @@ def weights_of(loaded):
 # ----------------------------------------------------------------------------- the whole path
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
-def test_load_run_score_and_parity_pass(engine, model_type):
-    loaded, result = engine(model_type)
+def test_load_run_score_and_parity_pass(family_run, model_type):
+    loaded, result = family_run(model_type)
     encoder = model_type in ENCODERS
     assert loaded.info.model_type == model_type and loaded.info.causal is (not encoder)
     assert result.causal is (not encoder) and result.family == loaded.family.name
@@ -81,8 +63,10 @@ def test_load_run_score_and_parity_pass(engine, model_type):
 
 
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
-def test_captured_attention_is_transformers_eager_output(engine, model_type):
-    loaded, result = engine(model_type)
+def test_captured_attention_is_transformers_eager_output(family_run, model_type):
+    loaded, result = family_run(model_type)
+    assert loaded.config._attn_implementation == "eager" and not loaded.model.training
+    assert not result.attentions.flags.writeable and not result.layer_inputs.flags.writeable
     with torch.inference_mode():
         out = loaded.model(input_ids=torch.tensor([result.token_ids.tolist()]), output_attentions=True,
                            output_hidden_states=True, **loaded.family.forward_kwargs())
@@ -98,8 +82,8 @@ def test_captured_attention_is_transformers_eager_output(engine, model_type):
 
 
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
-def test_a_wrong_recompute_is_caught(engine, model_type):
-    loaded, result = engine(model_type)
+def test_a_wrong_recompute_is_caught(family_run, model_type):
+    loaded, result = family_run(model_type)
     weights = weights_of(loaded)
     wrong_scale = [dataclasses.replace(w, scale=w.scale ** 2) for w in weights]  # 1/dk instead of 1/√dk
     assert not parity_report(result, wrong_scale).passed
@@ -114,23 +98,23 @@ def test_a_wrong_recompute_is_caught(engine, model_type):
         assert not parity_report(result, weights, mistakes=Mistakes(kv_tiled=True)).passed
 
 
-def test_grouped_key_value_heads_are_counted_alike_everywhere(engine):
-    loaded, _ = engine("llama")
+def test_grouped_key_value_heads_are_counted_alike_everywhere(family_run):
+    loaded, _ = family_run("llama")
     assert loaded.attention_weights(0).n_kv_head == 2 and loaded.n_kv_head == 2 and loaded.info.n_kv_head == 2
 
 
-def test_tokens_follow_the_tokenizer_style(engine):
-    bert, llama, gpt2 = engine("bert")[1], engine("llama")[1], engine("gpt2")[1]
+def test_tokens_follow_the_tokenizer_style(family_run):
+    bert, llama, gpt2 = family_run("bert")[1], family_run("llama")[1], family_run("gpt2")[1]
     assert bert.tokens[0] == "[CLS]" and bert.tokens[-1] == "[SEP]" and bert.bos
     assert any(t.startswith("##") for t in bert.tokens) and not any(t.startswith("␣") for t in bert.tokens)
     assert llama.tokens[0] == "<s>" and llama.tokens[1] == "␣The"
     assert not any("\u2581" in t for t in llama.tokens)  # ▁ shown as ␣
     assert not gpt2.bos and any(t.startswith("␣") for t in gpt2.tokens)
-    assert engine("bert")[0].info.token_style == "wordpiece" and engine("llama")[0].info.token_style == "sentencepiece"
+    assert family_run("bert")[0].info.token_style == "wordpiece" and family_run("llama")[0].info.token_style == "sentencepiece"
 
 
-def test_encoders_get_no_probe_and_their_scores_say_not_applicable(engine):
-    _, result = engine("bert")
+def test_encoders_get_no_probe_and_their_scores_say_not_applicable(family_run):
+    _, result = family_run("bert")
     assert result.probe is None
     scores = all_scores(result)
     assert scores.text("induction", 0, 0) == NOT_APPLICABLE and scores.text("next_token", 0, 0) != NOT_APPLICABLE
@@ -151,9 +135,9 @@ def test_bert_with_both_pretraining_heads_loads_exactly(tmp_path):
 # ----------------------------------------------------------------------------- the command line
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILY_TINY_TYPES)
-def test_export_writes_every_file_for_every_family(folders, tmp_path, capsys, model_type):
+def test_export_writes_every_file_for_every_family(family_folder, tmp_path, capsys, model_type):
     out = tmp_path / "x"
-    args = ["export", "--model", str(folders[model_type]), "--text", "A cat sat on the mat.", "--out", str(out)]
+    args = ["export", "--model", str(family_folder(model_type)), "--text", "A cat sat on the mat.", "--out", str(out)]
     code = main.main(args + ([] if model_type in ("gpt2", "llama", "bert") else ["--no-head-images"]))
     err = capsys.readouterr().err
     assert code == 0, err
@@ -177,9 +161,9 @@ def test_export_writes_every_file_for_every_family(folders, tmp_path, capsys, mo
         assert len(list((out / "heads").iterdir())) == 8
 
 
-def test_export_max_tokens_caps_the_run(folders, tmp_path, capsys):
+def test_export_max_tokens_caps_the_run(family_folder, tmp_path, capsys):
     out = tmp_path / "x"
-    code = main.main(["export", "--model", str(folders["llama"]), "--text", TEXT * 3, "--out", str(out),
+    code = main.main(["export", "--model", str(family_folder("llama")), "--text", TEXT * 3, "--out", str(out),
                       "--no-head-images", "--max-tokens", "9"])
     err = capsys.readouterr().err
     assert code == 0, err
@@ -192,14 +176,14 @@ def test_export_max_tokens_caps_the_run(folders, tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- the token cap and memory
-def test_run_text_max_tokens(engine):
-    loaded, _ = engine("bert")
+def test_run_text_max_tokens(family_run):
+    loaded, _ = family_run("bert")
     r = run_text(loaded, TEXT * 4, max_tokens=12)
     assert r.n_tokens == 12 and r.truncated and r.tokens[0] == "[CLS]" and r.tokens[-1] == "[SEP]"
     assert "token cap" in r.warnings[0] and "only the first 10 tokens" in r.warnings[0]
     short = run_text(loaded, "a cat", max_tokens=12)
     assert not short.truncated and short.tokens == ("[CLS]", "a", "c", "##at", "[SEP]")
-    assert inference.DEFAULT_MAX_TOKENS == 2048 and short.max_tokens == 12
+    assert tokenize.DEFAULT_MAX_TOKENS == 2048 and short.max_tokens == 12
     with pytest.raises(InputError, match="no room for text"):
         run_text(loaded, "a cat", max_tokens=2)
     with pytest.raises(InputError, match="at least 1"):
@@ -219,26 +203,26 @@ def test_attention_memory_is_layers_heads_n_squared_float32():
     assert attention_memory_bytes(32, 32, fits + 1) > 8 * 2**30
 
 
-def test_a_run_that_would_not_fit_is_refused_before_the_forward(engine, monkeypatch):
-    loaded, _ = engine("gpt2")
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0.001")  # 1 kB
+def test_a_run_that_would_not_fit_is_refused_before_the_forward(family_run, monkeypatch):
+    loaded, _ = family_run("gpt2")
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0.001")  # 1 kB
     called = []
     monkeypatch.setattr(inference, "forward_with_capture", lambda *a, **k: called.append(1))
     with pytest.raises(InputError, match="would take .* more than the "):
         run_text(loaded, TEXT)
     assert not called
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "lots")
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "lots")
     with pytest.raises(InputError, match="not a number of megabytes"):
         run_text(loaded, TEXT)
 
 
 def test_the_default_budget_reads_available_memory(monkeypatch):
-    monkeypatch.delenv(inference.MEMORY_BUDGET_ENV, raising=False)
-    available = inference.available_memory_bytes()
+    monkeypatch.delenv(memory.MEMORY_BUDGET_ENV, raising=False)
+    available = memory.available_memory_bytes()
     if available is None:
-        assert inference.attention_memory_budget() == inference.FALLBACK_BUDGET_BYTES
+        assert memory.attention_memory_budget() == memory.FALLBACK_BUDGET_BYTES
     else:
-        assert inference.attention_memory_budget() == int(available * inference.MEMORY_SHARE)
+        assert memory.attention_memory_budget() == int(available * memory.MEMORY_SHARE)
 
 
 # ----------------------------------------------------------------------------- hub ids of every family
@@ -266,12 +250,12 @@ def _fake_cache(cache, repo_id: str, folder) -> None:
 @pytest.mark.parametrize("name,model_type", [("EleutherAI/pythia-70m", "gpt_neox"),
                                              ("bert-base-uncased", "bert"),
                                              ("HuggingFaceTB/SmolLM2-135M", "llama")])
-def test_a_cached_hub_model_of_each_family_loads_offline(folders, tmp_path, monkeypatch, name, model_type):
+def test_a_cached_hub_model_of_each_family_loads_offline(family_folder, tmp_path, monkeypatch, name, model_type):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _fake_cache(tmp_path / "hub", HUB_MODELS[name], folders[model_type])
+    _fake_cache(tmp_path / "hub", HUB_MODELS[name], family_folder(model_type))
     assert is_cached(name) and not is_cached("Qwen/Qwen2.5-0.5B")
     loaded = load_model(name, device="cpu")
     assert loaded.source.kind == "hub" and loaded.source.label == name and loaded.info.model_type == model_type
@@ -294,9 +278,9 @@ def test_an_uncached_hub_model_offline_fails_fast_naming_it(tmp_path, monkeypatc
 
 # ----------------------------------------------------------------------------- minilm
 def test_minilm_missing_says_how_to_install(monkeypatch):
-    from analysis.model import loading
+    from analysis.model import catalogue
 
-    monkeypatch.setattr(loading, "minilm_folder", lambda: None)
+    monkeypatch.setattr(catalogue, "minilm_folder", lambda: None)
     with pytest.raises(ModelLoadError) as refused:
         resolve_source("minilm")
     message = str(refused.value)
@@ -304,12 +288,12 @@ def test_minilm_missing_says_how_to_install(monkeypatch):
 
 
 @pytest.mark.parametrize("word_length", [101, 113, 127, 131, 149])
-def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(engine, word_length):
+def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(family_run, word_length):
     """WordPiece makes one [UNK] of a word over 100 characters but pieces of a shorter cut-off part of
     it: tokenising a prefix that ends inside such a word once gave tokens the text does not have."""
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
-    loaded = engine("bert")[0]
+    loaded = family_run("bert")[0]
     text = ("xq" * word_length)[:word_length] + "."
     text = text * (8 * loaded.context_length)  # no whitespace anywhere: every cut falls inside a word
     whole = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -318,13 +302,14 @@ def test_a_cut_inside_a_long_word_does_not_change_the_tokens_before_it(engine, w
 
 
 @pytest.mark.parametrize("bos", [False, True])
-def test_a_text_the_tokenizer_drops_entirely_is_refused(engine, bos):
+def test_a_text_the_tokenizer_drops_entirely_is_refused(family_run, bos):
     """WordPiece drops zero-width and control characters: '\\u200b' once crashed export ("cannot reshape
     tensor of 0 elements") and ran as [CLS] [SEP] alone."""
     from analysis.errors import InputError
-    from analysis.run.inference import run_text, tokenize
+    from analysis.run.inference import run_text
+    from analysis.run.tokenize import tokenize
 
-    loaded = engine("bert")[0]
+    loaded = family_run("bert")[0]
     assert loaded.tokenizer("\u200b\x01", add_special_tokens=False)["input_ids"] == []
     for text in ("\u200b", "\x01\x02"):
         with pytest.raises(InputError, match="no tokens once tokenised"):

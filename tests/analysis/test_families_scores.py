@@ -1,6 +1,6 @@
 """Head scores on each family's own attention (tiny random models): what applies follows the adapter's
 ``causal``, a decoder's next-token score really is 0 by construction, and an encoder's entropy is
-normalised over every key."""
+normalised over every key (conftest's family_run: load_model, run_text)."""
 from __future__ import annotations
 
 import math
@@ -13,36 +13,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from analysis.measures import head_scores as hs  # noqa: E402
-from analysis.families import capture_attention, family_for  # noqa: E402
-
-VOCAB = 64
-N_TOKENS = 10
-
-
-def _config(model_type: str):
-    from transformers import BertConfig, GPT2Config, GPTNeoXConfig, LlamaConfig
-
-    decoder = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=32, vocab_size=VOCAB,
-                   max_position_embeddings=32, initializer_range=0.3)
-    return {
-        "gpt2": GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=VOCAB, initializer_range=0.3),
-        "llama": LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **decoder),
-        "gpt_neox": GPTNeoXConfig(num_attention_heads=4, rotary_pct=0.25, **decoder),
-        "bert": BertConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=32, intermediate_size=32,
-                           vocab_size=VOCAB, max_position_embeddings=32, initializer_range=0.3),
-    }[model_type]
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "gpt_neox", "bert"])
-def captured(request):
-    config = _config(request.param)
-    family = family_for(config)
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = family.model_class(config)._from_config(config, attn_implementation="eager").eval()
-    ids = [int(i) for i in np.random.default_rng(0).integers(3, VOCAB, size=N_TOKENS)]
-    ids[6:9] = ids[1:4]  # a repeat, so duplicate/induction are defined where they apply
-    return family, np.asarray(ids), capture_attention(model, family, ids).attentions
+def captured(request, family_run):
+    """(family, token ids, attention) of helpers.TEXT, which repeats a phrase, so duplicate/induction are defined
+    where they apply."""
+    loaded, result = family_run(request.param)
+    return loaded.family, result.token_ids, result.attentions
 
 
 def test_what_applies_follows_the_family(captured):

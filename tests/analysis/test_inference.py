@@ -1,4 +1,6 @@
-"""Text → frozen result: tokens, shapes, read-only arrays, BOS, truncation, predictions."""
+"""Text → frozen result: tokens (invisible characters shown visibly, never as ''), shapes, read-only arrays, BOS,
+truncation (a text of any size costs what the context costs), a byte-order mark removed, invalid UTF-8 refused,
+predictions."""
 import dataclasses
 
 import numpy as np
@@ -6,7 +8,7 @@ import pytest
 
 from analysis.errors import InputError
 from analysis.run.inference import run_text
-from analysis.tokens import display_token
+from analysis.tokens import display_token, visible
 
 
 def test_display_tokens_make_whitespace_visible():
@@ -81,17 +83,17 @@ def test_long_text_is_truncated_with_a_warning(tiny_model):
 
 def test_thumbnails_are_max_pooled_heads(tiny_model):
     """Over the same bins as every other pooled view (``display.pool_edges``): no bin overlaps another."""
-    from analysis.run import inference
     from analysis.display import pool_edges
+    from analysis.run import capture
 
     short = run_text(tiny_model, "a b c")
     assert short.thumbnails is short.attentions or np.shares_memory(short.thumbnails, short.attentions)
-    old = inference.THUMBNAIL_PX
+    old = capture.THUMBNAIL_PX
     try:
-        inference.THUMBNAIL_PX = 8
+        capture.THUMBNAIL_PX = 8
         r = run_text(tiny_model, "one two three four five six seven eight nine ten eleven twelve", bos=True)
     finally:
-        inference.THUMBNAIL_PX = old
+        capture.THUMBNAIL_PX = old
     assert r.thumbnails.shape == (3, 4, 8, 8)
     n = r.n_tokens
     bounds = [*pool_edges(n, 8), n]
@@ -120,3 +122,60 @@ def test_predictions_are_the_models_own_probabilities_with_a_padded_vocabulary(t
     for prediction in result.predictions:
         assert prediction.token_id < len(tokenizer)
         assert prediction.probability == pytest.approx(float(p[prediction.token_id]), rel=1e-5)  # renormalised: ~1e-2 off
+
+
+def test_tokenising_a_huge_text_costs_what_the_context_costs(tiny_model):
+    """20 MB of text: only a few kB are tokenised."""
+    import time
+
+    text = "The cat sat on the mat because it was tired. " * 450_000  # ≈ 20 MB
+    started = time.perf_counter()
+    r = run_text(tiny_model, text, with_probe=False)
+    assert time.perf_counter() - started < 2
+    assert r.truncated and r.n_tokens == tiny_model.context_length
+    assert "more than 64 tokens" in r.warnings[-1]
+
+
+def test_a_leading_byte_order_mark_is_removed_with_a_warning(tiny_model):
+    plain = run_text(tiny_model, "Hello there", bos=False, with_probe=False)
+    with_bom = run_text(tiny_model, "\ufeffHello there", bos=False, with_probe=False)
+    assert with_bom.token_ids.tolist() == plain.token_ids.tolist()
+    assert with_bom.text == "Hello there" and "byte-order mark" in with_bom.warnings[0]
+
+
+def test_invalid_utf8_from_the_command_line_is_a_sentence(tiny_model):
+    text = b"caf\xe9 au lait".decode("utf-8", "surrogateescape")  # how Python hands over such argv bytes
+    with pytest.raises(InputError, match=r"not valid UTF-8 \(byte 0xe9 at character 3\)"):
+        run_text(tiny_model, text)
+
+
+def test_invisible_characters_are_visible_and_never_empty(tiny_model):
+    r = run_text(tiny_model, "a\x00b\x1bc\x7fd\u200be\u00a0f", bos=False, with_probe=False)
+    joined = "".join(r.tokens)
+    assert "\u2400" in joined and "\u241b" in joined and "\u2421" in joined  # ␀ ␛ ␡
+    assert all(r.tokens) and not any(ch in joined for ch in "\x00\x1b\x7f\u200b\u00a0")
+
+
+def byte_level(text: str) -> str:
+    """GPT-2's byte-level form of a text (the inverse of tokens.byte_decoder)."""
+    from analysis.tokens import byte_decoder
+
+    encoder = {b: ch for ch, b in byte_decoder().items()}
+    return "".join(encoder[b] for b in text.encode("utf-8"))
+
+
+def test_display_rules():
+    assert display_token(byte_level("\u200b")) == "⟨U+200B⟩" and display_token(byte_level("a\u00a0")) == "a⍽"
+    assert display_token(byte_level("\x00")) == "␀" == display_token("Ā")  # GPT-2's byte 0 (NUL), never ''
+    assert visible(" \n\t\r") == "␣↵⇥␍"
+    assert visible("\x01\x1f") == "\u2401\u241f"
+    assert visible("\u2028\u202e\x85") == "⟨U+2028⟩⟨U+202E⟩⟨U+0085⟩"
+    assert visible("é漢😀<b>") == "é漢😀<b>"  # visible characters stay as they are (escaping is the GUI's)
+
+
+def test_attention_npz_keeps_nul_tokens(tiny_model, tmp_path):
+    from analysis.export.writers import write_attention_npz
+
+    r = run_text(tiny_model, "a\x00\x00b", bos=False, with_probe=False)
+    with np.load(write_attention_npz(r, tmp_path / "a.npz")) as data:
+        assert list(data["tokens"]) == list(r.tokens) and all(data["tokens"])

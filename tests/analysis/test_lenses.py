@@ -226,18 +226,21 @@ def test_family_value_norms_match_the_model_modules_with_grouped_query_attention
     holding only head h's slice (o_proj has a bias: taken off) moves it into the residual stream."""
     import torch
 
-    from analysis.families import capture_attention
-
     family, model = _tiny_llama()
     ids = [int(i) for i in np.random.default_rng(0).integers(3, 500, size=10)]
-    capture = capture_attention(model, family, ids)
     blocks = family.blocks(model)
+    with torch.no_grad():  # the model's own: hidden_states[l] entered block l, its input_layernorm entered attention
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+        block_inputs = np.stack([out.hidden_states[layer][0].numpy() for layer in range(len(blocks))])  # (L, n, d)
+        attention_inputs = np.stack([block.input_layernorm(out.hidden_states[layer][0]).numpy()
+                                     for layer, block in enumerate(blocks)])  # (L, n, d)
+    attentions = np.stack([a[0].numpy() for a in out.attentions])  # (L, H, n, n)
     H, g, dk = 4, 2, 16
     reference = []
     with torch.no_grad():
         for layer, block in enumerate(blocks):
             attn = family.attention_module(block)
-            v = attn.v_proj(torch.from_numpy(np.array(capture.attention_inputs[layer])))  # (n, g·dk)
+            v = attn.v_proj(torch.from_numpy(attention_inputs[layer]))  # (n, g·dk)
             per_head = []
             for h in range(H):
                 kv = h // (H // g)
@@ -250,10 +253,10 @@ def test_family_value_norms_match_the_model_modules_with_grouped_query_attention
     def weights_of(layer):
         return family.attention_weights(model, layer)
 
-    for inputs in (capture.attention_inputs, None):  # captured, or the family's RMSNorm of the block input
-        vn = lenses.value_norms_of(weights_of, inputs, capture.block_inputs, capture.attentions)
+    for inputs in (attention_inputs, None):  # given, or the family's RMSNorm of the block input
+        vn = lenses.value_norms_of(weights_of, inputs, block_inputs, attentions)
         np.testing.assert_allclose(vn.key_norms, reference, rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(vn.value_norms, capture.attentions * reference[:, :, None, :], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(vn.value_norms, attentions * reference[:, :, None, :], rtol=1e-4, atol=1e-6)
     assert not np.allclose(reference[:, 0], reference[:, 1])  # heads 0 and 1 share a value head, not W_O rows
 
 

@@ -1,5 +1,5 @@
-"""Model sources, safety rules and errors a user can act on."""
-import json
+"""Loading a model: its source (bundled, a folder, the hub, cached or not), the device and dtype, download
+progress, and contexts shorter than the load's test forward. What a folder must hold: test_checks.py."""
 import shutil
 import subprocess
 import sys
@@ -9,9 +9,9 @@ import time
 import pytest
 
 from analysis.model.devices import available_devices, resolve_device
-from analysis.errors import (DeviceError, HubUnreachableError, ModelCheckError, ModelLoadError, PickleWeightsError,
-                             WeightsMismatchError)
-from analysis.model.loading import load_model, resolve_source
+from analysis.errors import DeviceError, HubUnreachableError, ModelLoadError
+from analysis.model.catalogue import resolve_source
+from analysis.model.loading import load_model
 from conftest import ROOT
 
 
@@ -26,80 +26,6 @@ def test_sources_are_classified(tiny_model_dir, tmp_path):
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(ModelLoadError, match="is a file"):
         resolve_source(str(tmp_path / "f.txt"))
-
-
-def copy_model(src, dst):
-    shutil.copytree(src, dst)
-    return dst
-
-
-def test_folder_without_config(tmp_path):
-    with pytest.raises(ModelLoadError, match="config.json is missing"):
-        load_model(str(tmp_path), device="cpu")
-
-
-def test_corrupt_weights_give_a_message(tiny_model_dir, tmp_path):
-    folder = copy_model(tiny_model_dir, tmp_path / "m")
-    (folder / "model.safetensors").write_bytes(b"this is not a safetensors file")
-    with pytest.raises(ModelLoadError, match="could not be loaded"):
-        load_model(str(folder), device="cpu")
-
-
-def test_truncated_weights_give_a_message(tiny_model_dir, tmp_path):
-    folder = copy_model(tiny_model_dir, tmp_path / "m")
-    data = (folder / "model.safetensors").read_bytes()
-    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ModelLoadError, match="could not be loaded"):
-        load_model(str(folder), device="cpu")
-
-
-def test_other_architectures_are_not_supported_yet(tiny_model_dir, tmp_path):
-    folder = copy_model(tiny_model_dir, tmp_path / "m")
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg["model_type"] = "t5"
-    (folder / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ModelLoadError, match="'t5' is not supported yet") as refused:
-        load_model(str(folder), device="cpu")
-    assert "gpt2" in str(refused.value) and "llama" in str(refused.value) and "bert" in str(refused.value)
-
-
-def test_a_config_of_another_family_over_gpt2_weights_is_refused_before_allocating(tiny_model_dir, tmp_path):
-    """model_type llama over a GPT-2 file: LlamaConfig's defaults describe a 6-billion-parameter model.
-    Refused from the safetensors header and a meta-device skeleton, before a byte of it is allocated."""
-    import resource
-
-    folder = copy_model(tiny_model_dir, tmp_path / "m")
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg["model_type"] = "llama"
-    (folder / "config.json").write_text(json.dumps(cfg))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
-    with pytest.raises(WeightsMismatchError, match="describes a model of 6,4[0-9,]+ parameters") as refused:
-        load_model(str(folder), device="cpu")
-    assert "random" in str(refused.value) and time.perf_counter() - started < 20
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2_000_000  # kB: far below 24 GB
-
-
-def test_pickle_weights_need_an_explicit_opt_in(tmp_path, tokenizer):
-    from analysis.model.synthetic import save_random_gpt2
-
-    folder = save_random_gpt2(tmp_path / "m", tokenizer=tokenizer, safetensors=False)
-    assert not (folder / "model.safetensors").exists() and (folder / "pytorch_model.bin").exists()
-    with pytest.raises(PickleWeightsError, match="pickle files can run code") as refused:
-        load_model(str(folder), device="cpu")
-    assert refused.value.source == str(folder)
-    message = str(refused.value)
-    # the core's sentence names no GUI checkbox and no CLI flag: each front end adds its own way to opt in
-    assert "--allow-pickle" not in message and "in the app" not in message and message.endswith("safetensors.")
-    assert load_model(str(folder), device="cpu", allow_pickle=True).n_layer == 2
-
-
-def test_missing_tokenizer(tiny_model_dir, tmp_path):
-    folder = copy_model(tiny_model_dir, tmp_path / "m")
-    for name in ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"):
-        (folder / name).unlink(missing_ok=True)
-    with pytest.raises(ModelLoadError, match="no tokenizer"):
-        load_model(str(folder), device="cpu")
 
 
 def test_devices():
@@ -175,7 +101,8 @@ def test_cached_hub_model_loads_offline_from_hf_home(tiny_model_dir, tmp_path):
     refs.mkdir(parents=True)
     (refs / "main").write_text("a" * 40)
     script = """
-        from analysis.model.loading import load_model, is_cached
+        from analysis.model.hub import is_cached
+        from analysis.model.loading import load_model
         assert is_cached('gpt2') and not is_cached('gpt2-xl')
         from gui.app import default_model_choice
         assert default_model_choice() == ('gpt2', False)
@@ -190,7 +117,7 @@ def test_cached_hub_model_loads_offline_from_hf_home(tiny_model_dir, tmp_path):
 def test_download_progress_reports_bytes_and_cancels():
     import threading
 
-    from analysis.model.loading import DownloadCancelled, _progress_tqdm
+    from analysis.model.hub import DownloadCancelled, _progress_tqdm
 
     seen = []
     cancel = threading.Event()
@@ -206,3 +133,35 @@ def test_download_progress_reports_bytes_and_cancels():
         bar.update(100)
     bar.close()
     other.close()
+
+
+# ----------------------------------------------------------------------------- contexts shorter than the test forward
+@pytest.mark.parametrize("n_positions", [1, 2, 3])
+def test_a_context_shorter_than_the_test_forward_loads_and_runs_what_fits(tmp_path, tokenizer, n_positions):
+    """The load's 4-token test forward runs no more tokens than the context holds."""
+    import copy
+
+    from analysis.run.inference import run_text
+    from analysis.model.synthetic import save_random_gpt2
+
+    folder = save_random_gpt2(tmp_path / "m", n_layer=1, n_head=2, d_model=16, n_positions=n_positions,
+                              tokenizer=copy.deepcopy(tokenizer))
+    loaded = load_model(str(folder), device="cpu")
+    result = run_text(loaded, "the cat sat on the mat", bos=False)
+    assert loaded.context_length == n_positions and result.n_tokens == n_positions and result.truncated
+
+
+def test_a_one_position_model_that_prepends_bos_runs_one_token_without_it(tmp_path):
+    """A Llama tokenizer puts <s> in front; with one position there is no room for it and a word, so BOS is off
+    by default, and asked for it is refused in one sentence that says what to do instead."""
+    from analysis.errors import InputError
+    from analysis.run.inference import run_text
+    from analysis.model.synthetic import save_random_family
+
+    loaded = load_model(str(save_random_family(tmp_path / "m", "llama", n_positions=1)), device="cpu")
+    assert not loaded.prepend_bos_default
+    assert run_text(loaded, "the cat sat").n_tokens == 1
+    with pytest.raises(InputError) as caught:
+        run_text(loaded, "the cat sat", bos=True)
+    assert str(caught.value) == ("This model's context holds only 1 position, no room for text beside its 1 special "
+                                 "token (BOS); run the text without them (--no-bos, or untick BOS).")

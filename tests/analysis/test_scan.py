@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from analysis.measures import scan
-from analysis.errors import InputError
+from analysis.measures import scan, scan_inputs, scan_speed
+from analysis.errors import AnalysisCancelled, InputError
 from analysis.measures.head_scores import SCORE_NAMES, all_scores
 
 TEXTS = [
@@ -82,7 +82,7 @@ def test_batches_respect_size_and_memory():
 
 
 def test_batch_bytes_counts_the_attention_the_forward_and_the_scoring():
-    from analysis.run.inference import attention_memory_bytes
+    from analysis.run.memory import attention_memory_bytes
 
     L, H = 30, 9
     one = scan.batch_bytes(L, H, [2048])
@@ -97,7 +97,7 @@ def test_progress_max_texts_and_cancel(tiny_model):
     result = scan.scan_texts(tiny_model, TEXTS, batch_size=2, max_texts=5, progress=lambda d, t: calls.append((d, t)))
     assert result.n_texts == 5 and calls[-1] == (5, 5) and len(calls) == 3
     cancel = threading.Event()
-    with pytest.raises(scan.AnalysisCancelled):
+    with pytest.raises(AnalysisCancelled):
         scan.scan_texts(tiny_model, TEXTS, batch_size=2, progress=lambda d, t: cancel.set(), cancel=cancel)
     with pytest.raises(InputError, match="Text 2 is empty"):
         scan.scan_texts(tiny_model, ["ok", " "])
@@ -105,37 +105,6 @@ def test_progress_max_texts_and_cancel(tiny_model):
         scan.scan_texts(tiny_model, [])
     with pytest.raises(InputError):
         scan.scan_texts(tiny_model, TEXTS, batch_size=0)
-
-
-def test_read_texts(tmp_path):
-    f = tmp_path / "t.txt"
-    f.write_text("first line\n\n   \nsecond line\n", encoding="utf-8")
-    assert scan.read_texts(f) == ["first line", "second line"]
-    folder = tmp_path / "many"
-    folder.mkdir()
-    (folder / "b.txt").write_text("text b\nstill b", encoding="utf-8")
-    (folder / "a.txt").write_text("text a", encoding="utf-8")
-    (folder / "c.md").write_text("ignored", encoding="utf-8")
-    assert scan.read_texts(folder) == ["text a", "text b\nstill b"]
-    with pytest.raises(InputError, match="not found"):
-        scan.read_texts(tmp_path / "missing.txt")
-    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
-    with pytest.raises(InputError, match="no text"):
-        scan.read_texts(tmp_path / "empty.txt")
-    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")
-    with pytest.raises(InputError, match="UTF-8"):
-        scan.read_texts(tmp_path / "bin.txt")
-    (tmp_path / "nul.txt").write_bytes(b"text\x00more")
-    with pytest.raises(InputError, match="binary"):
-        scan.read_texts(tmp_path / "nul.txt")
-    (tmp_path / "big.txt").write_text("a line\n" * 100, encoding="utf-8")
-    with pytest.raises(InputError, match="more than"):
-        scan.read_texts(tmp_path / "big.txt", limit=200)
-    os.mkfifo(tmp_path / "pipe")  # would block a plain open()
-    with pytest.raises(InputError, match="named pipe"):
-        scan.read_texts(tmp_path / "pipe")
-    (tmp_path / "bom.txt").write_bytes("\ufefffirst\nsecond".encode("utf-8"))
-    assert scan.read_texts(tmp_path / "bom.txt") == ["first", "second"]
 
 
 def test_write_scan(tiny_model, tmp_path):
@@ -168,9 +137,9 @@ def test_write_scan(tiny_model, tmp_path):
 
 
 def test_the_bundled_sample_set_reads_and_scans(tiny_model):
-    from analysis.model.loading import PROJECT_ROOT
+    from analysis.model.catalogue import PROJECT_ROOT
 
-    texts = scan.read_texts(PROJECT_ROOT / "resources" / "texts" / "scan_sample.txt")
+    texts = scan_inputs.read_texts(PROJECT_ROOT / "resources" / "texts" / "scan_sample.txt")
     assert len(texts) >= 200 and len(set(texts)) == len(texts)
     result = scan.scan_texts(tiny_model, texts, max_texts=20)
     assert result.n_texts == 20
@@ -178,26 +147,26 @@ def test_the_bundled_sample_set_reads_and_scans(tiny_model):
 
 def test_compare_batched_reports_both_speeds(tiny_model):
     lines = ["The cat sat on the mat because it was tired."] * 20
-    texts = scan.texts_of_length(tiny_model, lines, 16, 6)
+    texts = scan_speed.texts_of_length(tiny_model, lines, 16, 6)
     assert len(texts) == 6
     assert all(14 <= len(tiny_model.tokenizer(t, add_special_tokens=False)["input_ids"]) <= 18 for t in texts)
-    report = scan.compare_batched(tiny_model, texts, batch_size=3, repeats=1)
+    report = scan_speed.compare_batched(tiny_model, texts, batch_size=3, repeats=1)
     assert report["texts"] == 6 and report["batch_size"] == 3
     assert report["ratio"] == pytest.approx(report["batched_tokens_per_second"]
                                             / report["one_at_a_time_tokens_per_second"])
     assert report["max_abs_diff"] < 1e-5
 
 
-# ----------------------------------------------------------------------------- memory: export's rule (issue 17.4)
+# ----------------------------------------------------------------------------- memory: export's rule
 LONG = " ".join(["word"] * 300)  # more than the tiny model's 64-token context
 
 
 def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_it(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import inference, memory, tokenize
 
-    n = len(inference.tokenize(tiny_model, LONG, True)[0])
-    need = inference.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
+    n = len(tokenize.tokenize(tiny_model, LONG, True)[0])
+    need = memory.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
     with pytest.raises(InputError) as export_refusal:
         inference.run_text(tiny_model, LONG, bos=True)
     with pytest.raises(InputError) as scan_refusal:
@@ -210,14 +179,14 @@ def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_
 def test_a_scan_holds_no_more_than_the_budget_at_once(tiny_model, monkeypatch):
     import tracemalloc
 
-    from analysis.run import inference
+    from analysis.run import inference, memory
 
     texts = [" ".join(["word", "cat", "the"] * k) for k in range(3, 24)]  # 9 … 64 tokens
     inference.run_probe(tiny_model)  # cached on the model: not part of the scan's peak
     L, H = tiny_model.n_layer, tiny_model.n_head
-    budget = 6 * inference.attention_memory_bytes(L, H, 64)  # the longest text and its extras fit, alone
+    budget = 6 * memory.attention_memory_bytes(L, H, 64)  # the longest text and its extras fit, alone
     unlimited = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, repr(budget / 2**20))
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, repr(budget / 2**20))
     tracemalloc.start()
     try:
         result = scan.scan_texts(tiny_model, texts, batch_size=16, bos=True)
@@ -241,11 +210,11 @@ def test_scoring_a_layer_at_a_time_gives_the_same_scores(monkeypatch):
     np.testing.assert_array_equal(scan._score_text(a, ids, None, True, None), scan.text_scores(a, ids, None, True))
 
 
-# ----------------------------------------------------------------------------- Cancel while tokenising (17.9)
+# ----------------------------------------------------------------------------- Cancel while tokenising
 def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import tokenize as tokenizing
 
-    cancel, calls, real = threading.Event(), [], inference.tokenize
+    cancel, calls, real = threading.Event(), [], tokenizing.tokenize
 
     def tokenize(*args, **kwargs):
         calls.append(1)
@@ -253,45 +222,13 @@ def test_cancel_while_tokenizing_stops_at_the_next_text(tiny_model, monkeypatch)
             cancel.set()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(inference, "tokenize", tokenize)
-    with pytest.raises(scan.AnalysisCancelled):
+    monkeypatch.setattr(tokenizing, "tokenize", tokenize)
+    with pytest.raises(AnalysisCancelled):
         scan.scan_texts(tiny_model, TEXTS * 10, batch_size=2, cancel=cancel)
     assert len(calls) == 3  # of 70 texts: not one more after the Cancel
 
 
-# ----------------------------------------------------------------------------- what a folder skipped (17.10)
-def test_a_folder_names_what_it_skipped_by_kind(tiny_model, tmp_path):
-    folder = tmp_path / "texts"
-    folder.mkdir()
-    (folder / "a.txt").write_text("text a", encoding="utf-8")
-    os.symlink("loop.txt", folder / "loop.txt")  # a link to itself
-    os.symlink("/dev/null", folder / "null.txt")
-    for k in range(5):
-        os.mkfifo(folder / f"pipe{k}.txt")
-    (folder / "sub.txt").mkdir()
-    os.symlink(tmp_path / "gone", folder / "gone.txt")
-    texts = scan.read_texts(folder)
-    assert texts == ["text a"]
-    why = "(only regular .txt files are scanned)"
-    assert texts.warnings == (
-        f"Skipped 1 broken symbolic link in {folder}: gone.txt {why}.",
-        f"Skipped 1 symbolic link loop in {folder}: loop.txt {why}.",
-        f"Skipped 1 device in {folder}: null.txt {why}.",
-        f"Skipped 5 named pipes in {folder}: pipe0.txt, pipe1.txt, pipe2.txt and 2 more {why}.",
-        f"Skipped 1 folder in {folder}: sub.txt {why}.",
-    )
-    result = scan.scan_texts(tiny_model, texts)
-    assert result.warnings == texts.warnings and result.summary()["warnings"] == list(texts.warnings)
-    assert scan.read_texts(folder / "a.txt").warnings == ()
-    (folder / "a.txt").unlink()
-    with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
-    message = str(caught.value)
-    assert message.startswith(f"{folder} has no regular .txt files to scan") and "5 named pipes" in message
-    assert "\n" not in message
-
-
-# ----------------------------------------------------------------------------- the analysed part (17.11)
+# ----------------------------------------------------------------------------- the analysed part
 def test_a_cut_text_keeps_the_part_analysed_and_its_length(tiny_model, tmp_path):
     from analysis.export.writers import write_scan_texts_csv
     from analysis.run.inference import run_text
@@ -319,15 +256,6 @@ def test_the_analysed_part_without_offsets_is_the_same(tiny_model, monkeypatch):
     monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
     assert scan.scan_texts(tiny_model, [long_text], bos=False).texts == fast
     assert len(fast[0]) < len(long_text)
-
-
-# ----------------------------------------------------------------------------- one text a newline (17.12)
-def test_a_file_is_split_at_newlines_only(tiny_model, tmp_path):
-    inside = "one\x0btwo\x0cthree\x1cfour\x1dfive\x1esix\x85seven\u2028eight\u2029nine\rten"
-    f = tmp_path / "t.txt"
-    f.write_bytes(f"{inside}\r\nsecond\n\x0c\nthird".encode("utf-8"))
-    assert scan.read_texts(f) == [inside, "second", "third"]  # a line of only \x0c is blank
-    assert scan.scan_texts(tiny_model, scan.read_texts(f)).n_texts == 3
 
 
 def test_the_scan_command_says_what_it_skipped_and_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
@@ -362,29 +290,29 @@ def test_the_ablate_command_takes_a_token_cap(tiny_model_dir, tmp_path, capsys):
 @pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "1e400", "-1", "-0.5", "nan", "abc"])
 def test_a_budget_that_is_not_a_finite_number_of_megabytes_is_refused_in_one_sentence(tiny_model, monkeypatch,
                                                                                         value):
-    from analysis.run import inference
+    from analysis.run import memory
 
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, value)
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, value)
     with pytest.raises(InputError) as refused:
         scan.scan_texts(tiny_model, ["Hello world"])
-    assert str(refused.value) == (f"{inference.MEMORY_BUDGET_ENV}={value!r} is not a number of megabytes "
+    assert str(refused.value) == (f"{memory.MEMORY_BUDGET_ENV}={value!r} is not a number of megabytes "
                                   "(0 or more).")
 
 
 def test_a_budget_too_small_for_one_token_does_not_advise_a_cap_of_0(tiny_model, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import inference, memory
 
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0")
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0")
     with pytest.raises(InputError) as refused:
         inference.run_text(tiny_model, "Hello world", bos=True)
     message = str(refused.value)
     assert "at most 0" not in message and "--max-tokens" not in message
-    assert message.endswith(f"this run may use, too small for any text; raise {inference.MEMORY_BUDGET_ENV}.")
+    assert message.endswith(f"this run may use, too small for any text; raise {memory.MEMORY_BUDGET_ENV}.")
     with pytest.raises(InputError, match="too small for any text"):
         scan.scan_texts(tiny_model, ["Hello world"])
-    monkeypatch.delenv(inference.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
+    monkeypatch.delenv(memory.MEMORY_BUDGET_ENV)  # the budget was the memory available: no variable to raise
     with pytest.raises(InputError, match=r"^The attention of 1 token would take .*free some memory\.$"):
-        inference.check_attention_memory(1, 1, 1, budget=0)
+        memory.check_attention_memory(1, 1, 1, budget=0)
 
 
 def test_the_truncation_warning_of_one_text_cut_to_1_token_says_1_token_and_the_text(tiny_model):
@@ -409,7 +337,7 @@ def llama(tmp_path_factory):
 def test_the_analysed_part_stops_before_a_character_whose_bytes_go_on_in_a_token_not_run(request, model, text):
     """A character of several bytes split between the last token run and the next: the part held the whole
     character, so it tokenised to more tokens than were run (texts.csv's content one character too long)."""
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     loaded = request.getfixturevalue(model)
     result = scan.scan_texts(loaded, [text], bos=False, max_tokens=64)
@@ -426,64 +354,3 @@ def test_the_analysed_part_without_offsets_stops_before_a_split_character_too(ti
     fast = scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts
     monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
     assert scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts == fast
-
-
-# ----------------------------------------------------------------------------- what a folder skipped, where a text is
-def test_a_folder_names_its_blank_files_and_its_names_in_another_case_of_txt(tmp_path):
-    folder = tmp_path / "texts"
-    folder.mkdir()
-    (folder / "a.txt").write_text("text a", encoding="utf-8")
-    (folder / "blank.txt").write_bytes("\ufeff\n  \n\r\n".encode("utf-8"))  # a BOM and blank lines
-    (folder / "empty.txt").write_bytes(b"")
-    (folder / "B.TXT").write_text("text b", encoding="utf-8")
-    (folder / "c.Txt").write_text("text c", encoding="utf-8")
-    (folder / "notes.md").write_text("not a text", encoding="utf-8")
-    texts = scan.read_texts(folder)
-    assert texts == ["text a"] and texts.sources == ("a.txt",)
-    assert texts.warnings == (
-        f"Skipped 2 names in another case of .txt in {folder}: B.TXT, c.Txt (only names ending in .txt, in lower "
-        "case, are scanned).",
-        f"Skipped 2 blank files in {folder}: blank.txt, empty.txt (they hold no text).",
-    )
-    (folder / "a.txt").unlink()
-    with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
-    assert str(caught.value) == f"{folder} holds no text to scan: its .txt files are blank (blank.txt, empty.txt)."
-    for f in folder.glob("*.txt"):
-        f.unlink()
-    with pytest.raises(InputError) as caught:
-        scan.read_texts(folder)
-    assert str(caught.value) == (f"{folder} has no regular .txt files to scan (2 names in another case of .txt: "
-                                 "B.TXT, c.Txt).")
-
-
-def test_texts_csv_says_where_each_text_came_from(tiny_model, tmp_path):
-    from analysis.export.writers import write_scan_texts_csv
-
-    folder = tmp_path / "texts"
-    folder.mkdir()
-    (folder / "b.txt").write_text("text b\n\nmore of b", encoding="utf-8")
-    (folder / "a.txt").write_text("text a", encoding="utf-8")
-    lines = tmp_path / "lines.txt"
-    lines.write_text("\ufeffone\n\n  \ntwo\r\nthree\n", encoding="utf-8")
-    assert scan.read_texts(folder).sources == ("a.txt", "b.txt")
-    assert scan.read_texts(lines).sources == ("line 1", "line 4", "line 5")  # blank lines keep their numbers
-    sample = scan.read_texts(scan.SAMPLE_TEXTS)
-    assert sample.sources[:2] == ("sample line 1", "sample line 2") and len(sample.sources) == len(sample)
-    result = scan.scan_texts(tiny_model, scan.read_texts(lines), max_texts=2)
-    assert result.sources == ("line 1", "line 4")
-    with open(write_scan_texts_csv(result, tmp_path / "texts.csv"), encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
-    assert [row[4:] for row in rows] == [["source", "content"], ["line 1", "one"], ["line 4", "two"]]
-
-
-@pytest.mark.parametrize("link, said", [("loop", "is a symbolic link loop (following it never reaches a file)"),
-                                        ("dangling", "is a broken symbolic link to {gone}, which does not exist")])
-def test_texts_given_as_a_link_to_nothing_say_what_the_link_is(tmp_path, link, said):
-    path, gone = tmp_path / "texts.txt", tmp_path / "gone.txt"
-    os.symlink(path if link == "loop" else gone, path)
-    with pytest.raises(InputError) as caught:
-        scan.read_texts(path)
-    assert str(caught.value) == f"Cannot read texts: {path} {said.format(gone=gone)}."
-    with pytest.raises(InputError, match=r"^Texts not found: .* does not exist\.$"):
-        scan.read_texts(tmp_path / "nothing.txt")

@@ -1,6 +1,7 @@
-"""analysis.run.inference.tokenize: a long text is tokenised only as far as the token cap needs, and the tokens it
-gives are the first tokens of the whole text's tokenization (issue 17, item 8: an added token of 3,000 W's was
-cut into 64 pieces of one W and the text called longer than 64 tokens; the tokenizer makes 6 tokens of it)."""
+"""analysis.run.tokenize.tokenize: a long text is tokenised only as far as the token cap needs, and the tokens it
+gives are the first tokens of the whole text's tokenization, whatever the text (many words, one long word, runs of
+whitespace, multi-byte characters, an added token far longer than the first prefix tokenised, characters a
+normaliser deletes)."""
 from __future__ import annotations
 
 import copy
@@ -17,13 +18,43 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempd
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from analysis.run.inference import run_text, tokenize  # noqa: E402
+from analysis.run.inference import run_text  # noqa: E402
+from analysis.run.tokenize import tokenize  # noqa: E402
 from analysis.model.loading import load_model  # noqa: E402
 
 LONG = "W" * 3000  # one added token, far longer than the first prefix tokenised (8 characters per token of cap)
 TEXT = f"The {LONG} end"
 
 
+# ----------------------------------------------------------------------------- the session's tiny model
+def full_ids(model, text):
+    return model.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("text", [
+    "word " * 5000,  # many short words
+    "x" * 30_000,  # one long word: no whitespace to cut at
+    "a b\n\n\t  c  " * 3000,  # runs of whitespace at every possible cut
+    "漢字とかな😀 " * 3000,  # multi-byte characters
+])
+def test_a_prefix_gives_exactly_the_first_tokens_of_the_whole_text(tiny_model, text):
+    """Independent check: the whole text tokenised in one go, then cut."""
+    expected = full_ids(tiny_model, text)
+    for bos in (False, True):
+        ids, n_text, truncated = tokenize(tiny_model, text, bos)
+        body = ids[1:] if bos else ids
+        assert truncated and len(ids) == tiny_model.context_length
+        assert body == expected[: len(body)]
+        assert len(body) < n_text <= len(expected)  # a lower bound, honestly "more than"
+
+
+def test_a_text_that_fits_is_counted_exactly(tiny_model):
+    text = "The cat sat on the mat."
+    ids, n_text, truncated = tokenize(tiny_model, text, False)
+    assert ids == full_ids(tiny_model, text) and n_text == len(ids) and not truncated
+
+
+# ----------------------------------------------------------------------------- added tokens
 @pytest.fixture(scope="module")
 def added(tmp_path_factory, tokenizer):
     """The tiny GPT-2 whose tokenizer was given two added tokens: 3,000 W's and "hello world" (it holds a space)."""

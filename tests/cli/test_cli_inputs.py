@@ -71,8 +71,8 @@ def test_no_command_writes_over_what_it_reads(place, argv, words, capsys, no_mod
 
 
 def test_an_export_over_the_bundled_model_or_the_sample_texts_is_refused(capsys, no_model_load):
-    from analysis.model.loading import BUNDLED_MODEL_DIR
-    from analysis.measures.scan import SAMPLE_TEXTS
+    from analysis.model.catalogue import BUNDLED_MODEL_DIR
+    from analysis.measures.scan_inputs import SAMPLE_TEXTS
 
     code, _, err = run(capsys, "export", "--text", "a", "--out", BUNDLED_MODEL_DIR.parent)
     assert code == 2 and "holds --model bundled" in one_error_line(err)

@@ -484,7 +484,7 @@ def test_a_folder_that_is_not_a_model_is_not_added_to_the_model_list(qtbot, wind
 
 
 def test_model_list_says_what_is_downloaded_and_asks_before_a_download(qtbot, window):
-    from analysis.model.loading import is_cached
+    from analysis.model.hub import is_cached
 
     choice, bar = window.model_bar.model_choice, window.model_bar
     labels = {choice.itemData(i): choice.itemText(i) for i in range(choice.count())}
@@ -506,7 +506,7 @@ def test_model_list_says_what_is_downloaded_and_asks_before_a_download(qtbot, wi
 
 def test_offline_gpt2_download_says_what_to_do_and_offers_retry(qtbot, window):
     """HF_HUB_OFFLINE is set for the tests: the download fails fast, the model stays, Retry is offered."""
-    from analysis.model.loading import is_cached
+    from analysis.model.hub import is_cached
     from gui.chrome.downloads import offer_gpt2_download
 
     if is_cached("gpt2"):
@@ -1015,7 +1015,7 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
 
 def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, window, monkeypatch):
     """n1 #12: headers per family, no "? params", a minilm entry that says how to install it."""
-    from analysis.model.loading import HUB_MODEL_TABLE, MINILM_MISSING
+    from analysis.model.catalogue import HUB_MODEL_TABLE, MINILM_MISSING
     from gui.input import model_bar
 
     bar = window.model_bar

@@ -124,7 +124,7 @@ def test_the_importance_maps_cancel_button_stays_where_it_was_when_a_run_starts(
 # ----------------------------------------------------------------------------- 3. the token limit
 @pytest.mark.parametrize("cap,context", [(2048, 256), (2048, 4096), (100, 256), (256, 256)])
 def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, context):
-    from analysis.run.inference import token_limit
+    from analysis.run.tokenize import token_limit
     from gui.qt import ensure_qapp
     from gui.input.token_limit import TokenLimit
 

