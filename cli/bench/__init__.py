@@ -12,7 +12,7 @@ For each model and each n (tokens): medians of several runs of
   h  gui_stall_ms     the longest stall of the GUI thread (a 10 ms timer in the real window) during a run
 Scan (``scan``, unless ``--no-scan``): the batched scan against one text at a time on GPT-2-small shapes
 with 64-token texts cut from the bundled sample set: tokens per second of each, best of the runs, at a
-few batch sizes, and their ratio (``scan.scan_speeds``; the scores of both must agree); then the most
+few batch sizes, and their ratio (``scan_speed.scan_speeds``; the scores of both must agree); then the most
 batching could give on this machine (``batching_ceiling``), so a ratio can be read against what is possible.
 Peers (``--peers``, n ≤ 512): bertviz ``model_view(..., html_action='return')`` and CircuitsVis
 ``attention_heads`` on the same attention and tokens: time to a viewable all-heads figure and its size.

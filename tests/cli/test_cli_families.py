@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.measures import ablation, lenses, scan
+from analysis.measures import ablation, lenses, scan, scan_inputs, scan_speed
 from helpers import one_error_line, run_main as run
 
 TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
@@ -39,8 +39,8 @@ def test_export_and_scan_work_for_every_family(model_type, family_folders, tmp_p
         np.testing.assert_allclose(data["rollout"], lenses.rollout(result.attentions), rtol=1e-5, atol=1e-7)
     code, _, err = run(capsys, "scan", "--model", folder, "--out", tmp_path / "s", "--max-texts", "6", "--batch", "3")
     assert code == 0, err
-    alone = scan.scan_texts(loaded, scan.read_texts(scan.SAMPLE_TEXTS)[:6], batch_size=1)
-    assert scan.max_abs_diff(alone, scan.scan_texts(loaded, scan.read_texts(scan.SAMPLE_TEXTS)[:6], batch_size=3)) < 1e-5
+    alone = scan.scan_texts(loaded, scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)[:6], batch_size=1)
+    assert scan_speed.max_abs_diff(alone, scan.scan_texts(loaded, scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)[:6], batch_size=3)) < 1e-5
     with open(tmp_path / "s" / "scores_mean.csv", encoding="utf-8") as f:
         header, *rows = list(csv.reader(f))
     encoder = model_type == "bert"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from analysis.measures import scan
+from analysis.measures import scan_inputs
 from cli import inputs
 from cli.parser import parse_args
 from helpers import one_error_line, run_main as run
@@ -270,7 +270,7 @@ def test_text_file_with_nul_bytes_or_a_device_is_refused(command, tmp_path, caps
 
 
 def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
-    import analysis.measures.scan
+    import analysis.measures.scan_inputs
     import analysis.textfiles
 
     seen = []
@@ -281,9 +281,9 @@ def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
         return real(path, limit)
 
     monkeypatch.setattr(analysis.textfiles, "read_text_file", spy)
-    monkeypatch.setattr(analysis.measures.scan, "read_text_file", spy)
+    monkeypatch.setattr(analysis.measures.scan_inputs, "read_text_file", spy)
     f = tmp_path / "t.txt"
     f.write_text("one\ntwo\n", encoding="utf-8")
     assert inputs.read_text_file(f) == ("one\ntwo\n", [])
-    assert scan.read_texts(f) == ["one", "two"]
+    assert scan_inputs.read_texts(f) == ["one", "two"]
     assert seen == [str(f), str(f)]

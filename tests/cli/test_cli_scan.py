@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.errors import InputError
-from analysis.measures import scan
+from analysis.measures import scan, scan_inputs
 from helpers import one_error_line, run_main as run
 
 SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
@@ -74,7 +74,7 @@ def test_scan_defaults_to_the_bundled_sample_set(tiny_model_dir, tmp_path, capsy
     assert code == 0, err
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert summary["texts"] == 6 and summary["sink_epsilon"] == 0.3
-    sample = scan.read_texts(scan.SAMPLE_TEXTS)
+    sample = scan_inputs.read_texts(scan_inputs.SAMPLE_TEXTS)
     assert len(sample) >= 200
     code, _, err = run(capsys, "scan", "--model", tiny_model_dir, "--texts", "sample", "--out", tmp_path / "s",
                        "--max-texts", "3")
@@ -129,20 +129,20 @@ def test_scan_folder_limit_names_the_folder_not_a_file(tmp_path):
     (folder / "a.txt").write_text("a" * 600, encoding="utf-8")
     (folder / "b.txt").write_text("b" * 600, encoding="utf-8")  # each under the limit, together over it
     with pytest.raises(InputError) as caught:
-        scan.read_texts(folder, limit=1000)
+        scan_inputs.read_texts(folder, limit=1000)
     message = str(caught.value)
     assert message.startswith(f"The .txt files in {folder} hold more than 1,000 bytes of text in all")
     assert "b.txt" not in message
-    assert scan.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]  # exactly at the limit: read
+    assert scan_inputs.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]  # exactly at the limit: read
     (folder / "c.txt").write_text("", encoding="utf-8")  # an empty file after the limit is reached is fine
-    assert scan.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]
+    assert scan_inputs.read_texts(folder, limit=1200) == ["a" * 600, "b" * 600]
 
 
 def test_scan_file_limit_still_names_the_file(tmp_path):
     f = tmp_path / "big.txt"
     f.write_text("a line\n" * 100, encoding="utf-8")
     with pytest.raises(InputError, match=r"big.txt holds more than 200 bytes of text; scan a part of it"):
-        scan.read_texts(f, limit=200)
+        scan_inputs.read_texts(f, limit=200)
 
 
 def test_scan_names_the_text_that_has_no_tokens(tmp_path):
