@@ -274,7 +274,7 @@ def test_a_figure_onto_a_full_disk_raises_the_disks_own_error_and_libpng_says_no
                                                                                       fmt):
     """/dev/full is a disk that is always full. Qt wrote the files itself: libpng printed "libpng error: Write
     Error" on stderr and the error gave no reason, under the path of what was often a hidden staging file."""
-    from gui.plots.figures import save_figure
+    from gui.export.figure_files import save_figure
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")

@@ -14,9 +14,9 @@ from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_t
 
 @pytest.fixture
 def panel(qtbot, worker):
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+    from gui.tabs.ablation.ablation_tab import AblationTab
 
-    p = shown_tab(qtbot, AblationPanel, worker, 1100, 600)
+    p = shown_tab(qtbot, AblationTab, worker, 1100, 600)
     p.state.set_bundle(analyse(qtbot, worker, TEXT))
     return p
 

@@ -58,13 +58,13 @@ def test_a_warning_that_is_not_the_hint_stays_while_typing(qtbot, text_input):
 
 def test_rollout_and_head_maps_are_dimmed_while_a_new_text_runs(qtbot):
     """n4 #6: Rollout showed the previous map with no sign it was out of date while the new run ran."""
-    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.head.head_tab import HeadTab
     from gui.plots.plot_items import DIM_OPACITY
     from gui.tabs.rollout.rollout_tab import UPDATING, RolloutTab
     from gui.state.view_state import ViewState
 
     worker, state = FakeWorker(), ViewState()
-    rollout, head = RolloutTab(state, worker), HeadPanel(state, worker)
+    rollout, head = RolloutTab(state, worker), HeadTab(state, worker)
     for tab in (rollout, head):
         qtbot.addWidget(tab)
     rollout.stack.setCurrentWidget(rollout.plot)  # as when a map is shown

@@ -58,7 +58,7 @@ def window(qtbot, tmp_path, tiny_model_dir):
     w.set_text("The cat sat on the mat")
     with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
         w.run_text()
-    w.tabs.setCurrentWidget(w.head_panel)
+    w.tabs.setCurrentWidget(w.head_tab)
     w.activateWindow()
     qtbot.wait(50)
     return w
@@ -79,12 +79,12 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
     from_bar = cycle[first:] + cycle[:first]
     readme = model_bar + [box, text.run_button, text.examples_button, text.bos_box, text.auto_box,
                           text.token_strip, grid.plot, grid.badge_choice, window.tabs.tabBar(),
-                          window.head_panel.plot]
+                          window.head_tab.plot]
     positions = [from_bar.index(w) for w in readme]
     assert positions == sorted(positions)
     assert from_bar[: len(model_bar) + 1] == model_bar + [box]  # the model bar, then straight to the text
     tab_bar = from_bar.index(window.tabs.tabBar())
-    head_tab = [w for w in from_bar[tab_bar + 1:] if window.head_panel.isAncestorOf(w)]
+    head_tab = [w for w in from_bar[tab_bar + 1:] if window.head_tab.isAncestorOf(w)]
     assert from_bar[tab_bar + 1: tab_bar + 1 + len(head_tab)] == head_tab  # the tab's controls follow the tab bar
     # then the note's buttons as they sit on screen, left to right (was: ✕ before "Download GPT-2" at its left)
     note_stops = sorted((w for w in cycle if note.isAncestorOf(w)), key=lambda w: w.mapTo(window, QtCore.QPoint()).x())
@@ -97,9 +97,9 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
 # ----------------------------------------------------------------------------- 2. the ablation's Cancel
 def test_the_importance_maps_cancel_button_stays_where_it_was_when_a_run_starts(qtbot, worker, monkeypatch):
     import analysis.measures.ablation as ablation_module
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+    from gui.tabs.ablation.ablation_tab import AblationTab
 
-    panel = shown_tab(qtbot, AblationPanel, worker, 1360, 700)
+    panel = shown_tab(qtbot, AblationTab, worker, 1360, 700)
     panel.state.set_bundle(analyse(qtbot, worker, TEXT))
     qtbot.wait(50)
     cancel = panel.importance_cancel

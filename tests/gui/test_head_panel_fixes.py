@@ -14,11 +14,11 @@ from helpers import WAIT_MS, bundle, plain, worker_held  # noqa: E402
 @pytest.fixture
 def panel(qtbot, loaded_worker):
     """A Head tab on its own state, shown at the width it gets in a 1366 px window."""
-    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.head.head_tab import HeadTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    head = HeadPanel(state, loaded_worker)
+    head = HeadTab(state, loaded_worker)
     qtbot.addWidget(head)
     head.resize(816, 560)  # its width in a 1366 px window
     head.show()
@@ -133,7 +133,7 @@ def test_hover_text_wording():
 
 def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
     from analysis.measures.head_scores import HeadScores
-    from gui.tabs.head.head_panel import strongest_score, top_score_text
+    from gui.tabs.head.head_tab import strongest_score, top_score_text
 
     scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
               "induction_probe": np.array([[0.01, 0.2]])}
@@ -156,7 +156,7 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
 
 def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
     """n3 #3: the label was always cut as "— previous toke…" at 1366 px."""
-    from gui.tabs.head.head_panel import STRONG_PATTERN
+    from gui.tabs.head.head_tab import STRONG_PATTERN
 
     state, label = panel.state, panel.head_label
     scores = all_scores(tiny_result)
@@ -192,7 +192,7 @@ def format_at(doc, position: int):
 def test_an_elided_label_is_cut_between_words(qtbot):
     from PySide6 import QtGui
 
-    from gui.tabs.head.head_panel import ElidedLabel
+    from gui.widgets import ElidedLabel
 
     label = ElidedLabel()
     qtbot.addWidget(label)
@@ -213,7 +213,7 @@ def test_an_elided_label_is_cut_between_words(qtbot):
 def test_an_elided_label_keeps_an_escaped_token(qtbot, qtlog):
     """Tokens are user text, HTML-escaped in the label: the cut must not read "&lt;pad&gt;" back as a tag (it
     printed "QTextCursor::setPosition: Position … out of range" and painted "…" before the whole text)."""
-    from gui.tabs.head.head_panel import ElidedLabel
+    from gui.widgets import ElidedLabel
 
     label = ElidedLabel()
     qtbot.addWidget(label)

@@ -17,14 +17,14 @@ from helpers import WAIT_MS, bundle, worker_held  # noqa: E402
 def views(qtbot, loaded_worker):
     """The grid, the Head tab and the Rollout tab side by side on one state, shown."""
     from gui.plots.grid_panel import GridPanel
-    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.head.head_tab import HeadTab
     from gui.tabs.rollout.rollout_tab import RolloutTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
     box = QtWidgets.QWidget()
     layout = QtWidgets.QHBoxLayout(box)
-    grid, head, roll = GridPanel(state), HeadPanel(state, loaded_worker), RolloutTab(state, loaded_worker)
+    grid, head, roll = GridPanel(state), HeadTab(state, loaded_worker), RolloutTab(state, loaded_worker)
     for widget in (grid, head, roll):
         layout.addWidget(widget)
     qtbot.addWidget(box)
@@ -203,7 +203,7 @@ def lut_of(figure):
 
 
 def test_colormap_and_dark_mode_reach_the_new_views(qtbot, views, tiny_result):
-    from gui.plots.figures import colormap
+    from gui.plots.plot_items import colormap
 
     show(qtbot, views, tiny_result)
     state = views.state

@@ -63,11 +63,11 @@ def test_a_long_title_never_pushes_the_map_or_its_colour_bar_out_of_the_figure(q
 def test_a_marked_sink_cell_is_never_elided(qtbot, disposed, tiny_result):
     from analysis.measures.head_scores import all_scores
     from gui.tabs.scores.score_table import SINK_MARK
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    panel = ScoresPanel(state, None)
+    panel = ScoresTab(state, None)
     disposed(panel)
     panel.resize(700, 500)  # narrow, as at 1366 px with the grid beside it
     panel.show()
@@ -120,11 +120,11 @@ def test_the_importance_sentence_names_only_heads_that_raise_the_loss():
 
 def test_after_the_importance_map_alone_the_baseline_box_shows_the_baseline(qtbot, disposed, worker, tiny_model):
     from analysis.measures.ablation import ablate
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+    from gui.tabs.ablation.ablation_tab import AblationTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    panel = AblationPanel(state, worker)
+    panel = AblationTab(state, worker)
     disposed(panel)
     state.set_bundle(analyse(qtbot, worker, TEXT))
     with qtbot.waitSignal(panel.importance_shown, timeout=WAIT_MS) as blocker:

@@ -13,12 +13,12 @@ from helpers import bundle, double_click, view_point  # noqa: E402
 def panel(qtbot, tiny_result):
     from analysis.measures.head_scores import all_scores
     from gui.qt import ensure_qapp
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
     from gui.state.view_state import ViewState
 
     ensure_qapp()
     state = ViewState()
-    p = ScoresPanel(state, None)
+    p = ScoresTab(state, None)
     p.resize(1000, 600)
     p.show()
     qtbot.waitExposed(p)
@@ -72,7 +72,7 @@ def test_the_table_fits_and_tab_leaves_it(qtbot, panel):
 
 def test_one_name_per_score(panel):
     from analysis.measures.head_scores import SCORE_NAMES
-    from gui.tabs.scores.scores_view import SCORE_LABELS
+    from analysis.measures.head_scores import SCORE_LABELS
 
     assert set(SCORE_LABELS) == set(SCORE_NAMES)
     assert panel.model.names[2:] == tuple(name for name in SCORE_NAMES if panel.scores.applies(name))
@@ -139,7 +139,7 @@ def test_sink_epsilon_is_strict_and_changes_the_count(qtbot, panel, tiny_result)
 @pytest.mark.parametrize("exclude_bos,exclude_current", [(False, False), (True, False), (False, True), (True, True)])
 def test_tl_scores_shown_equal_tl_detect(qtbot, panel, tiny_result, measure, exclude_bos, exclude_current):
     from analysis.measures import tl_scores
-    from gui.tabs.scores.scores_view import TL_NAMES
+    from gui.tabs.scores.score_sources import TL_NAMES
 
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
     panel.measure_choice.setCurrentIndex(panel.measure_choice.findData(measure))

@@ -122,11 +122,11 @@ def test_scaling_lab(qtbot):
 
 @pytest.fixture
 def panel(qtbot, worker):
-    from gui.tabs.scratch.scratch import ScratchPanel
+    from gui.tabs.scratch.scratch_tab import ScratchTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    p = ScratchPanel(state, worker)
+    p = ScratchTab(state, worker)
     p.resize(1300, 800)
     yield p
     p.hide()

@@ -9,7 +9,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ...plots.layer_head_map import LayerHeadMap
-from .scratch_steps import MatrixView
+from ...plots.matrix_view import MatrixView
 
 ERROR_FLOOR = 1e-12  # a difference of exactly 0 is drawn as this on the log scale
 

@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtWidgets
 from analysis.display import elide
 from analysis.lessons.lab import explain_weight
 
-from ...plots.matrix_view import MASKED_TEXT, MatrixView, fmt, matrix_table  # noqa: F401 (fmt: imported from here too)
+from ...plots.matrix_view import MASKED_TEXT, MatrixView, matrix_table
 from .scratch_explain import StepHovers
 
 #: The family's recompute steps (FamilyRecomputation.steps) as the info line names them.

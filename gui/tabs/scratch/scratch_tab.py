@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from .calculator_page import PRESETS, CalculatorPage  # noqa: F401 (re-exported)
+from ...plots.matrix_view import MatrixView
 from ...plots.plot_items import apply_theme
+from .calculator_page import CalculatorPage
 from .scratch_lab import CostPage, ScalingPage
-from .scratch_parity import ErrorMap, ParityPage, pass_badge  # noqa: F401
-from .scratch_steps import MASKED_TEXT, MatrixView, StepsPage, fmt, matrix_table  # noqa: F401
+from .scratch_parity import ErrorMap, ParityPage
+from .scratch_steps import StepsPage
 
 STATUS_MAX_PX = 300  # the status beside the tabs never widens the panel past this
 REQUEST_DELAY_MS = 150  # a burst of selection changes (arrow keys held) sends one request
 
 
-class ScratchPanel(QtWidgets.QTabWidget):
+class ScratchTab(QtWidgets.QTabWidget):
     """Tabs: Steps, Model vs manual, Calculator, Why √d_k, Cost."""
 
     title = "From scratch"
