@@ -165,17 +165,21 @@ def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tin
     state, worker = views.state, views.worker
     other = run_text(tiny_model, "A different text.", bos=True)
     assert other.n_tokens != tiny_result.n_tokens
-    answers, arrived = [], []  # value views computed by the worker, and kept by the state
+    answers, arrived, dropped = [], [], []  # value views computed by the worker and kept by the state; cancelled
     worker.task_done.connect(lambda rid, name, value: isinstance(value, ValueView) and answers.append(value))
+    worker.failed.connect(lambda failure: failure.name == "lenses" and dropped.append(failure.message))
     state.lens_changed.connect(lambda kind: kind == "value_norms" and arrived.append(state.lens(kind)))
     with worker_held(worker):  # the worker is busy: requests queue up
         state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
         state.set_attention_view("value-weighted")  # asks for result 1 …
         state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
-    qtbot.waitUntil(lambda: len(answers) == 2 and bool(arrived), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bool(arrived) and bool(dropped), timeout=WAIT_MS)
     qtbot.wait(50)
-    assert {a.shown.shape[-1] for a in answers} == {tiny_result.n_tokens, other.n_tokens}  # both were computed
-    assert [a.shown.shape[-1] for a in arrived] == [other.n_tokens]  # only the one on screen was kept
+    # the requests for result 1 (its value norms, and its rollout for the Rollout tab) were dropped unanswered
+    assert dropped == ["Cancelled.", "Cancelled."]
+    assert [a.shown.shape[-1] for a in answers] == [other.n_tokens]
+    assert [a.shown.shape[-1] for a in arrived] == [other.n_tokens]  # only the one on screen was shown
+    assert state.lens_error("value_norms") is None  # the dropped request's cancellation is no error of the view
     expected, _ = shares(other, tiny_model)
     np.testing.assert_allclose(views.head.plot.image.image, masked(expected[state.layer, state.head]),
                                rtol=1e-5, atol=1e-7)

@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtWidgets
 from analysis.display import SCALE_LABELS, SCALES
 from analysis.measures.head_scores import SCORE_NAMES
 
-from ...plots.figures import HeadPlot
+from ...plots.figures import HeadPlot, fit_title
 from ...plots.head_view import KeyNormStrip, draw_head, view_to_draw
 from ...plots.hover_text import NORMS_NOT_READY, value_hover_text
 from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
