@@ -29,7 +29,7 @@ from ..tabs.head.head_tab import HeadTab
 from ..state.jobs import running_jobs
 from .menus import build_menus
 from ..input.model_bar import ModelBar, hub_cached
-from .notes import NoteBar, is_dark
+from ..input.notes import NoteBar, is_dark
 from ..tabs.rollout.rollout_tab import RolloutTab
 from ..tabs.scores.scores_tab import ScoresTab
 from ..tabs.scratch.scratch_tab import ScratchTab

@@ -586,7 +586,7 @@ def test_recent_texts_keep_explicit_runs_only_deduplicated_capped_and_elided(qtb
 
 
 def test_examples_say_what_to_look_for(qtbot, window):
-    from gui.input.text_input import example_texts
+    from gui.input.examples import example_texts
 
     examples = example_texts()
     assert len(examples) >= 5 and all(e.label for e in examples)
@@ -765,7 +765,8 @@ def test_a_5_mb_one_line_text_is_held_outside_the_box_and_runs_whole(qtbot, wind
     """The window froze 1.6 s when a 5 MB one-line text was run, then ~0.4 s every 0.5 s: Qt laid the line out
     whole at every change and painted it whole at every blink of the cursor. Such a text is held by the text
     input: the box holds only its start (read-only, a note says so), and a run sends the whole text."""
-    from gui.input.text_input import LONG_LINE_CHARS, PREVIEW_CHARS
+    from gui.input.text_box import LONG_LINE_CHARS
+    from gui.input.text_input import PREVIEW_CHARS
 
     text = "word " * 1_000_000
     sent = []
@@ -789,7 +790,7 @@ def test_a_5_mb_one_line_text_is_held_outside_the_box_and_runs_whole(qtbot, wind
 
 
 def test_pasting_a_5_mb_line_holds_it_and_a_short_paste_goes_in_the_box(qtbot, window):
-    from gui.input.text_input import LONG_LINE_CHARS
+    from gui.input.text_box import LONG_LINE_CHARS
 
     window.set_text("Start: ")
     box = window.text_input.text_edit
@@ -986,7 +987,7 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
     """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
     bundled model, whose heads the examples name; on another model (n2 #6) it only runs the text."""
     from gui.input import text_input
-    from gui.input.text_input import example_texts, parse_example
+    from gui.input.examples import example_texts, parse_example
 
     assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
         type(example_texts()[0])("previous token: layer 0, head 2", "The cat", (0, 2))
