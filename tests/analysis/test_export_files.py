@@ -524,3 +524,9 @@ def test_a_staging_folder_of_an_export_killed_with_sigkill_is_removed_by_the_nex
     assert [p.name.startswith(".attnscope-export-out-") for p in tmp_path.iterdir() if p.is_dir()] == [True]
     written = ex.write_folder_atomically(out, writer(EXPORT))
     assert written.warnings == () and [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["out"]
+
+
+def test_summary_carries_the_text(tiny_result):
+    from analysis.export.writers import summary
+
+    assert summary(tiny_result)["text"] == tiny_result.text

@@ -1172,3 +1172,24 @@ def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settin
         window.load_model(str(tiny_model_dir))
     assert not window.note.isVisible()
     window.close()
+
+
+@pytest.mark.slow  # a whole window
+def test_the_window_says_running_for_the_newest_text_only(qtbot, tmp_path):
+    """The maps once dimmed for any analysis the worker started and lit up for any failure (a lens's, an
+    export's) or a stale result; now the window sets ``ViewState.running`` for the newest request only."""
+    from gui.chrome.window import MainWindow
+    from gui.state.worker import Failure, RequestKind
+
+    w = MainWindow(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.latest_analyse_id = latest = 7  # as after a few runs
+    w._analysis_started(latest - 1)  # a superseded request
+    assert not w.state.running
+    w._analysis_started(latest)
+    assert w.state.running
+    w._failed(Failure(latest + 5, RequestKind.TASK, "value_norms", ValueError("x"), "x"))  # not the run
+    assert w.state.running
+    w._failed(Failure(latest, RequestKind.ANALYSE, "analyse", ValueError("x"), "x"))
+    assert not w.state.running
+    w.close()

@@ -1,4 +1,4 @@
-"""The from-scratch panel on a ViewState and a real worker: the displayed numbers are the engine's, it follows
+"""The From-scratch tab on a ViewState and a real worker: the displayed numbers are the engine's, it follows
 the state (selection, colormap, theme, query row), asks the worker only while visible, and the lesson's preset
 shows the lesson's numbers."""
 import math
