@@ -403,7 +403,7 @@ def test_grid_colour_bar_quantity(qtbot, grid):
     assert grid.colorbar.axis.labelText == "log₁₀ share of row N"
 
 
-def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
+def test_the_head_tab_hover_says_renormalised_and_gives_the_raw_weight():
     from gui.plots.hover_text import hover_text
 
     tokens = ("<s>", "a", "b")
