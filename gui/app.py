@@ -270,8 +270,8 @@ def screenshot_problem(folder: Path, exc: OSError) -> str:
 
 def take_screenshots(window, folder: Path, leave) -> None:
     """Main views now; then the from-scratch tabs once the worker has computed them; then ``leave(code)``."""
-    from .tabs.scores.scores_view import ScoresPanel
-    from .tabs.scratch.scratch import ScratchPanel
+    from .tabs.scores.scores_tab import ScoresTab
+    from .tabs.scratch.scratch_tab import ScratchTab
 
     taken = []
 
@@ -284,15 +284,15 @@ def take_screenshots(window, folder: Path, leave) -> None:
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        window.tabs.setCurrentWidget(window.head_panel)
+        window.tabs.setCurrentWidget(window.head_tab)
         taken += [grab(window, folder / "window.png"), grab(window.grid_panel.plot, folder / "grid.png"),
-                  grab(window.head_panel.plot, folder / "detail.png")]
-        window.tabs.setCurrentWidget(window.tab(ScoresPanel))
-        taken += [grab(window.tab(ScoresPanel), folder / "scores.png")]
+                  grab(window.head_tab.plot, folder / "detail.png")]
+        window.tabs.setCurrentWidget(window.tab(ScoresTab))
+        taken += [grab(window.tab(ScoresTab), folder / "scores.png")]
     except OSError as exc:
         finish(exc)
         return
-    scratch = window.tab(ScratchPanel)
+    scratch = window.tab(ScratchTab)
     done = []
 
     def shoot_scratch(*_args) -> None:

@@ -21,6 +21,7 @@ class BertFamily(Family):
     token_style = "wordpiece"  # RoBERTa's byte-level tokenizer says so itself
     steps = ("project_q_k_v", "split_heads", "scores", "scale", "softmax", "mix_values", "merge_heads",
              "output_projection")
+    output_projection = "output.dense"
 
     def model_class(self, config: Any, weight_names=None):
         """The class whose tensors are exactly the file's, so nothing is left out or made up: BERT's
@@ -81,6 +82,7 @@ class DistilBertFamily(BertFamily):
     name = "distilbert"
     title = "DistilBERT encoder"
     model_types = ("distilbert",)
+    output_projection = "out_lin"
 
     CONFIG_NAMES = ("n_layers", "n_heads", "dim", "max_position_embeddings")
 

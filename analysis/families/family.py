@@ -31,6 +31,8 @@ class Family:
     causal: bool = True  # decoders hide future keys; encoders do not
     token_style: TokenStyle = "byte_level"  # when the tokenizer itself does not say
     steps: tuple[str, ...] = ()  # the recompute steps this family's models take, for the panel
+    output_projection: str = ""  # the module that is W_O, as the From-scratch tab names it (e.g. "o_proj")
+    attention_norm: str = ""  # the norm in front of attention by its module name ("ln_1"); "": named by its kind
 
     # --- config
     def check(self, config: Any) -> None:

@@ -29,6 +29,8 @@ class GPT2Family(Family):
     token_style = "byte_level"
     steps = ("layer_norm", "project_qkv", "split_heads", "scores", "scale", "causal_mask", "softmax",
              "mix_values", "merge_heads", "output_projection")
+    output_projection = "c_proj"
+    attention_norm = "ln_1"
 
     CONFIG_NAMES = ("n_layer", "n_head", "n_embd", "n_positions")
 

@@ -26,6 +26,7 @@ class LlamaFamily(Family):
     token_style = "sentencepiece"  # Llama 2 / TinyLlama / Mistral; SmolLM2 and Qwen2 say byte-level themselves
     steps = ("rms_norm", "project_q_k_v", "split_heads", "rotate", "repeat_kv", "scores", "scale", "causal_mask",
              "softmax", "mix_values", "merge_heads", "output_projection")
+    output_projection = "o_proj"
 
     def check(self, config: Any) -> None:
         """A rotary scaling the recompute follows, and key/value heads the query heads share evenly. Run on

@@ -37,6 +37,7 @@ class NeoXFamily(Family):
     token_style = "byte_level"
     steps = ("layer_norm", "project_qkv_per_head", "split_heads", "rotate_partial", "scores", "scale",
              "causal_mask", "softmax", "mix_values", "merge_heads", "output_projection")
+    output_projection = "dense"
 
     def check(self, config: Any) -> None:
         check_rope(config)

@@ -1,1 +1,1 @@
-"""The window's chrome: the main window's assembly, layout, menus, notes, status bar, help and tab order."""
+"""The window's chrome: the main window's assembly, layout, menus, status bar, help, the GPT-2 download and tab order."""

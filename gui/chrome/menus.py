@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 from PySide6 import QtGui
 
-from ..tabs.scores.scores_view import ScoresPanel
+from ..tabs.scores.scores_tab import ScoresTab
 
 
 class MenuActions(NamedTuple):
@@ -45,7 +45,7 @@ def build_menus(window) -> MenuActions:
     action(run_menu, "Go to the text box", "Ctrl+L", text_input.setFocus)
     token_limit = action(run_menu, "Token limit…", None, window.ask_max_tokens)
     action(run_menu, "Scores over many texts…", None,
-           lambda: tabs.setCurrentWidget(window.tab(ScoresPanel)) or window.tab(ScoresPanel).open_scan_dialog())
+           lambda: tabs.setCurrentWidget(window.tab(ScoresTab)) or window.tab(ScoresTab).open_scan_dialog())
     view_menu = bar.addMenu("&View")
     for text, keys, step in (("Next head", "Alt+Right", (0, 1)), ("Previous head", "Alt+Left", (0, -1)),
                              ("Next layer", "Alt+Down", (1, 0)), ("Previous layer", "Alt+Up", (-1, 0))):

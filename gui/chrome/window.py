@@ -21,19 +21,19 @@ from PySide6 import QtCore, QtWidgets
 from analysis.errors import HubUnreachableError, PickleWeightsError
 from analysis.model.catalogue import BUNDLED
 
-from ..tabs.ablation.ablation_tab import AblationPanel
+from ..tabs.ablation.ablation_tab import AblationTab
 from ..export.exporting import Exporter
 from .focus_order import set_tab_order, wrap_focus
 from ..plots.grid_panel import GridPanel
-from ..tabs.head.head_panel import HeadPanel
+from ..tabs.head.head_tab import HeadTab
 from ..state.jobs import running_jobs
 from .menus import build_menus
 from ..input.model_bar import ModelBar, hub_cached
-from .notes import NoteBar, is_dark
+from ..input.notes import NoteBar, is_dark
 from ..tabs.rollout.rollout_tab import RolloutTab
-from ..tabs.scores.scores_view import ScoresPanel
-from ..tabs.scratch.scratch import ScratchPanel
-from .status import StatusLine, format_bytes  # noqa: F401 (format_bytes: imported from here too)
+from ..tabs.scores.scores_tab import ScoresTab
+from ..tabs.scratch.scratch_tab import ScratchTab
+from .status import StatusLine
 from ..input.text_input import TextInput
 from ..input.token_limit import TokenLimit
 from ..state.view_state import ViewState
@@ -41,7 +41,7 @@ from .window_layout import MainArea
 from ..state.worker import Failure, RequestKind, Worker
 
 #: The tabs on the right, in order (the protocol is in gui/tabs/protocol.py): a new tab is one line here.
-TABS = (HeadPanel, ScoresPanel, ScratchPanel, RolloutTab, AblationPanel)
+TABS = (HeadTab, ScoresTab, ScratchTab, RolloutTab, AblationTab)
 LOADING_NOTE = "loading the model…"
 
 
@@ -84,7 +84,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.tabs.addTab(tab, tab.title)
             if hasattr(tab, "head_activated"):
                 tab.head_activated.connect(self.open_head)
-        self.head_panel = self.tab(HeadPanel)
+        self.head_tab = self.tab(HeadTab)
         self.grid_panel.plot.head_activated.connect(self.open_head)
         self.area = MainArea([self.note, self.error, self.cap_note, self.text_input], self.grid_panel, self.tabs,
                              self.settings)
@@ -334,7 +334,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def open_head(self, layer: int, head: int) -> None:
         """Select a head and show it in the Head tab (a tab's ``head_activated``)."""
         self.state.select(layer, head)
-        self.tabs.setCurrentWidget(self.head_panel)
+        self.tabs.setCurrentWidget(self.head_tab)
 
     def copy_figure(self) -> None:
         """Copy the clean export figure of the view in front: the grid when it has the focus, else the tab."""

@@ -228,7 +228,8 @@ class Exporter(QtCore.QObject):
 
     # ----------------------------------------------------------------- drawing (GUI thread, one figure a turn)
     def _draw(self, job: ExportJob, folder: Path, todo: list, head_figure) -> None:
-        from ..plots.figures import dispose_figure, save_figure
+        from ..plots.figures import dispose_figure
+        from .figure_files import save_figure
         from ..plots.grid_panel import grid_figure
 
         if self.closed:
@@ -267,7 +268,8 @@ class Exporter(QtCore.QObject):
 
     def _draw_front(self, job: ExportJob, folder: Path) -> None:
         """Save the tab's figure into ``folder``, then write it through the same staged writer."""
-        from ..plots.figures import dispose_figure, save_figure
+        from ..plots.figures import dispose_figure
+        from .figure_files import save_figure
 
         try:
             save_figure(job.front_figure, folder / job.path.name, job.png_width)
@@ -313,7 +315,7 @@ def figure_image(fig, width: int) -> QtGui.QImage:
     import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
     import pyqtgraph as pg
 
-    from ..plots.figures import settle_layout
+    from .figure_files import settle_layout
 
     settle_layout()
     if hasattr(fig, "scene") and callable(fig.scene):
@@ -337,7 +339,8 @@ def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
     """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
     this returned for the head before) when given: drawing into one figure is much faster than a new one."""
     from ..plots.figures import offscreen_head_figure
-    from ..tabs.head.head_panel import KeyNormStrip, draw_head, fit_title
+    from ..plots.head_view import KeyNormStrip, draw_head
+    from ..plots.figures import fit_title
 
     r = view.result
     title = f"{r.model_label} — layer {layer}, head {head}"

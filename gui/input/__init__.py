@@ -1,1 +1,1 @@
-"""Input: the model bar, the text box and its run controls, the token limit."""
+"""Input: the model bar, the text box and its run controls, examples, the token strip, the notes, the token limit."""

@@ -6,8 +6,8 @@ example or a recent text; not an auto-run or a BOS toggle) and shows what the vi
 the result's tokens and predictions, and whether the text still matches the result shown. An
 example that names a head asks for it with ``head_requested(layer, head)`` once its result is shown.
 
-A text with a line longer than LONG_LINE_CHARS (a 5 MB one-line paste, a --text) is held here, not
-put in the box: Qt lays a line out whole at every change and paints it whole at every blink of the
+A text with a line longer than LONG_LINE_CHARS (gui/input/text_box.py; a 5 MB one-line paste, a --text) is
+held here, not put in the box: Qt lays a line out whole at every change and paints it whole at every blink of the
 cursor (5 MB: 0.8 s to set, a 2 s freeze at the first paint, then 0.45 s every 0.5 s). The box shows
 its first PREVIEW_CHARS characters, read-only, a note says so, and runs take the whole text (the
 worker analyses only its token-capped start).
@@ -20,31 +20,23 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
 from analysis.model.catalogue import BUNDLED
 
-from ..chrome.notes import NoteBar
 from ..state.view_state import ViewState
+from .examples import Example, example_texts
+from .notes import NoteBar
+from .text_box import TextBox, has_long_line
+from .token_strip import TokenStrip
 
-EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "resources" / "texts" / "examples.txt"
 AUTO_RUN_MS = 600
 MAX_RECENT_TEXTS = 10
 MAX_RECENT_CHARS = 2000  # a recent text longer than this is saved cut (a 5 MB paste never reaches the settings file)
 MENU_CHARS = 70  # menu entries are elided to this many characters
 PREDICTIONS_WIDTH = 250  # pixels: the next-token line, in two lines beside the token strip
-LONG_LINE_CHARS = 100_000  # a text with a longer line is held outside the box (a line this long: ≤ 0.03 s a paint)
 PREVIEW_CHARS = 20_000  # what the box shows of a held text: more than 2,048 tokens of prose
-# Qt's block separators (QTextCursor.insertText): a run of more than LONG_LINE_CHARS others is one long line
-_LONG_LINE = re.compile("[^\n\r\u2029]{%d}" % (LONG_LINE_CHARS + 1))
-
-
-def has_long_line(text: str) -> bool:
-    """Whether ``text`` has a line (a block of the box) longer than LONG_LINE_CHARS characters."""
-    return len(text) > LONG_LINE_CHARS and _LONG_LINE.search(text) is not None
 
 
 def fit_lines(pieces: list[str], metrics, width: int, max_lines: int = 2) -> str:
@@ -66,126 +58,12 @@ def fit_lines(pieces: list[str], metrics, width: int, max_lines: int = 2) -> str
     return "<br>".join(html.escape(text).replace(" ", "&nbsp;") for text in lines)
 
 
-@dataclass(frozen=True)
-class Example:
-    """One example text: what to look for (``label``), the text, and the head it names (or None)."""
-
-    label: str
-    text: str
-    head: tuple[int, int] | None = None
-
-
-HEAD_FIELD = re.compile(r"^(\d+)\.(\d+)$")
-
-
-def parse_example(line: str) -> Example | None:
-    """An example from one line of examples.txt: ``label | text`` or ``label | L.H | text`` (the head the
-    label names, e.g. ``0.2`` for layer 0, head 2); a line without `` | `` is its own text. ``\\n`` in a
-    text is a line break. Comments (``#``) and blank lines give None."""
-    if not line.strip() or line.startswith("#"):
-        return None
-    label, sep, rest = line.partition(" | ")
-    if not sep:
-        return Example("", line.replace("\\n", "\n"))
-    field, sep, text = rest.partition(" | ")
-    match = HEAD_FIELD.match(field.strip()) if sep else None
-    head = (int(match[1]), int(match[2])) if match else None
-    return Example(label.strip(), (text if match else rest).replace("\\n", "\n"), head)
-
-
-def example_texts() -> list[Example]:
-    """The examples of resources/texts/examples.txt, in file order (see :func:`parse_example`)."""
-    try:
-        lines = EXAMPLES_FILE.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = ["The cat sat on the mat because it was tired."]
-    return [e for e in map(parse_example, lines) if e is not None]
-
-
 def menu_label(text: str, limit: int = MENU_CHARS) -> str:
     """One line, at most ``limit`` characters (an ellipsis marks the cut); ``&`` shown as itself."""
     line = " ".join(text.split())
     if len(line) > limit:
         line = line[: limit - 1].rstrip() + "…"
     return line.replace("&", "&&")
-
-
-class TextBox(QtWidgets.QPlainTextEdit):
-    """The text box: Tab moves the focus (a tab character is never typed into it). Two lines high at
-    least; it takes any height the input area is given. A paste or drop that would make a line longer
-    than LONG_LINE_CHARS is not inserted: ``long_text`` carries the text the box would then hold."""
-
-    long_text = QtCore.Signal(str)
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setTabChangesFocus(True)
-        self.setPlaceholderText("Type a sentence and press Ctrl+Enter (it also runs when you stop typing)")
-        self.setToolTip("The text to analyse. Ctrl+Enter runs it; Ctrl+L comes back here from anywhere. "
-                        "Drag the bar below the token strip to make this box taller.")
-        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding)
-        self.setMinimumHeight(self.lines_height(2))
-
-    def lines_height(self, lines: int) -> int:
-        """The height that shows ``lines`` lines of text: the lines, the document margin and the frame."""
-        margin = self.document().documentMargin()
-        return int(lines * self.fontMetrics().lineSpacing() + 2 * margin + 2 * self.frameWidth())
-
-    def sizeHint(self) -> QtCore.QSize:  # noqa: N802
-        return QtCore.QSize(super().sizeHint().width(), self.minimumHeight())
-
-    def insertFromMimeData(self, source) -> None:  # noqa: N802 (Qt's name: paste and drop)
-        pasted = source.text() if source.hasText() else ""
-        if len(pasted) > LONG_LINE_CHARS // 2 or len(pasted) + self.document().characterCount() > LONG_LINE_CHARS:
-            cursor = self.textCursor()
-            units = self.toPlainText().encode("utf-16-le")  # Qt's positions count UTF-16 code units
-            start, end = 2 * cursor.selectionStart(), 2 * cursor.selectionEnd()
-            after = units[:start].decode("utf-16-le") + pasted + units[end:].decode("utf-16-le")
-            if has_long_line(after):
-                self.long_text.emit(after)
-                return
-        super().insertFromMimeData(source)
-
-
-class TokenStrip(QtWidgets.QListWidget):
-    """Every token with its index; hover shows the id; a click highlights that query row (in the state).
-
-    Tab passes through it (one stop): its items are chosen with the arrow keys or the mouse."""
-
-    def __init__(self, state: ViewState, parent=None):
-        super().__init__(parent)
-        self.state = state
-        self.setFlow(QtWidgets.QListView.Flow.LeftToRight)
-        self.setWrapping(False)
-        self.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
-        self.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setTabKeyNavigation(False)
-        self.setSpacing(1)
-        # two lines of text (the index and the token), the items' padding, the frame and a thin scroll bar
-        self.horizontalScrollBar().setStyleSheet("QScrollBar:horizontal { height: 8px; }")
-        self.setFixedHeight(2 * self.fontMetrics().lineSpacing() + 8 + 2 * self.frameWidth() + 8)
-        self.setUniformItemSizes(False)
-        self.setToolTip("The tokens the model saw; click one to highlight its row in the head map")
-        self.itemClicked.connect(lambda item: state.toggle_query_row(self.row(item)))
-        state.bundle_changed.connect(self._bundle_changed)
-        state.query_row_changed.connect(self._query_row_changed)
-
-    def _bundle_changed(self, bundle) -> None:
-        self.clear()
-        if bundle is None:
-            return
-        r = bundle.result
-        for i, (token, token_id) in enumerate(zip(r.tokens, r.token_ids)):
-            item = QtWidgets.QListWidgetItem(f"{i}\n{token}")
-            item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-            item.setToolTip(f"token {i}: '{html.escape(token)}' — id {int(token_id)}")  # tooltips are rich text
-            self.addItem(item)
-
-    def _query_row_changed(self, row) -> None:
-        if row is None:
-            self.clearSelection()
-        else:
-            self.setCurrentRow(row)
 
 
 RECENT_TIP = ("Recent texts: the texts you ran with Run or Ctrl+Enter (and examples you picked), newest first; "

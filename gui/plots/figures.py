@@ -3,7 +3,7 @@
 - :class:`HeadPlot`: one head, query tokens down the left (row 0 at the top), key tokens along
   the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
 - :class:`GridPlot` (gui/plots/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
-- :func:`save_figure` (gui/export/figure_files.py, re-exported here): PNG, SVG or PDF of a figure widget, drawn like the PNG.
+- :func:`~gui.export.figure_files.save_figure`: PNG, SVG or PDF of a figure widget, drawn like the PNG.
 """
 from __future__ import annotations
 
@@ -17,15 +17,12 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import SCALE_LABELS, apply_scale, elide, shown_weights, without_first_key  # noqa: F401 (re-exported)
+from analysis.display import apply_scale, elide, shown_weights
 
-from ..export.figure_files import (SVG_FONT_FALLBACK, SVG_IMAGE_MAX_PIXELS, SVG_IMAGE_MIN_UPSCALE,  # noqa: F401 (re-exported)
-                           save_figure, settle_layout, svg_image_upscale, svg_with_crisp_images,
-                           svg_with_font_fallback, upscaled_png)
-from .grid_plot import BAR_LABELS, GridPlot, bar_label  # noqa: F401 (BAR_LABELS re-exported)
+from ..export.figure_files import save_figure, settle_layout
+from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
-from .plot_items import (COLORMAP_LABELS, COLORMAPS, HoverImage, ZoomableFigure, apply_theme,  # noqa: F401
-                         colormap, limit_to_data)
+from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data
 
 ROW_HIGHLIGHT = "#ff2d55"
 def tick_font() -> QtGui.QFont:
@@ -301,6 +298,16 @@ def lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> 
     fig.resize(width, height)
     fig.show()
     settle_layout()
+
+
+def fit_title(fig) -> None:
+    """Lay an offscreen figure out again, widened so its title fits over the map: a title wider than the
+    map pushes the colour bar out of the picture."""
+    settle_layout()
+    need = fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).width() + 24  # the whole layout, title included
+    fig.resize(max(fig.width() + 1, int(need)), fig.height())  # any resize lays the figure out again
+    settle_layout()
+
 
 
 def head_figure_size(n_tokens: int) -> tuple[int, int]:

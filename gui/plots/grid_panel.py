@@ -10,10 +10,12 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.measures.head_scores import SCORE_NAMES
 
-from .figures import BAR_LABELS, GridPlot, apply_theme, grid_source
-from ..tabs.head.head_panel import add_arrow_keys, fit_title, show_focus_ring
 from ..state.lens_data import VALUE_NORMS
 from ..state.view_state import ViewState
+from ..widgets import add_arrow_keys, show_focus_ring
+from .figures import fit_title, grid_source
+from .grid_plot import BAR_LABELS, GridPlot
+from .plot_items import apply_theme
 
 VALUE_TITLE = "value-weighted"
 
@@ -43,7 +45,7 @@ def grid_figure(view, badge_label: str = ""):
                                 badge_label=badge_label)
     source, full, _key, quantity, what = grid_data(view)
     if what:
-        from .figures import settle_layout
+        from ..export.figure_files import settle_layout
         from .layer_head_map import width_for_title
 
         title = f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"

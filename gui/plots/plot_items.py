@@ -11,10 +11,6 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L4")  # ids, saved in settings
-COLORMAP_LABELS = {"viridis": "viridis (blue → yellow)", "inferno": "inferno (black → yellow)",
-                   "magma": "magma (black → pale pink)", "plasma": "plasma (blue → yellow)",
-                   "cividis": "cividis (colour-blind safe)", "CET-L1": "grey (CET-L1)", "CET-L4": "red → yellow (CET-L4)"}
 TOOLTIP_MS = 60_000  # a value tooltip stays this long while the pointer rests on its cell
 LIGHT = {"background": QtGui.QColor("white"), "foreground": QtGui.QColor("black")}
 DARK = {"background": QtGui.QColor("#202124"), "foreground": QtGui.QColor("#dddddd")}

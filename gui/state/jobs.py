@@ -12,7 +12,9 @@ never delivered as a result (napari's request-id pattern).
 A job's results belong to the model it ran on, so a new model's load ends it (``ended_by``; an
 ablation also ends with a new text): the worker sets its Cancel the moment the load is asked for, so the
 load never waits behind it, and says so (``Worker.tasks_stopped``). :func:`running_jobs` names the jobs
-a request of another kind would wait for, with their progress, for the status bar.
+a request of another kind would wait for, with their progress, for the status bar. A short task (a lens, the
+From-scratch numbers of one head) is a Job too, for its request ids and its stale answers dropped, but one the
+status bar does not name (``announced=False``) and no newer request ends (``ended_by=()``).
 """
 from __future__ import annotations
 
@@ -36,8 +38,8 @@ _JOBS: weakref.WeakSet = weakref.WeakSet()  # every Job made, for running_jobs
 def running_jobs(worker, kind: RequestKind = RequestKind.ANALYSE) -> list:
     """The jobs on ``worker`` that are running and that a new request of ``kind`` does not end: what it
     waits for. A job already told to stop is not waited for (it stops at its next module call)."""
-    return sorted((job for job in list(_JOBS) if job.worker is worker and job.running and not job.stopping
-                   and kind not in job.ended_by), key=lambda job: job.request_id)
+    return sorted((job for job in list(_JOBS) if job.worker is worker and job.announced and job.running
+                   and not job.stopping and kind not in job.ended_by), key=lambda job: job.request_id)
 
 
 class Job(QtCore.QObject):
@@ -52,11 +54,12 @@ class Job(QtCore.QObject):
     _progress = QtCore.Signal(int, int, int)  # run, done, total: emitted on the worker thread, queued here
 
     def __init__(self, worker, name: str, parent: QtCore.QObject | None = None, *, label: str = "",
-                 ended_by=(RequestKind.LOAD,)):
+                 ended_by=(RequestKind.LOAD,), announced: bool = True):
         super().__init__(parent)
         self.worker, self.name = worker, name
         self.label = label or f"the {name}"  # in words, for the status bar ("the importance map")
         self.ended_by = frozenset(ended_by)  # the newer requests that end a run (its results would be stale)
+        self.announced = announced  # running_jobs names it: a long job the status bar says a new text waits for
         self.done = self.total = 0  # the latest run's progress
         self.request_id = 0  # the worker request of the latest run; 0 when none is in flight
         self._runs = itertools.count(1)

@@ -1,7 +1,7 @@
 """Lenses of the result on screen (analysis/measures/lenses.py), computed on the worker when first needed.
 
-:class:`LensData` is the one helper per :class:`ViewState` that asks the worker for them
-(``worker.submit("lenses", task)``) and writes each answer into the state (``state.set_lens``),
+:class:`LensData` is the one helper per :class:`ViewState` that asks the worker for them (one
+``jobs.Job`` per lens kind, named "lenses") and writes each answer into the state (``state.set_lens``),
 which keeps it only while its result is on screen: a late answer for an older result is dropped.
 Each lens is computed at most once per result (the state holds it until the next bundle).
 
@@ -21,6 +21,7 @@ from PySide6 import QtCore
 
 from analysis.errors import AttnScopeError
 
+from .jobs import Job
 from .view_state import ViewState
 
 TASK_NAME = "lenses"
@@ -92,10 +93,14 @@ class LensData(QtCore.QObject):
     def __init__(self, state: ViewState, worker):
         super().__init__(state)
         self.state, self.worker = state, worker
-        self._pending: dict[int, tuple[int, str]] = {}  # worker request id → (bundle request id, kind)
-        if worker is not None:
-            worker.task_done.connect(self._done)
-            worker.failed.connect(self._failed)
+        # one short job per lens kind; nothing newer ends it (its answer is dropped by the state if stale)
+        self._jobs: dict[str, Job] = {} if worker is None else {
+            kind: Job(worker, TASK_NAME, self, ended_by=(), announced=False) for kind in TASKS}
+        self._bundle_of: dict[str, int] = {}  # kind → the bundle request id its job's latest run is for
+        for kind, job in self._jobs.items():
+            job.finished.connect(lambda value, kind=kind: self.state.set_lens(self._bundle_of[kind], kind, value))
+            job.failed.connect(lambda message, kind=kind: self.state.set_lens_error(self._bundle_of[kind], kind,
+                                                                                     message))
         state.bundle_changed.connect(lambda _: self._want_values())
         state.attention_view_changed.connect(lambda _: self._want_values())
         self._want_values()
@@ -113,28 +118,20 @@ class LensData(QtCore.QObject):
         if self.worker is None or s.bundle is None or s.lens(kind) is not None or s.lens_error(kind) is not None:
             return None
         bundle_id = s.bundle.request_id
-        if (bundle_id, kind) in self._pending.values():
+        if self._jobs[kind].running and self._bundle_of[kind] == bundle_id:
             return None
         # a request for an older bundle is of no use now: forget it (its answer would be dropped anyway)
-        self._pending = {rid: job for rid, job in self._pending.items() if job[0] == bundle_id}
-        rid = self.worker.submit(TASK_NAME, TASKS[kind](s.result))
-        self._pending[rid] = (bundle_id, kind)
-        return rid
+        for other, job in self._jobs.items():
+            if job.running and self._bundle_of[other] != bundle_id:
+                job.drop()
+        task = TASKS[kind](s.result)
+        self._bundle_of[kind] = bundle_id
+        return self._jobs[kind].start(lambda loaded, _progress, _cancel: task(loaded))
 
     def pending(self) -> int:
         """Requests sent and not answered yet."""
-        return len(self._pending)
+        return sum(job.running for job in self._jobs.values())
 
     def _want_values(self) -> None:
         if self.state.attention_view == "value-weighted":
             self.request(VALUE_NORMS)
-
-    def _done(self, rid: int, name: str, value) -> None:
-        job = self._pending.pop(rid, None)
-        if job is not None:
-            self.state.set_lens(job[0], job[1], value)  # dropped by the state when the result has changed
-
-    def _failed(self, failure) -> None:
-        job = self._pending.pop(failure.request_id, None)
-        if job is not None:
-            self.state.set_lens_error(job[0], job[1], failure.message)

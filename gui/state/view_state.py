@@ -23,8 +23,11 @@ from analysis.display import SCALES
 from analysis.measures.head_scores import SCORE_NAMES
 from analysis.measures.lenses import SINK_EPSILON
 
-from ..plots.figures import COLORMAPS
-
+#: The colour maps every heatmap may use (pyqtgraph's names, saved in settings), and how the menus name them.
+COLORMAPS = ("viridis", "inferno", "magma", "plasma", "cividis", "CET-L1", "CET-L4")  # ids, saved in settings
+COLORMAP_LABELS = {"viridis": "viridis (blue → yellow)", "inferno": "inferno (black → yellow)",
+                   "magma": "magma (black → pale pink)", "plasma": "plasma (blue → yellow)",
+                   "cividis": "cividis (colour-blind safe)", "CET-L1": "grey (CET-L1)", "CET-L4": "red → yellow (CET-L4)"}
 DEFAULT_COLORMAP = "viridis"
 DEFAULT_SCALE = "linear"
 #: What the grid and the head map draw: the attention weights A, or value-weighted attention

@@ -14,8 +14,11 @@ A tab is a ``QWidget`` subclass with
 
 A tab that needs the model asks the worker itself (``worker.submit(name, task)``, answers on
 ``worker.task_done``, failures on ``worker.failed``) and drops answers to requests it no longer
-wants, so the window holds no per-tab logic. A new tab is one new module plus one entry in
-``TABS`` in gui/chrome/window.py.
+wants (a ``gui.state.jobs.Job`` does both), so the window holds no per-tab logic.
+
+One naming rule: the tab ``<Name>Tab`` lives in ``gui/tabs/<name>/<name>_tab.py``, beside the modules only it
+uses. A new tab is that folder plus one entry in ``TABS`` in gui/chrome/window.py
+(tests/gui/test_tabs.py checks both, and the protocol).
 """
 from __future__ import annotations
 

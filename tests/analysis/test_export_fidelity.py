@@ -32,7 +32,8 @@ class Result:
 def head_export(qtbot, tmp_path):
     """The head figure of layer 1, head 0 saved as PNG, PDF and SVG, and where its map lies (x, y, width, height
     in figure pixels, which are PNG pixels and PDF points)."""
-    from gui.plots.figures import dispose_figure, offscreen_head_figure, save_figure
+    from gui.plots.figures import dispose_figure, offscreen_head_figure
+    from gui.export.figure_files import save_figure
 
     fig = offscreen_head_figure(Result, 1, 0)
     try:
@@ -79,7 +80,8 @@ def pdf_images(data: bytes) -> list[dict]:
 
 
 def test_pdf_images_are_flate_not_jpeg(qtbot, tmp_path, head_export):
-    from gui.plots.figures import dispose_figure, offscreen_grid_figure, save_figure
+    from gui.plots.figures import dispose_figure, offscreen_grid_figure
+    from gui.export.figure_files import save_figure
 
     grid = offscreen_grid_figure(Result)
     try:
@@ -102,7 +104,7 @@ def test_the_pdf_stores_the_png_colour_of_every_cell(qtbot, head_export):
     """Read back without any renderer: the map's embedded n × n RGB stream holds, for every visible cell, the
     PNG's colour, and that is viridis at the weight (one step of pyqtgraph's 256-colour table: measured ≤ 2;
     JPEG was 18 off)."""
-    from gui.plots.figures import colormap
+    from gui.plots.plot_items import colormap
 
     paths, rect = head_export
     (heatmap,) = [i for i in pdf_images(paths["pdf"].read_bytes()) if i.get("Width") == str(N)
@@ -142,7 +144,7 @@ def svg_images(text: str):
 
 
 def test_svg_images_are_embedded_enlarged_and_ask_for_pixelated_drawing(qtbot, head_export):
-    from gui.plots.figures import SVG_IMAGE_MIN_UPSCALE
+    from gui.export.figure_files import SVG_IMAGE_MIN_UPSCALE
 
     paths, rect = head_export
     images = svg_images(paths["svg"].read_text(encoding="utf-8"))
@@ -181,7 +183,7 @@ def test_rsvg_draws_crisp_cells_in_the_png_colours(qtbot, head_export, tmp_path)
 
 
 def test_svg_image_upscale_factors_and_their_cap():
-    from gui.plots.figures import SVG_IMAGE_MAX_PIXELS, SVG_IMAGE_MIN_UPSCALE, svg_image_upscale
+    from gui.export.figure_files import SVG_IMAGE_MAX_PIXELS, SVG_IMAGE_MIN_UPSCALE, svg_image_upscale
 
     assert SVG_IMAGE_MIN_UPSCALE == 16 and SVG_IMAGE_MAX_PIXELS == 4096 ** 2
     assert svg_image_upscale(14, 14, 35.4, 37.1) == (36, 38)  # at least a pixel per figure pixel
@@ -195,7 +197,7 @@ def test_svg_image_upscale_factors_and_their_cap():
 
 
 def test_upscaled_png_repeats_every_pixel_exactly(qtbot):
-    from gui.plots.figures import upscaled_png
+    from gui.export.figure_files import upscaled_png
 
     image = QtGui.QImage(3, 2, QtGui.QImage.Format.Format_ARGB32)
     colours = [[QtGui.QColor(10, 20, 30), QtGui.QColor(200, 0, 7, 128), QtGui.QColor(0, 0, 0, 0)],
@@ -217,7 +219,7 @@ def test_upscaled_png_repeats_every_pixel_exactly(qtbot):
 def test_svg_with_crisp_images_keeps_the_rest_of_the_svg(qtbot):
     import base64
 
-    from gui.plots.figures import svg_with_crisp_images
+    from gui.export.figure_files import svg_with_crisp_images
 
     tiny = QtGui.QImage(2, 2, QtGui.QImage.Format.Format_RGB32)
     tiny.fill(QtGui.QColor("red"))

@@ -274,7 +274,7 @@ def test_a_figure_onto_a_full_disk_raises_the_disks_own_error_and_libpng_says_no
                                                                                       fmt):
     """/dev/full is a disk that is always full. Qt wrote the files itself: libpng printed "libpng error: Write
     Error" on stderr and the error gave no reason, under the path of what was often a hidden staging file."""
-    from gui.plots.figures import save_figure
+    from gui.export.figure_files import save_figure
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
@@ -524,3 +524,9 @@ def test_a_staging_folder_of_an_export_killed_with_sigkill_is_removed_by_the_nex
     assert [p.name.startswith(".attnscope-export-out-") for p in tmp_path.iterdir() if p.is_dir()] == [True]
     written = ex.write_folder_atomically(out, writer(EXPORT))
     assert written.warnings == () and [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["out"]
+
+
+def test_summary_carries_the_text(tiny_result):
+    from analysis.export.writers import summary
+
+    assert summary(tiny_result)["text"] == tiny_result.text

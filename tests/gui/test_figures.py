@@ -184,7 +184,7 @@ def grid_result(n=200, L=2, H=3):
 
 @pytest.fixture
 def grid(shown_figure):
-    from gui.plots.figures import GridPlot
+    from gui.plots.grid_plot import GridPlot
 
     return shown_figure(GridPlot, 500, 500)
 
@@ -245,7 +245,8 @@ def test_large_grids_are_pooled_a_layer_per_event_loop_turn(qtbot, grid, monkeyp
 def test_svg_export_looks_like_the_png(qtbot, tmp_path):
     from PySide6 import QtSvg
 
-    from gui.plots.figures import dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure
+    from gui.plots.figures import dispose_figure, offscreen_grid_figure, offscreen_head_figure
+    from gui.export.figure_files import save_figure
 
     class Result:
         n, n_layer, n_head = 14, 3, 2
@@ -312,7 +313,8 @@ def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
 def test_colormap_names_and_dark_theme(qtbot, head):
     import pyqtgraph as pg
 
-    from gui.plots.figures import COLORMAP_LABELS, COLORMAPS, apply_theme
+    from gui.state.view_state import COLORMAPS, COLORMAP_LABELS
+    from gui.plots.plot_items import apply_theme
 
     assert set(COLORMAP_LABELS) == set(COLORMAPS) and "viridis" in COLORMAPS
     assert "grey" in COLORMAP_LABELS["CET-L1"]
@@ -401,7 +403,7 @@ def test_grid_colour_bar_quantity(qtbot, grid):
     assert grid.colorbar.axis.labelText == "log₁₀ share of row N"
 
 
-def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
+def test_the_head_tab_hover_says_renormalised_and_gives_the_raw_weight():
     from gui.plots.hover_text import hover_text
 
     tokens = ("<s>", "a", "b")
@@ -413,7 +415,8 @@ def test_head_panel_hover_says_renormalised_and_gives_the_raw_weight():
 
 
 def test_svg_text_falls_back_to_a_css_generic_family(qtbot, tmp_path):
-    from gui.plots.figures import SVG_FONT_FALLBACK, offscreen_head_figure, save_figure, svg_with_font_fallback
+    from gui.export.figure_files import SVG_FONT_FALLBACK, save_figure, svg_with_font_fallback
+    from gui.plots.figures import offscreen_head_figure
 
     assert svg_with_font_fallback('<text font-family="Sans Serif" x="1">') == \
         f'<text font-family="{SVG_FONT_FALLBACK}" x="1">'
@@ -481,7 +484,8 @@ def test_an_svg_has_the_figures_background(qtbot, tmp_path):
     """n4 #4: the SVG was transparent (PNG and PDF are white): black labels vanished on a dark viewer."""
     import re
 
-    from gui.plots.figures import offscreen_head_figure, save_figure
+    from gui.plots.figures import offscreen_head_figure
+    from gui.export.figure_files import save_figure
 
     class Result:
         n = n_tokens = 4

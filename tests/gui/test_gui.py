@@ -77,7 +77,7 @@ def window(qtbot, shared_window, tiny_model_dir):
     state.set_colormap("viridis"), state.set_scale("linear"), state.set_hide_first(False), state.set_badge_score(None)
     if state.result is not None:
         state.select(0, 0)
-    w.tabs.setCurrentWidget(w.head_panel)
+    w.tabs.setCurrentWidget(w.head_tab)
     w.error.hide(), w.note.hide()
     return w
 
@@ -129,13 +129,13 @@ def test_clicking_a_grid_cell_shows_that_head_and_arrows_move(qtbot, window):
     r = run(qtbot, window, "The server rejected the request because it was overloaded.")
     click_grid_cell(qtbot, window, 2, 3)
     assert (window.state.layer, window.state.head) == (2, 3)
-    shown = window.head_panel.plot.matrix
+    shown = window.head_tab.plot.matrix
     expected = np.array(r.attentions[2, 3])
     lower = np.tril_indices(r.n_tokens)
     np.testing.assert_array_equal(shown[lower], expected[lower])
     assert np.isnan(shown[0, 1])  # future keys are masked, not drawn as 0
-    assert window.head_panel.head_label.plain_text().startswith("L2 H3")
-    assert "Layer 2, head 3" in window.head_panel.head_label.toolTip()
+    assert window.head_tab.head_label.plain_text().startswith("L2 H3")
+    assert "Layer 2, head 3" in window.head_tab.head_label.toolTip()
     grid = window.grid_panel.plot
     grid.setFocus()
     for key in (QtCore.Qt.Key.Key_Left, QtCore.Qt.Key.Key_Up):
@@ -149,7 +149,7 @@ def test_clicking_a_grid_cell_shows_that_head_and_arrows_move(qtbot, window):
 def test_hover_line_follows_the_hovered_cell_as_plain_text_and_clears_on_a_new_result(qtbot, window):
     r = run(qtbot, window, "a <b>bold</b> move")
     window.select_head(1, 0)
-    plot, line = window.head_panel.plot, window.head_panel.hover_label
+    plot, line = window.head_tab.plot, window.head_tab.hover_label
     q, k = r.n_tokens - 1, 2
     plot.cell_hovered.emit((q, k, float(r.attentions[1, 0, q, k])))
     assert line.text() == f"query '{r.tokens[q]}' [{q}] → key '{r.tokens[k]}' [{k}]: {r.attentions[1, 0, q, k]:.3f}"
@@ -167,28 +167,28 @@ def test_query_highlight_from_the_token_strip(qtbot, window):
     run(qtbot, window, "The server rejected the request")
     strip = window.text_input.token_strip
     qtbot.mouseClick(strip.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=strip.visualItemRect(strip.item(4)).center())
-    assert window.state.query_row == 4 and window.head_panel.plot.row_highlight.isVisible()
+    assert window.state.query_row == 4 and window.head_tab.plot.row_highlight.isVisible()
 
 
 def test_hide_first_token_renormalises(qtbot, window):
     run(qtbot, window, "One two three four five six", bos=True)
-    window.head_panel.hide_first_box.setChecked(True)
+    window.head_tab.hide_first_box.setChecked(True)
     assert window.state.hide_first
-    m = window.head_panel.plot.matrix
+    m = window.head_tab.plot.matrix
     assert np.isnan(m[:, 0]).all()
     np.testing.assert_allclose(np.nansum(m[2:], axis=1), 1, atol=1e-5)
 
 
 def test_a_tab_activating_a_head_shows_it_in_the_head_tab(qtbot, window):
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
 
     run(qtbot, window, "a b a b a b c d c d")
-    scores = window.tab(ScoresPanel)
+    scores = window.tab(ScoresTab)
     window.tabs.setCurrentWidget(scores)
     scores.head_activated.emit(2, 1)
-    assert window.tabs.currentWidget() is window.head_panel
+    assert window.tabs.currentWidget() is window.head_tab
     assert (window.state.layer, window.state.head) == (2, 1)
-    assert window.head_panel.head_label.plain_text().startswith("L2 H1")
+    assert window.head_tab.head_label.plain_text().startswith("L2 H1")
 
 
 def test_badges_follow_the_state(qtbot, window):
@@ -210,15 +210,15 @@ def image_items(window):
 
 
 def test_a_colormap_change_reaches_every_heatmap_in_the_window(qtbot, window):
-    from gui.plots.figures import colormap
-    from gui.tabs.scratch.scratch import ScratchPanel
+    from gui.plots.plot_items import colormap
+    from gui.tabs.scratch.scratch_tab import ScratchTab
 
     run(qtbot, window, "The cat sat on the mat")
     with qtbot.waitSignal(window.worker.task_done, timeout=WAIT_MS):
-        window.tabs.setCurrentWidget(window.tab(ScratchPanel))  # the From-scratch views draw their matrices
+        window.tabs.setCurrentWidget(window.tab(ScratchTab))  # the From-scratch views draw their matrices
     qtbot.wait(100)
     magma = colormap("magma").getLookupTable(nPts=256, alpha=False)
-    window.head_panel.colormap_choice.setCurrentIndex(window.head_panel.colormap_choice.findData("magma"))
+    window.head_tab.colormap_choice.setCurrentIndex(window.head_tab.colormap_choice.findData("magma"))
     assert window.state.colormap == "magma"
     items = list(image_items(window))
     assert len(items) >= 5  # grid, head, score map, the scratch steps …
@@ -291,11 +291,11 @@ def test_a_data_export_writes_the_tl_scores_the_scores_tab_shows(qtbot, window, 
     """scores_tl.csv of the app's data export is computed with the TL options chosen in the Head scores tab, and
     equals the command line's with the same options, byte for byte."""
     import main
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
 
     text = "The cat sat on the mat because the cat was tired."
     run(qtbot, window, text, bos=False)
-    panel = window.tab(ScoresPanel)
+    panel = window.tab(ScoresTab)
     panel.measure_choice.setCurrentIndex(panel.measure_choice.findData("abs"))
     panel.exclude_bos_box.setChecked(True)
     try:
@@ -404,11 +404,11 @@ def test_copy_figure_copies_the_clean_figure_of_the_view_in_front_at_the_export_
     window.settings.remove("export/png_width")
     run(qtbot, window, "The cat sat")
     clipboard = QtWidgets.QApplication.clipboard()
-    window.tabs.setCurrentWidget(window.head_panel)
+    window.tabs.setCurrentWidget(window.head_tab)
     window.text_input.setFocus()
     window.copy_figure()
     copied = clipboard.image()
-    reference = window.head_panel.offscreen_figure()
+    reference = window.head_tab.offscreen_figure()
     # the export figure, at the export's default PNG width (not a grab of the screen at the figure's own size)
     assert copied.width() == DEFAULT_PNG_WIDTH == 1600
     assert abs(copied.height() / copied.width() - reference.height() / reference.width()) < 0.01
@@ -586,7 +586,7 @@ def test_recent_texts_keep_explicit_runs_only_deduplicated_capped_and_elided(qtb
 
 
 def test_examples_say_what_to_look_for(qtbot, window):
-    from gui.input.text_input import example_texts
+    from gui.input.examples import example_texts
 
     examples = example_texts()
     assert len(examples) >= 5 and all(e.label for e in examples)
@@ -644,7 +644,7 @@ def test_settings_persist(qtbot, settings, tiny_model_dir):
     w2 = MainWindow(settings)
     qtbot.addWidget(w2)
     assert w2.state.colormap == "magma" and w2.state.scale == "log"
-    assert w2.head_panel.colormap_choice.currentData() == "magma"
+    assert w2.head_tab.colormap_choice.currentData() == "magma"
     assert w2.text_input.recent_texts()[0] == "remember me"
     assert settings.value("model/last") == str(tiny_model_dir)
     w2.close()
@@ -736,10 +736,10 @@ def test_a_text_run_during_an_importance_map_stops_it_at_once_and_runs(qtbot, wi
     """A text typed during an importance map was not analysed 300 s later. The map is of the text on screen,
     so a new text ends it at its next forward (the status bar says so) and the new text runs."""
     import analysis.measures.ablation as ablation_module
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+    from gui.tabs.ablation.ablation_tab import AblationTab
 
     run(qtbot, window, "The cat sat on the mat because it was tired.")
-    panel = window.tab(AblationPanel)
+    panel = window.tab(AblationTab)
     shown = []
     panel.importance_shown.connect(shown.append)
     calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 3)
@@ -765,7 +765,8 @@ def test_a_5_mb_one_line_text_is_held_outside_the_box_and_runs_whole(qtbot, wind
     """The window froze 1.6 s when a 5 MB one-line text was run, then ~0.4 s every 0.5 s: Qt laid the line out
     whole at every change and painted it whole at every blink of the cursor. Such a text is held by the text
     input: the box holds only its start (read-only, a note says so), and a run sends the whole text."""
-    from gui.input.text_input import LONG_LINE_CHARS, PREVIEW_CHARS
+    from gui.input.text_box import LONG_LINE_CHARS
+    from gui.input.text_input import PREVIEW_CHARS
 
     text = "word " * 1_000_000
     sent = []
@@ -789,7 +790,7 @@ def test_a_5_mb_one_line_text_is_held_outside_the_box_and_runs_whole(qtbot, wind
 
 
 def test_pasting_a_5_mb_line_holds_it_and_a_short_paste_goes_in_the_box(qtbot, window):
-    from gui.input.text_input import LONG_LINE_CHARS
+    from gui.input.text_box import LONG_LINE_CHARS
 
     window.set_text("Start: ")
     box = window.text_input.text_edit
@@ -912,12 +913,12 @@ def focus_walk(window, forward=True, limit=80):
 def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
     """n1 #1: Tab used to circle Run → BOS → Auto → Examples → token strip inside the input area."""
     run(qtbot, window, "The cat sat on the mat")
-    window.tabs.setCurrentWidget(window.head_panel)
+    window.tabs.setCurrentWidget(window.head_tab)
     window.activateWindow()
     forward = focus_walk(window)
     bar, text_input, grid_panel = window.model_bar, window.text_input, window.grid_panel
     order = [text_input.run_button, text_input.token_strip, grid_panel.plot, window.tabs.tabBar(),
-             window.head_panel.plot, bar.model_choice, bar.load_button]
+             window.head_tab.plot, bar.model_choice, bar.load_button]
     assert all(w in forward for w in order), [type(w).__name__ for w in forward]
     positions = [forward.index(w) for w in order]
     assert positions == sorted(positions)  # text → run row → strip → grid → tab bar → the tab → model bar → back
@@ -943,8 +944,8 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     assert note.label.height() < 2 * note.label.fontMetrics().lineSpacing()  # the note is one line
     assert "not downloaded yet" in note.label.toolTip()  # the whole of it is in the tooltip
     assert window.input_area.height() <= 130  # was ~215: note, 2 lines of text, strip and predictions
-    assert window.head_panel.plot.height() >= 420  # was ~346
-    panel = window.head_panel
+    assert window.head_tab.plot.height() >= 420  # was ~346
+    panel = window.head_tab
     run(qtbot, window, "The server rejected the request because it was overloaded.", bos=True)
     qtbot.wait(100)
     assert window.state.result.tokens[0] == "<|endoftext|>" and note.isVisible()
@@ -960,7 +961,7 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     assert "induction probe" in label.toolTip()
     window.resize(1000, 680)  # the minimum size
     qtbot.wait(100)
-    assert window.head_panel.plot.height() >= 360
+    assert window.head_tab.plot.height() >= 360
     window.resize(1366, 740)
     qtbot.wait(50)
     compact = window.input_area.height()
@@ -986,7 +987,7 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
     """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
     bundled model, whose heads the examples name; on another model (n2 #6) it only runs the text."""
     from gui.input import text_input
-    from gui.input.text_input import example_texts, parse_example
+    from gui.input.examples import example_texts, parse_example
 
     assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
         type(example_texts()[0])("previous token: layer 0, head 2", "The cat", (0, 2))
@@ -1007,7 +1008,7 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         action.trigger()
     qtbot.waitUntil(lambda: (window.state.layer, window.state.head) == (1, 3))
-    assert window.tabs.currentWidget() is window.head_panel
+    assert window.tabs.currentWidget() is window.head_tab
     window.state.select(0, 0)
     run(qtbot, window, example.text + " more")  # another text: the example's head is not forced again
     assert (window.state.layer, window.state.head) == (0, 0)
@@ -1052,7 +1053,8 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     """n1 #13 and #12: "loading …" in the status bar and over the grid instead of empty axes; the token line
     says what the attention takes (layers × heads × tokens² × 4 bytes); the token cap is a setting."""
     from gui.qt import ensure_qapp
-    from gui.chrome.window import LOADING_NOTE, MainWindow, format_bytes
+    from gui.chrome.window import LOADING_NOTE, MainWindow
+    from gui.chrome.status import format_bytes
 
     ensure_qapp()
     w = MainWindow(settings)
@@ -1089,9 +1091,10 @@ def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, 
     """What is visible exports: the head PNG in the value-weighted view is the Head tab's own figure; the data
     export's summary has the sink rate at the Scores panel's ε, like `main.py export --sink-epsilon`."""
     import main
-    from gui.plots.figures import dispose_figure, save_figure
+    from gui.plots.figures import dispose_figure
+    from gui.export.figure_files import save_figure
     from gui.state.lens_data import VALUE_NORMS
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
 
     text = "The cat sat on the mat because it was tired."
     run(qtbot, window, text)
@@ -1099,7 +1102,7 @@ def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, 
     window.state.set_attention_view("value-weighted")
     qtbot.waitUntil(lambda: window.state.lens(VALUE_NORMS) is not None, timeout=WAIT_MS)
     (values_png,) = export(qtbot, window, "head", tmp_path / "values.png", png_width=600)
-    shown = window.head_panel.offscreen_figure()
+    shown = window.head_tab.offscreen_figure()
     save_figure(shown, tmp_path / "shown.png", 600)
     dispose_figure(shown)
     values, weights = QtGui.QImage(str(values_png)), QtGui.QImage(str(weights_png))
@@ -1111,7 +1114,7 @@ def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, 
     dispose_figure(grid)
     assert QtGui.QImage(str(grid_png)) == QtGui.QImage(str(tmp_path / "grid-shown.png"))
     window.state.set_attention_view("weights")
-    scores = window.tab(ScoresPanel)
+    scores = window.tab(ScoresTab)
     scores.epsilon_spin.setValue(0.05)  # the user sets ε in the Scores tab
     assert window.state.sink_epsilon == 0.05
     written = export(qtbot, window, "data", tmp_path / "gui")
@@ -1169,3 +1172,24 @@ def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settin
         window.load_model(str(tiny_model_dir))
     assert not window.note.isVisible()
     window.close()
+
+
+@pytest.mark.slow  # a whole window
+def test_the_window_says_running_for_the_newest_text_only(qtbot, tmp_path):
+    """The maps once dimmed for any analysis the worker started and lit up for any failure (a lens's, an
+    export's) or a stale result; now the window sets ``ViewState.running`` for the newest request only."""
+    from gui.chrome.window import MainWindow
+    from gui.state.worker import Failure, RequestKind
+
+    w = MainWindow(QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.latest_analyse_id = latest = 7  # as after a few runs
+    w._analysis_started(latest - 1)  # a superseded request
+    assert not w.state.running
+    w._analysis_started(latest)
+    assert w.state.running
+    w._failed(Failure(latest + 5, RequestKind.TASK, "value_norms", ValueError("x"), "x"))  # not the run
+    assert w.state.running
+    w._failed(Failure(latest, RequestKind.ANALYSE, "analyse", ValueError("x"), "x"))
+    assert not w.state.running
+    w.close()

@@ -1,30 +1,31 @@
 """The value-weighted view (grid and head) and the Rollout tab, on a ViewState with a real worker.
 
 What is drawn is compared with analysis/measures/lenses.py's numbers, row-normalised here in numpy; answers
-are computed on the worker and an answer for a result no longer on screen is dropped."""
+are computed on the worker and an answer for a result no longer on screen is dropped. While a new text runs the
+maps are dimmed; the Rollout tab says it is computing instead of showing empty axes."""
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtWidgets  # noqa: E402
+from PySide6 import QtCore, QtWidgets  # noqa: E402
 
 from analysis.measures.head_scores import all_scores  # noqa: E402
-from helpers import WAIT_MS, bundle, worker_held  # noqa: E402
+from helpers import WAIT_MS, bundle, shown_tab, worker_held  # noqa: E402
 
 
 @pytest.fixture
 def views(qtbot, loaded_worker):
     """The grid, the Head tab and the Rollout tab side by side on one state, shown."""
     from gui.plots.grid_panel import GridPanel
-    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.head.head_tab import HeadTab
     from gui.tabs.rollout.rollout_tab import RolloutTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
     box = QtWidgets.QWidget()
     layout = QtWidgets.QHBoxLayout(box)
-    grid, head, roll = GridPanel(state), HeadPanel(state, loaded_worker), RolloutTab(state, loaded_worker)
+    grid, head, roll = GridPanel(state), HeadTab(state, loaded_worker), RolloutTab(state, loaded_worker)
     for widget in (grid, head, roll):
         layout.addWidget(widget)
     qtbot.addWidget(box)
@@ -165,17 +166,21 @@ def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tin
     state, worker = views.state, views.worker
     other = run_text(tiny_model, "A different text.", bos=True)
     assert other.n_tokens != tiny_result.n_tokens
-    answers, arrived = [], []  # value views computed by the worker, and kept by the state
+    answers, arrived, dropped = [], [], []  # value views computed by the worker and kept by the state; cancelled
     worker.task_done.connect(lambda rid, name, value: isinstance(value, ValueView) and answers.append(value))
+    worker.failed.connect(lambda failure: failure.name == "lenses" and dropped.append(failure.message))
     state.lens_changed.connect(lambda kind: kind == "value_norms" and arrived.append(state.lens(kind)))
     with worker_held(worker):  # the worker is busy: requests queue up
         state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
         state.set_attention_view("value-weighted")  # asks for result 1 …
         state.set_bundle(bundle(other, all_scores(other), 2))  # … which is replaced before the worker answers
-    qtbot.waitUntil(lambda: len(answers) == 2 and bool(arrived), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bool(arrived) and bool(dropped), timeout=WAIT_MS)
     qtbot.wait(50)
-    assert {a.shown.shape[-1] for a in answers} == {tiny_result.n_tokens, other.n_tokens}  # both were computed
-    assert [a.shown.shape[-1] for a in arrived] == [other.n_tokens]  # only the one on screen was kept
+    # the requests for result 1 (its value norms, and its rollout for the Rollout tab) were dropped unanswered
+    assert dropped == ["Cancelled.", "Cancelled."]
+    assert [a.shown.shape[-1] for a in answers] == [other.n_tokens]
+    assert [a.shown.shape[-1] for a in arrived] == [other.n_tokens]  # only the one on screen was shown
+    assert state.lens_error("value_norms") is None  # the dropped request's cancellation is no error of the view
     expected, _ = shares(other, tiny_model)
     np.testing.assert_allclose(views.head.plot.image.image, masked(expected[state.layer, state.head]),
                                rtol=1e-5, atol=1e-7)
@@ -203,7 +208,7 @@ def lut_of(figure):
 
 
 def test_colormap_and_dark_mode_reach_the_new_views(qtbot, views, tiny_result):
-    from gui.plots.figures import colormap
+    from gui.plots.plot_items import colormap
 
     show(qtbot, views, tiny_result)
     state = views.state
@@ -247,3 +252,56 @@ def test_copy_figures_draw_what_the_tabs_show(qtbot, views, tiny_result, tiny_mo
         assert "value-weighted" in fig.plot.titleLabel.text
     finally:
         dispose_figure(fig)
+
+
+class FakeWorker(QtCore.QObject):
+    """The worker's signals that the tabs listen to, emitted by hand."""
+    analysis_started = QtCore.Signal(int)
+    analysis_ready = QtCore.Signal(object)
+    failed = QtCore.Signal(object)
+    task_done = QtCore.Signal(int, str, object)
+
+    def submit(self, *_args):
+        return 0
+
+
+def test_rollout_and_head_maps_are_dimmed_while_a_new_text_runs(qtbot):
+    """While a new text runs, the maps still show the previous text's result: dimmed, and the Rollout tab says so."""
+    from gui.tabs.head.head_tab import HeadTab
+    from gui.plots.plot_items import DIM_OPACITY
+    from gui.tabs.rollout.rollout_tab import UPDATING, RolloutTab
+    from gui.state.view_state import ViewState
+
+    worker, state = FakeWorker(), ViewState()
+    rollout, head = RolloutTab(state, worker), HeadTab(state, worker)
+    for tab in (rollout, head):
+        qtbot.addWidget(tab)
+    rollout.stack.setCurrentWidget(rollout.plot)  # as when a map is shown
+    for _ in range(2):
+        state.set_running(True)  # the window: the newest text's analysis started
+        for figure in (rollout.plot, head.plot):
+            effect = figure.graphicsEffect()
+            assert isinstance(effect, QtWidgets.QGraphicsOpacityEffect) and effect.opacity() == DIM_OPACITY
+        assert rollout.status.text() == UPDATING
+        state.set_running(False)  # its result or its failure: the map is current again (or the newest there is)
+        assert rollout.plot.graphicsEffect() is None and head.plot.graphicsEffect() is None
+        assert rollout.status.text() == " "
+
+
+def test_the_rollout_tab_says_it_is_computing_instead_of_showing_empty_axes(qtbot, loaded_worker, tiny_result):
+    from analysis.measures.head_scores import all_scores
+    from analysis.measures.lenses import rollout
+    from gui.tabs.rollout.rollout_tab import RolloutTab
+
+    tab = shown_tab(qtbot, RolloutTab, loaded_worker, 700, 600)
+    assert tab.stack.currentWidget() is tab.placeholder and "Run a text" in tab.placeholder.text()
+    with qtbot.waitSignal(tab.state.lens_changed, timeout=WAIT_MS):  # awaited once the worker is let go
+        with worker_held(loaded_worker):  # the rollout cannot be computed yet
+            tab.state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+            qtbot.wait(20)
+            assert tab.stack.currentWidget() is tab.placeholder and not tab.plot.isVisible()
+            assert tab.placeholder.isVisible() and tab.placeholder.text() == "Computing the rollout…"
+    assert tab.stack.currentWidget() is tab.plot and tab.plot.isVisible()
+    expected = rollout(tiny_result.attentions)[tab.state.layer]
+    finite = np.tri(len(expected), dtype=bool)
+    np.testing.assert_allclose(tab.plot.image.image[finite], expected[finite], rtol=1e-6)

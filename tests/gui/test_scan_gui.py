@@ -19,9 +19,9 @@ def wait_until(qtbot, condition, timeout=WAIT_MS):
 
 @pytest.fixture
 def panel(qtbot, worker):
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
 
-    p = shown_tab(qtbot, ScoresPanel, worker, 1000, 600)
+    p = shown_tab(qtbot, ScoresTab, worker, 1000, 600)
     p.state.set_bundle(analyse(qtbot, worker, "The cat sat on the mat because it was tired.", bos=False))
     return p
 
@@ -167,7 +167,7 @@ def test_a_new_model_drops_the_scan_and_a_late_answer(qtbot, panel, texts_file, 
 
 def test_tl_scores_on_the_worker_and_stale_options_dropped(qtbot, panel, worker):
     from analysis.measures import tl_scores
-    from gui.tabs.scores.scores_view import TL_NAMES
+    from gui.tabs.scores.score_sources import TL_NAMES
 
     result = panel.state.result
     with worker_held(worker):
@@ -185,9 +185,9 @@ def test_tl_scores_on_the_worker_and_stale_options_dropped(qtbot, panel, worker)
 
 @pytest.mark.slow
 def test_the_window_has_the_menu_entry_and_the_ablation_tab(qtbot, tmp_path, tiny_model_dir):
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+    from gui.tabs.ablation.ablation_tab import AblationTab
     from gui.tabs.scores.scan_dialog import ScanDialog
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
     from gui.chrome.window import MainWindow
 
     settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
@@ -196,12 +196,12 @@ def test_the_window_has_the_menu_entry_and_the_ablation_tab(qtbot, tmp_path, tin
     window.show()
     with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
         window.load_model(str(tiny_model_dir))
-    assert isinstance(window.tab(AblationPanel), AblationPanel)
+    assert isinstance(window.tab(AblationTab), AblationTab)
     actions = [a for menu in window.menuBar().actions() for a in menu.menu().actions()
                if a.text() == "Scores over many texts…"]
     assert len(actions) == 1
     actions[0].trigger()
-    assert window.tabs.currentWidget() is window.tab(ScoresPanel)
+    assert window.tabs.currentWidget() is window.tab(ScoresTab)
     dialogs = [d for d in window.findChildren(ScanDialog) if d.isVisible()]
     assert len(dialogs) == 1 and dialogs[0].sample_radio.isChecked()
     dialogs[0].close()

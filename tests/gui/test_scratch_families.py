@@ -46,11 +46,11 @@ class StubWorker(QtCore.QObject):
 @pytest.fixture
 def panel(qtbot):
     from gui.qt import ensure_qapp
-    from gui.tabs.scratch.scratch import ScratchPanel
+    from gui.tabs.scratch.scratch_tab import ScratchTab
     from gui.state.view_state import ViewState
 
     ensure_qapp()
-    p = ScratchPanel(ViewState(), StubWorker())
+    p = ScratchTab(ViewState(), StubWorker())
     p.resize(1100, 700)
     yield p
     p.hide()
@@ -232,8 +232,9 @@ def test_cost_counts_grouped_query_attention_and_the_kv_cache(qtbot, panel, fami
 # ----------------------------------------------------------------------------- encoders draw no mask
 @pytest.mark.slow
 def test_an_encoders_head_plot_grid_and_exported_figure_draw_no_mask(qtbot, family_runs, tmp_path):
-    from gui.plots.figures import HeadPlot, dispose_figure, offscreen_grid_figure, offscreen_head_figure, save_figure
-    from gui.tabs.head.head_panel import hover_text
+    from gui.plots.figures import HeadPlot, dispose_figure, offscreen_grid_figure, offscreen_head_figure
+    from gui.export.figure_files import save_figure
+    from gui.plots.hover_text import hover_text
 
     loaded, result = family_runs["bert"]
     assert result.causal is False

@@ -1,6 +1,6 @@
-"""Run → Token limit (newcomer walk n4): a new cap applies to the result on screen (run again with Auto on, a
-note with Auto off), the dialog accepts no cap without room for a token of text beside the model's special
-tokens, and its text holds whatever number is typed."""
+"""Run → Token limit: the menu shows the limit that applies, a new cap applies to the result on screen (run again
+with Auto on, a note with Auto off), the dialog accepts no cap without room for a token of text beside the
+model's special tokens, and its text holds whatever number is typed."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -201,20 +201,25 @@ def test_analysed_as_now(n_tokens, truncated, ran_under, applies, same):
     assert analysed_as_now(result, applies) is same
 
 
-@pytest.mark.slow  # a whole window with a model loaded (~0.9 s)
-def test_tab_visits_the_notes_top_to_bottom_each_left_to_right(qtbot, window):
-    from gui.chrome.downloads import offer_gpt2_download
-    from test_gui_polish import walk
+@pytest.mark.parametrize("cap,context", [(2048, 256), (2048, 4096), (100, 256), (256, 256)])
+def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, context):
+    from analysis.run.inference import token_limit
+    from gui.qt import ensure_qapp
+    from gui.input.token_limit import TokenLimit
 
-    window.text_input.auto_box.setChecked(False)
-    offer_gpt2_download(window)  # the first-start note, at the top
-    window.set_max_tokens(10)  # the cap note, at the bottom
-    window.show_error("Something failed.", [("Retry", lambda: None)])  # between them, and shown last
-    window.activateWindow()
-    qtbot.wait(50)
-    notes = [window.note, window.error, window.cap_note]
-    assert all(n.isVisible() for n in notes) and [n.y() for n in notes] == sorted(n.y() for n in notes)
-    cycle = walk(qtbot, window, window.model_bar.model_choice, QtCore.Qt.Key.Key_Tab)
-    in_notes = [w for w in cycle if any(n.isAncestorOf(w) for n in notes)]
-    expected = [w for n in notes for w in n.action_buttons() + [n.close_button]]
-    assert in_notes == expected and cycle[-len(expected):] == expected  # the last stops, then the model bar
+    ensure_qapp()
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    action = QtGui.QAction()
+    limit = TokenLimit(settings, action)
+    limit.set(cap)
+    assert action.text() == f"Token limit ({cap:,})…"  # no model yet: the cap
+    limit.set_context(SimpleNamespace(context_length=context, bos_token="<|endoftext|>", causal=True,
+                                      n_special=1))  # a ModelInfo (BOS in front)
+    applies = token_limit(SimpleNamespace(context_length=context), cap)  # what a run analyses
+    assert limit.applies() == applies
+    assert action.text().startswith(f"Token limit ({applies:,}")
+    if context < cap:
+        assert action.text() == f"Token limit ({context:,}: the model's context; your cap {cap:,})…"
+    else:
+        assert action.text() == f"Token limit ({cap:,})…"
+    assert f"({cap:,})" in action.toolTip() and f"({context:,})" in action.toolTip()

@@ -31,7 +31,7 @@ MODE_TIPS = {"zero": "zero: the head's output z_h is set to 0 at every position 
                      "differently per position is removed)"}
 
 
-class AblationPanel(QtWidgets.QWidget):
+class AblationTab(QtWidgets.QWidget):
     """Ablate heads of the text on screen; the importance map of every head. See the module docstring."""
 
     title = "Ablation"
@@ -333,7 +333,8 @@ class AblationPanel(QtWidgets.QWidget):
         """A clean figure of the importance map, or None when there is none."""
         if self.importance is None:
             return None
-        from ...plots.figures import lay_out_offscreen, settle_layout
+        from ...plots.figures import lay_out_offscreen
+        from ...export.figure_files import settle_layout
 
         from ...plots.layer_head_map import width_for_title
 

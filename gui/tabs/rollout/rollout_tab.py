@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from ...plots.figures import HeadPlot, apply_theme
-from ..head.head_panel import show_focus_ring
+from ...plots.figures import HeadPlot
+from ...plots.plot_items import apply_theme
+from ...widgets import show_focus_ring
 from ...state.lens_data import ROLLOUT, LensData
 from ...plots.plot_items import RunDimmer
 from ...state.view_state import ViewState
@@ -154,7 +155,8 @@ class RolloutTab(QtWidgets.QWidget):
 
     def offscreen_figure(self):
         """A fresh export figure of the rollout shown (the caller disposes it); None before it is computed."""
-        from ...plots.figures import offscreen_head_figure, settle_layout
+        from ...plots.figures import offscreen_head_figure
+        from ...export.figure_files import settle_layout
 
         s = self.state
         r = None if s.result is None else s.lens(ROLLOUT)

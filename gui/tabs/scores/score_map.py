@@ -92,7 +92,8 @@ class ScoreMap(LayerHeadMap):
 def offscreen_score_figure(shown: ScoreMap, cmap: str, model_label: str) -> ScoreMap:
     """A fresh, clean copy of the map ``shown`` (same score, levels, std and marks), sized for its
     heads and titled with the model, for Export and Copy figure."""
-    from ...plots.figures import lay_out_offscreen, settle_layout
+    from ...plots.figures import lay_out_offscreen
+    from ...export.figure_files import settle_layout
 
     fig = ScoreMap()
     L, H = shown.values.shape

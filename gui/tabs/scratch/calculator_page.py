@@ -12,7 +12,7 @@ from PySide6 import QtCore, QtWidgets
 from analysis.errors import InputError
 from analysis.lessons.manual_attention import attend, parse_matrix
 
-from .scratch_steps import matrix_table
+from ...plots.matrix_view import matrix_table
 
 PRESETS = {
     "Worked example: server / request / it": {

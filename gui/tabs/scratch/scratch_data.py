@@ -13,10 +13,6 @@ from analysis.families import AttentionWeights, FamilyRecomputation
 from analysis.run.inference import AttentionResult
 from analysis.measures.parity import ParityReport, parity_report
 
-#: How each family names the attention's output projection W_O (shown in the panel).
-OUTPUT_PROJECTION = {"gpt2": "c_proj", "llama": "o_proj", "gpt_neox": "dense", "bert": "output.dense",
-                     "distilbert": "out_lin"}
-
 
 @dataclass(frozen=True)
 class ScratchData:

@@ -9,7 +9,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ...plots.layer_head_map import LayerHeadMap
-from .scratch_steps import MatrixView
+from ...plots.matrix_view import MatrixView
 
 ERROR_FLOOR = 1e-12  # a difference of exactly 0 is drawn as this on the log scale
 
@@ -87,7 +87,7 @@ class ParityPage(QtWidgets.QScrollArea):
         return [self.model_view, self.manual_view, self.diff_view, self.error_map]
 
     def set_data(self, result, rec, report, head: int, cmap: str = "viridis") -> None:
-        from .scratch_data import OUTPUT_PROJECTION
+        from analysis.families import family_named
 
         self.report = report
         layer = rec.layer
@@ -103,7 +103,7 @@ class ParityPage(QtWidgets.QScrollArea):
             f"(tolerance {tol:g} for a {report.model_dtype} model; manual computed in {report.manual_dtype})"))
         out_diff = float(report.output_max_abs_diff[layer])
         out_tol = report.output_relative_tolerance * float(report.output_scale[layer])
-        w_o = OUTPUT_PROJECTION.get(rec.family, "")
+        w_o = family_named(rec.family).output_projection
         self.layer_verdict.setText(pass_badge(
             out_diff <= out_tol, f"whole layer {layer}: heads merged through W_O{f' ({w_o})' if w_o else ''} vs the "
             f"model's attention output: max |diff| = {out_diff:.3e} (tolerance {out_tol:.2e})"))

@@ -13,9 +13,10 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from analysis.display import elide
+from analysis.families import family_named
 from analysis.lessons.lab import explain_weight
 
-from ...plots.matrix_view import MASKED_TEXT, MatrixView, fmt, matrix_table  # noqa: F401 (fmt: imported from here too)
+from ...plots.matrix_view import MASKED_TEXT, MatrixView, matrix_table
 from .scratch_explain import StepHovers
 
 #: The family's recompute steps (FamilyRecomputation.steps) as the info line names them.
@@ -31,11 +32,12 @@ COLUMN_PX = 230  # a column of small heatmaps per this many pixels of page width
 
 
 def norm_title(rec, weights=None) -> str:
-    """What enters attention, named the family's way."""
+    """What enters attention, named the family's way (``Family.attention_norm``)."""
     if "rms_norm" in rec.steps:
         return "input after RMSNorm"
     if "layer_norm" in rec.steps:
-        return "input after ln_1 (LayerNorm)" if rec.family == "gpt2" else "input after LayerNorm"
+        name = family_named(rec.family).attention_norm
+        return f"input after {name} (LayerNorm)" if name else "input after LayerNorm"
     return "block input (post-LN: no norm)"
 
 

@@ -6,7 +6,7 @@ In the value-weighted view (state.attention_view) the map is N = A·‖f_h(x_j)�
 (gui/state/lens_data.py ValueView.shown), the bars above the map are ‖f_h(x_j)‖ per key column, and the hover
 line gives A, ‖f_h(x_j)‖ and the raw N of the cell.
 
-The hover line and the cell's tooltip are one text (:meth:`HeadPanel.describe_cell`) about the picture on
+The hover line and the cell's tooltip are one text (:meth:`HeadTab.describe_cell`) about the picture on
 screen; both follow a new result, head or view under a resting pointer (HeadPlot.set_head re-reports the
 cell), and a value view whose norms are still being computed says so."""
 from __future__ import annotations
@@ -15,21 +15,19 @@ import html
 import math
 from collections.abc import Mapping
 
-import numpy as np
-import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from analysis.display import SCALE_LABELS, SCALES
 from analysis.measures.head_scores import SCORE_NAMES
 
-from ...plots.figures import COLORMAP_LABELS, COLORMAPS, HeadPlot, apply_theme, bar_label, settle_layout  # noqa: F401
-from ...plots.hover_text import NORMS_NOT_READY, hover_text, value_hover_text  # noqa: F401 (hover_text re-exported)
+from ...plots.figures import HeadPlot, fit_title
+from ...plots.head_view import KeyNormStrip, draw_head, view_to_draw
+from ...plots.hover_text import NORMS_NOT_READY, value_hover_text
+from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
 from ...state.lens_data import VALUE_NORMS, LensData
-from ...plots.plot_items import RunDimmer, plain_tooltip
-from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, ViewState
+from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS, ViewState
+from ...widgets import ElidedLabel, add_arrow_keys, choice_box, show_focus_ring
 
-FOCUS_STYLE = "QGraphicsView {{ border: 2px solid {}; }}"
-FOCUS_COLOUR = "#3d8ee0"
 #: The pattern scores the head label compares: every AttnScope score but entropy (a spread, not a pattern).
 HEAD_LABEL_SCORES = tuple(name for name in SCORE_NAMES if name != "entropy")
 #: A head is named by its largest pattern score only from this value on (the sink heads' ε): below it no
@@ -40,33 +38,6 @@ VALUE_VIEW_TIP = ("Value-weighted attention (Kobayashi et al. 2020): N[i, j] = A
                   "much it is looked at. Drawn row-normalised (each query row as shares of its sum); the raw N "
                   "and ‖f_h(x_j)‖ are in the hover line, ‖f_h(x_j)‖ per key in the bars above the map. "
                   "Applies to the grid too.")
-STRIP_PX = 44  # height of the key-norm bars above the head map
-STRIP_BRUSH = "#7f9fbf"  # readable on the light and the dark background
-
-
-def show_focus_ring(figure: QtWidgets.QGraphicsView) -> None:
-    """Draw a coloured frame round ``figure`` while it has the keyboard focus (transparent otherwise)."""
-
-    class Ring(QtCore.QObject):
-        def eventFilter(self, obj, event):  # noqa: N802
-            if event.type() == QtCore.QEvent.Type.FocusIn:
-                obj.setStyleSheet(FOCUS_STYLE.format(FOCUS_COLOUR))
-            elif event.type() == QtCore.QEvent.Type.FocusOut:
-                obj.setStyleSheet(FOCUS_STYLE.format("transparent"))
-            return False
-
-    figure.setStyleSheet(FOCUS_STYLE.format("transparent"))
-    figure.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
-    ring = Ring(figure)
-    figure.installEventFilter(ring)
-
-
-def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
-    """Plain arrow keys move the selected head while ``widget`` (or a child) has the focus."""
-    for key, step in (("Left", (0, -1)), ("Right", (0, 1)), ("Up", (-1, 0)), ("Down", (1, 0))):
-        shortcut = QtGui.QShortcut(QtGui.QKeySequence(key), widget)
-        shortcut.setContext(QtCore.Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        shortcut.activated.connect(lambda s=step: state.move_selection(*s))
 
 
 def label_scores(scores, layer: int, head: int) -> list[tuple[str, float]]:
@@ -96,192 +67,9 @@ def top_score_text(top: tuple[str, float]) -> str:
     return score if top[1] >= STRONG_PATTERN else f"no pattern ≥ {STRONG_PATTERN:g}"
 
 
-class KeyNormStrip:
-    """‖f_h(x_j)‖ per key as bars directly above a HeadPlot's map. The bars live in the plot's own layout,
-    in the (hidden) top axis's place, x-linked to the map: each bar stays over its key column at any
-    zoom and any width of the token labels."""
 
-    def __init__(self, figure: HeadPlot):
-        plot = figure.plot
-        top = plot.getAxis("top")
-        plot.layout.removeItem(top)
-        top.hide()
-        self.view = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0)
-        self.view.setXLink(plot.getViewBox())
-        self.bars = pg.BarGraphItem(x0=[], height=[], width=1.0, brush=STRIP_BRUSH, pen=None)
-        self.view.addItem(self.bars)
-        self.label = pg.LabelItem("", size="8pt", justify="right")
-        plot.layout.addItem(self.view, 1, 1)
-        plot.layout.addItem(self.label, 1, 0)
-        self.norms: np.ndarray | None = None
-        self.set_norms(None)
-
-    def set_norms(self, norms: np.ndarray | None) -> None:
-        """Show the key norms (n,), or hide the strip (None)."""
-        self.norms = None if norms is None else np.asarray(norms, dtype=np.float64)
-        shown = self.norms is not None
-        height = STRIP_PX if shown else 0
-        for item in (self.view, self.label):
-            item.setVisible(shown)
-            item.setMinimumHeight(height)
-            item.setMaximumHeight(height)
-        if not shown:
-            self.bars.setOpts(x0=[], height=[], width=1.0)
-            return
-        n = len(self.norms)
-        self.bars.setOpts(x0=np.arange(n) + 0.1, height=self.norms, width=0.8)
-        top = float(self.norms.max()) if n else 1.0
-        self.view.setYRange(0, top if top > 0 else 1.0, padding=0.05)
-        self.label.setText(f"‖f(x)‖<br>max {top:.3g}")
-
-
-def fit_title(fig) -> None:
-    """Lay an offscreen figure out again, widened so its title fits over the map: a title wider than the
-    map pushes the colour bar out of the picture."""
-    settle_layout()
-    need = fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).width() + 24  # the whole layout, title included
-    fig.resize(max(fig.width() + 1, int(need)), fig.height())  # any resize lays the figure out again
-    settle_layout()
-
-
-def view_to_draw(state: ViewState) -> str:
-    """What :func:`draw_head` draws for the state now: "value-weighted" when that view is chosen and its value
-    norms are there, else "weights"."""
-    wanted = state.attention_view == "value-weighted" and state.lens(VALUE_NORMS) is not None
-    return "value-weighted" if wanted else "weights"
-
-
-def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
-              title: str) -> None:
-    """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
-    value-weighted when its value norms are there)."""
-    r, values = state.result, state.lens(VALUE_NORMS)
-    if view_to_draw(state) == "value-weighted":
-        figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
-                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
-                        quantity="share of row N")
-        if strip is not None:
-            strip.set_norms(values.key_norms[layer, head])
-        return
-    figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
-                    hide_first=state.hide_first, causal=r.causal)
-    if strip is not None:
-        strip.set_norms(None)
-
-
-class ElidingComboBox(QtWidgets.QComboBox):
-    """A combo box that ends its current text in "…" when the box is narrower than it (Qt's styles cut it)."""
-
-    def paintEvent(self, ev):  # noqa: N802
-        style = QtWidgets.QStyle
-        painter = QtWidgets.QStylePainter(self)
-        option = QtWidgets.QStyleOptionComboBox()
-        self.initStyleOption(option)
-        painter.drawComplexControl(style.ComplexControl.CC_ComboBox, option)
-        field = self.style().subControlRect(style.ComplexControl.CC_ComboBox, option,
-                                            style.SubControl.SC_ComboBoxEditField, self)
-        option.currentText = self.fontMetrics().elidedText(option.currentText, QtCore.Qt.TextElideMode.ElideRight,
-                                                           field.width())
-        painter.drawControl(style.ControlElement.CE_ComboBoxLabel, option)
-
-
-def choice_box(ids, labels: dict, current: str, setter, tooltip: str, chars: int | None = None) -> QtWidgets.QComboBox:
-    """A combo box of ``ids`` shown by their ``labels``; ``chars``: the box is that many characters wide and
-    elides a longer choice (its open list shows every choice whole)."""
-    box = ElidingComboBox()
-    for name in ids:
-        box.addItem(labels.get(name, name), name)
-    if chars is not None:
-        box.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        box.setMinimumContentsLength(chars)
-    box.setCurrentIndex(box.findData(current))
-    box.setToolTip(tooltip)
-    box.currentIndexChanged.connect(lambda _: setter(box.currentData()))
-    return box
-
-
-class ElidedLabel(QtWidgets.QLabel):
-    """A one-line rich-text label that ends in "…" when it is wider than its room, cut between words (never
-    inside one, nor right after a dash, colon or comma). ``text()`` keeps the whole text (and the caller puts
-    it in the tooltip); only the painting is cut."""
-
-    DANGLING = "—–-·:,;&"  # a cut right after one of these reads as a half sentence: cut before its word too
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
-        self.shorter: tuple[str, ...] = ()  # shorter wordings of the text, shown (whole) when it does not fit
-
-    def set_texts(self, text: str, *shorter: str) -> None:
-        """Show ``text``, or the first of the ``shorter`` wordings that fits; the last one is elided if need be."""
-        self.shorter = shorter
-        self.setText(text)
-        self.update()
-
-    def _document(self, text: str | None = None) -> QtGui.QTextDocument:
-        doc = QtGui.QTextDocument()
-        doc.setDefaultFont(self.font())
-        doc.setDocumentMargin(0)
-        option = QtGui.QTextOption()
-        option.setWrapMode(QtGui.QTextOption.WrapMode.NoWrap)
-        doc.setDefaultTextOption(option)
-        doc.setHtml(self.text() if text is None else text)
-        return doc
-
-    def shown_document(self) -> QtGui.QTextDocument:
-        """The text as painted: the text or the first shorter wording that fits whole, else the shortest
-        wording cut before a space and ended with "…"."""
-        room = self.contentsRect().width()
-        for text in (self.text(), *self.shorter):
-            doc = self._document(text)
-            if doc.idealWidth() <= room:
-                return doc
-        # the shortest wording (``text``, HTML) is cut in its own rich document, so that its bold and italics and
-        # its escaped "&lt;" stay as they are; its plain text only finds where the words end
-        end = doc.characterCount() - 1  # without the closing paragraph separator
-        plain = doc.toPlainText()  # one block: character i is document position i
-        cuts = [0] + [i for i in range(1, len(plain)) if plain[i].isspace() and not plain[i - 1].isspace()
-                      and plain[i - 1] not in self.DANGLING]
-
-        def cut(keep: int) -> QtGui.QTextDocument:
-            shorter = self._document(text)
-            cursor = QtGui.QTextCursor(shorter)
-            cursor.setPosition(keep)
-            cursor.setPosition(end, QtGui.QTextCursor.MoveMode.KeepAnchor)
-            cursor.insertText("…")
-            return shorter
-
-        low, high = 0, len(cuts) - 1  # the longest kept run of words whose cut text fits (binary search)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if cut(cuts[middle]).idealWidth() <= room:
-                low = middle
-            else:
-                high = middle - 1
-        return cut(cuts[low])
-
-    def plain_text(self) -> str:
-        return self._document().toPlainText()
-
-    def is_elided(self) -> bool:
-        return self.shown_document().toPlainText() != self.plain_text()
-
-    def paintEvent(self, ev):  # noqa: N802
-        doc = self.shown_document()
-        painter = QtGui.QPainter(self)
-        rect = self.contentsRect()
-        painter.translate(rect.left(), rect.top() + (rect.height() - doc.size().height()) / 2)
-        context = QtGui.QAbstractTextDocumentLayout.PaintContext()
-        roles = QtGui.QPalette.ColorRole
-        context.palette.setColor(roles.Text, self.palette().color(roles.WindowText))
-        context.clip = QtCore.QRectF(0, 0, rect.width(), doc.size().height())
-        doc.documentLayout().draw(painter, context)
-        painter.end()
-
-
-class HeadPanel(QtWidgets.QWidget):
-    """Tab protocol: ``title``, ``HeadPanel(state, worker)``, ``offscreen_figure()``."""
+class HeadTab(QtWidgets.QWidget):
+    """Tab protocol: ``title``, ``HeadTab(state, worker)``, ``offscreen_figure()``."""
 
     title = "Head"
 

@@ -1,24 +1,41 @@
-"""The Head scores tab on a ViewState: sorting, activation, selection both ways, names, colormap, theme;
-the sink rate and the TransformerLens-style scores it shows equal the analysis functions'."""
+"""The Head scores tab on a ViewState: sorting (which follows the score when the columns change), activation,
+selection both ways, names, colormap, theme; the sink rate and the TransformerLens-style scores it shows equal
+the analysis functions'; the score map's long title and its sink marks stay inside the figure and their cells,
+and a marked sink cell is never elided."""
 import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore  # noqa: E402
+from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from helpers import bundle, double_click, view_point  # noqa: E402
+
+
+@pytest.fixture
+def disposed(qtbot):
+    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
+    from gui.plots.figures import dispose_figure
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    widgets = []
+    yield widgets.append
+    for widget in widgets:
+        widget.hide()
+        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
+    qtbot.wait(10)
 
 
 @pytest.fixture
 def panel(qtbot, tiny_result):
     from analysis.measures.head_scores import all_scores
     from gui.qt import ensure_qapp
-    from gui.tabs.scores.scores_view import ScoresPanel
+    from gui.tabs.scores.scores_tab import ScoresTab
     from gui.state.view_state import ViewState
 
     ensure_qapp()
     state = ViewState()
-    p = ScoresPanel(state, None)
+    p = ScoresTab(state, None)
     p.resize(1000, 600)
     p.show()
     qtbot.waitExposed(p)
@@ -72,7 +89,7 @@ def test_the_table_fits_and_tab_leaves_it(qtbot, panel):
 
 def test_one_name_per_score(panel):
     from analysis.measures.head_scores import SCORE_NAMES
-    from gui.tabs.scores.scores_view import SCORE_LABELS
+    from analysis.measures.head_scores import SCORE_LABELS
 
     assert set(SCORE_LABELS) == set(SCORE_NAMES)
     assert panel.model.names[2:] == tuple(name for name in SCORE_NAMES if panel.scores.applies(name))
@@ -139,7 +156,7 @@ def test_sink_epsilon_is_strict_and_changes_the_count(qtbot, panel, tiny_result)
 @pytest.mark.parametrize("exclude_bos,exclude_current", [(False, False), (True, False), (False, True), (True, True)])
 def test_tl_scores_shown_equal_tl_detect(qtbot, panel, tiny_result, measure, exclude_bos, exclude_current):
     from analysis.measures import tl_scores
-    from gui.tabs.scores.scores_view import TL_NAMES
+    from gui.tabs.scores.score_sources import TL_NAMES
 
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
     panel.measure_choice.setCurrentIndex(panel.measure_choice.findData(measure))
@@ -261,3 +278,130 @@ def test_the_epsilon_box_writes_and_follows_the_state(qtbot, panel, tiny_result)
     assert np.array_equal(panel.sinks().mask, expected.mask)
     assert f"sink rate {expected.rate:.1%}" in panel.sink_label.text()
     assert panel.model.mark_note.endswith("ε = 0.05") and panel.map.mark_note == panel.model.mark_note
+
+
+def scene_rect_of_cell(fig, layer, head) -> QtCore.QRectF:
+    vb = fig.plot.getViewBox()
+    return vb.mapViewToScene(QtCore.QRectF(head, layer, 1, 1)).boundingRect()
+
+
+@pytest.mark.parametrize("size", [(330, 1000), (240, 420), (700, 500)])
+def test_sink_marks_sit_inside_their_own_cell_clear_of_the_badges(qtbot, shown_figure, size):
+    from gui.tabs.scores.score_map import MARK_INSET_PX, MARK_PX, ScoreMap
+
+    L, H = 6, 12  # minilm
+    values = np.random.default_rng(3).random((L, H))
+    values[2, 11] = 2.0  # the best head in the last column: its badge must not be cut at the plot's edge
+    fig = shown_figure(ScoreMap, *size)
+    fig.set_score("previous_token", values)
+    fig.set_marks(np.ones((L, H), dtype=bool), "sink head")
+    qtbot.wait(50)
+    vb = fig.plot.getViewBox()
+    view = vb.mapRectToScene(vb.boundingRect())
+    xs, ys = fig.marks.getData()
+    assert len(xs) == L * H
+    for x, y in zip(xs, ys):
+        layer, head = int(y), int(x)  # the cell the mark's centre is in …
+        centre = vb.mapViewToScene(QtCore.QPointF(x, y))
+        cell = scene_rect_of_cell(fig, layer, head)
+        dot = QtCore.QRectF(centre.x() - MARK_PX / 2, centre.y() - MARK_PX / 2, MARK_PX, MARK_PX)
+        room = MARK_PX + 2 * MARK_INSET_PX
+        if cell.width() >= room and cell.height() >= room:
+            assert cell.contains(dot)  # … the whole dot is inside it, never on an edge
+        if cell.width() >= room:  # in from the left edge …
+            assert dot.left() - cell.left() == pytest.approx(MARK_INSET_PX, abs=0.5)
+        else:  # … or, in a cell narrower than that, in its middle
+            assert centre.x() == pytest.approx(cell.center().x(), abs=0.5)
+        if cell.height() >= room:  # up from the bottom edge …
+            assert cell.bottom() - dot.bottom() == pytest.approx(MARK_INSET_PX, abs=0.5)
+        else:
+            assert centre.y() == pytest.approx(cell.center().y(), abs=0.5)
+    for badge in fig.badges:
+        margin = badge.textItem.document().documentMargin()  # the text item's empty border around the badge
+        label = badge.mapRectToScene(badge.boundingRect()).adjusted(margin, margin, -margin, -margin)
+        assert view.adjusted(-1, -1, 1, 1).contains(label)  # never cut at the plot's edge
+        layer, head = int(badge.pos().y()), int(round(badge.pos().x())) - (1 if badge.anchor.x() == 1 else 0)
+        cell = scene_rect_of_cell(fig, layer, head)
+        x, y = vb.mapSceneToView(QtCore.QPointF(label.left(), label.top())).x(), layer
+        centre = vb.mapViewToScene(QtCore.QPointF(head + (xs[0] - int(xs[0])), layer + (ys[0] - int(ys[0]))))
+        dot = QtCore.QRectF(centre.x() - MARK_PX / 2, centre.y() - MARK_PX / 2, MARK_PX, MARK_PX)
+        if cell.height() >= label.height() + MARK_PX + MARK_INSET_PX:
+            assert not label.intersects(dot), (x, y)  # the label has its room: the mark is below it
+
+
+def settle(qtbot):
+    qtbot.wait(30)
+    QtWidgets.QApplication.processEvents()
+
+
+@pytest.mark.parametrize("width", [260, 330, 420])
+def test_a_long_title_never_pushes_the_map_or_its_colour_bar_out_of_the_figure(qtbot, disposed, width):
+    from gui.tabs.scores.score_map import ScoreMap
+
+    fig = ScoreMap()
+    disposed(fig)
+    fig.resize(width, 330)
+    fig.show()
+    qtbot.waitExposed(fig)
+    title_source = "previous token"
+    fig.set_score("previous_token", np.random.default_rng(0).random((4, 4)), label=title_source,
+                  note="mean over 284 texts")
+    settle(qtbot)
+    fig.resize(width, 331)  # a resize after the title, as a splitter drag gives
+    settle(qtbot)
+    view = fig.viewport().width()
+    assert fig.ci.size().width() <= view + 1  # the layout fits: nothing is cut on the right
+    assert fig.colorbar.sceneBoundingRect().right() <= view + 1  # the colour bar is visible
+    assert fig.plot.getViewBox().sceneBoundingRect().right() <= view + 1  # so is the last head column
+    full = "previous token, mean over 284 texts"
+    assert fig.full_title == full
+    shown = fig.plot.titleLabel.text
+    if "…" in shown:  # elided: the whole title is in the tooltip
+        assert fig.plot.titleLabel.toolTip() == full
+    else:
+        assert full in shown
+
+
+def test_a_marked_sink_cell_is_never_elided(qtbot, disposed, tiny_result):
+    from analysis.measures.head_scores import all_scores
+    from gui.tabs.scores.score_table import SINK_MARK
+    from gui.tabs.scores.scores_tab import ScoresTab
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    panel = ScoresTab(state, None)
+    disposed(panel)
+    panel.resize(700, 500)  # narrow, as at 1366 px with the grid beside it
+    panel.show()
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result)))
+    L, H = tiny_result.attentions.shape[:2]
+    panel.model.set_marked(np.ones((L, H), dtype=bool), "all marked")
+    settle(qtbot)
+    column = panel.model.names.index("sink")
+    bold = QtGui.QFont(panel.table.font())
+    bold.setBold(True)
+    metrics = QtGui.QFontMetrics(bold)
+    width = panel.table.horizontalHeader().sectionSize(column)
+    for row in range(panel.model.rowCount()):
+        text = panel.model.index(row, column).data()
+        assert text.startswith(SINK_MARK)
+        assert metrics.horizontalAdvance(text) + 6 <= width, text
+
+
+def test_sorting_follows_the_score_when_the_columns_change(qtbot):
+    from gui.tabs.scores.score_table import Column, ScoreTable
+
+    table = ScoreTable()
+    qtbot.addWidget(table)
+    rng = np.random.default_rng(1)
+    a, b, c = (Column(n, n, n, "", rng.random((2, 3))) for n in ("a", "b", "c"))
+    table.set_columns([a, b], (2, 3))
+    table.sortByColumn(table.score_model.names.index("b"), QtCore.Qt.SortOrder.DescendingOrder)
+    table.set_columns([c, a, b], (2, 3))  # b moved from column 3 to 4
+    header = table.horizontalHeader()
+    assert table.score_model.names[header.sortIndicatorSection()] == "b"
+    assert header.sortIndicatorOrder() == QtCore.Qt.SortOrder.DescendingOrder
+    shown = [b.values[table.head_at_row(r)] for r in range(table.proxy.rowCount())]
+    assert shown == sorted(b.values.ravel(), reverse=True)
+    table.set_columns([c], (2, 3))  # b is gone: by layer
+    assert header.sortIndicatorSection() == 0

@@ -1,6 +1,8 @@
 """The Ablation tab on a ViewState and a real worker: the numbers shown are ``analysis.measures.ablation``'s
 (``ablate`` and ``importance_map`` run here on the same model), Cancel stops the importance map between
-forwards, answers for a text no longer on screen are dropped, and an encoder is told why it cannot."""
+forwards and stays where it was when a run starts, answers for a text no longer on screen are dropped, an encoder is
+told why it cannot, the importance sentence names only heads that raise the loss, and after the importance map
+alone the baseline box shows the baseline."""
 
 import numpy as np
 import pytest
@@ -13,10 +15,25 @@ from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_t
 
 
 @pytest.fixture
-def panel(qtbot, worker):
-    from gui.tabs.ablation.ablation_tab import AblationPanel
+def disposed(qtbot):
+    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
+    from gui.plots.figures import dispose_figure
+    from gui.qt import ensure_qapp
 
-    p = shown_tab(qtbot, AblationPanel, worker, 1100, 600)
+    ensure_qapp()
+    widgets = []
+    yield widgets.append
+    for widget in widgets:
+        widget.hide()
+        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
+    qtbot.wait(10)
+
+
+@pytest.fixture
+def panel(qtbot, worker):
+    from gui.tabs.ablation.ablation_tab import AblationTab
+
+    p = shown_tab(qtbot, AblationTab, worker, 1100, 600)
     p.state.set_bundle(analyse(qtbot, worker, TEXT))
     return p
 
@@ -205,3 +222,58 @@ def test_the_tab_ablates_the_prefix_the_run_analysed_and_says_it_was_cut(qtbot, 
     assert done.args[0].baseline_loss == pytest.approx(importance_map(tiny_model, long_text, bos=True,
                                                                        max_tokens=12).baseline_loss)
     assert "token cap" in panel.importance_label.text()
+
+
+def test_the_importance_maps_cancel_button_stays_where_it_was_when_a_run_starts(qtbot, worker, monkeypatch):
+    import analysis.measures.ablation as ablation_module
+    from gui.tabs.ablation.ablation_tab import AblationTab
+
+    panel = shown_tab(qtbot, AblationTab, worker, 1360, 700)
+    panel.state.set_bundle(analyse(qtbot, worker, TEXT))
+    qtbot.wait(50)
+    cancel = panel.importance_cancel
+
+    def where():
+        return QtCore.QRect(cancel.mapTo(panel, QtCore.QPoint(0, 0)), cancel.size())
+
+    before = where()
+    _calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 2)
+    panel.start_importance()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    qtbot.wait(50)  # the layout has placed the progress bar
+    assert panel.progress.isVisible() and cancel.isEnabled()
+    assert where() == before  # was: 1172–1352 px, then 1106–1186 with the progress bar where Cancel had been
+    assert not panel.progress.geometry().intersects(cancel.geometry())
+    with qtbot.waitSignal(panel.importance_job.cancelled, timeout=WAIT_MS):
+        qtbot.mouseClick(cancel, QtCore.Qt.MouseButton.LeftButton)  # a click where Cancel was cancels
+        go.set()
+    assert where() == before
+
+
+def test_the_importance_sentence_names_only_heads_that_raise_the_loss():
+    from analysis.measures.ablation import ImportanceMap
+    from gui.tabs.ablation.ablation_tab import importance_summary
+
+    change = np.array([[0.5, -0.1], [0.0, 0.2]])
+    text = importance_summary(ImportanceMap("zero", 3.0, 3.0 + change, change, 12, False))
+    assert "0.0 +0.500, 1.1 +0.200." in text and "0.1" not in text.split("most:")[1]
+    none = importance_summary(ImportanceMap("mean", 3.0, 3.0 - np.abs(change), -np.abs(change), 12, False))
+    assert "none raises the loss" in none and "+" not in none.split("most:")[1]
+
+
+def test_after_the_importance_map_alone_the_baseline_box_shows_the_baseline(qtbot, disposed, worker, tiny_model):
+    from analysis.measures.ablation import ablate
+    from gui.tabs.ablation.ablation_tab import AblationTab
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    panel = AblationTab(state, worker)
+    disposed(panel)
+    state.set_bundle(analyse(qtbot, worker, TEXT))
+    with qtbot.waitSignal(panel.importance_shown, timeout=WAIT_MS) as blocker:
+        panel.start_importance()
+    importance = blocker.args[0]
+    expected = ablate(tiny_model, TEXT, [(0, 0)], "zero", True).baseline  # independent: its own forward
+    assert panel.baseline_box.loss.text() == f"loss {expected.loss:.3f} nats"
+    assert importance.baseline_loss == pytest.approx(expected.loss, abs=1e-9)
+    assert panel.baseline_box.tokens() == [(t, f"{p:.3f}") for t, p in expected.top]

@@ -3,24 +3,26 @@ model's own numbers; the attention calculator; the √d_k lab; what attention co
 
 All numbers come from ``analysis`` (manual_attention, parity, lab); the pages only lay them out.
 The panel follows the view state and asks the worker for the recomputation of the selected layer
-and the parity of every head itself, only while it is visible; a late answer to an older request
-is dropped.
+and the parity of every head itself (a ``jobs.Job``), only while it is visible; a late answer to an older
+request is dropped.
 """
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from .calculator_page import PRESETS, CalculatorPage  # noqa: F401 (re-exported)
+from ...plots.matrix_view import MatrixView
 from ...plots.plot_items import apply_theme
+from ...state.jobs import Job
+from .calculator_page import CalculatorPage
 from .scratch_lab import CostPage, ScalingPage
-from .scratch_parity import ErrorMap, ParityPage, pass_badge  # noqa: F401
-from .scratch_steps import MASKED_TEXT, MatrixView, StepsPage, fmt, matrix_table  # noqa: F401
+from .scratch_parity import ErrorMap, ParityPage
+from .scratch_steps import StepsPage
 
 STATUS_MAX_PX = 300  # the status beside the tabs never widens the panel past this
 REQUEST_DELAY_MS = 150  # a burst of selection changes (arrow keys held) sends one request
 
 
-class ScratchPanel(QtWidgets.QTabWidget):
+class ScratchTab(QtWidgets.QTabWidget):
     """Tabs: Steps, Model vs manual, Calculator, Why √d_k, Cost."""
 
     title = "From scratch"
@@ -58,6 +60,7 @@ class ScratchPanel(QtWidgets.QTabWidget):
         self.addTab(self.scaling, "Why √dₖ")
         self.addTab(self.cost, "Cost")
 
+        self.job = Job(worker, "scratch", self, ended_by=(), announced=False)  # a newer request drops the older
         self.latest_request_id = 0
         self._key = None  # (result request id, layer, head, dtype) last asked for
         self._parity_cache = None  # (result request id, dtype, ParityReport): parity does not depend on the head
@@ -75,8 +78,8 @@ class ScratchPanel(QtWidgets.QTabWidget):
         state.query_row_changed.connect(self._query_row_changed)
         state.colormap_changed.connect(self._colormap_changed)
         state.dark_changed.connect(self._dark_changed)
-        worker.task_done.connect(self._task_done)
-        worker.failed.connect(self._failed)
+        self.job.finished.connect(self._finished)
+        self.job.failed.connect(self._failed)
         self._dark_changed(state.dark)
 
     def figures(self) -> list:
@@ -107,23 +110,16 @@ class ScratchPanel(QtWidgets.QTabWidget):
         cache = self._parity_cache
         cached = cache[2] if cache is not None and cache[:2] == (bundle.request_id, dtype) else None
         self.status.setText("computing…")
-        self.latest_request_id = self.worker.submit(
-            "scratch", lambda loaded: scratch_data(loaded, result, layer, head, dtype, cached))
+        self.latest_request_id = self.job.start(
+            lambda loaded, _progress, _cancel: scratch_data(loaded, result, layer, head, dtype, cached))
 
-    def _task_done(self, request_id: int, name: str, value) -> None:
-        if name != "scratch" or request_id != self.latest_request_id:
-            return  # another task, or an answer to an older selection
+    def _finished(self, value) -> None:
+        """The latest request's answer (the job drops answers to an older selection)."""
         self._parity_cache = (value.result.request_id, value.report.manual_dtype, value.report)
         self.show_data(value)
-        self.data_shown.emit(request_id)
+        self.data_shown.emit(self.latest_request_id)
 
-    def _failed(self, *args) -> None:
-        """``worker.failed``: a Failure object (request_id, message) or the older (id, kind, message)."""
-        failure = args[0]
-        request_id = getattr(failure, "request_id", failure)
-        if request_id != self.latest_request_id or not self.latest_request_id:
-            return
-        message = getattr(failure, "message", args[-1] if len(args) > 1 else str(failure))
+    def _failed(self, message: str) -> None:
         self._key = None  # ask again on the next change
         text = f"could not compute: {message}"
         self.status.setText(self.status.fontMetrics().elidedText(text, QtCore.Qt.TextElideMode.ElideRight,

@@ -1,4 +1,4 @@
-"""The Head tab's hover line, cell tooltip and head label (the n3 walk-through): a resting pointer survives a
+"""The Head tab's hover line, cell tooltip and head label: a resting pointer survives a
 new result whose value norms are still being computed, the line and the tooltip say the same words and follow
 every change of the view, and the label is short, true and never cut inside a word."""
 
@@ -14,11 +14,11 @@ from helpers import WAIT_MS, bundle, plain, worker_held  # noqa: E402
 @pytest.fixture
 def panel(qtbot, loaded_worker):
     """A Head tab on its own state, shown at the width it gets in a 1366 px window."""
-    from gui.tabs.head.head_panel import HeadPanel
+    from gui.tabs.head.head_tab import HeadTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    head = HeadPanel(state, loaded_worker)
+    head = HeadTab(state, loaded_worker)
     qtbot.addWidget(head)
     head.resize(816, 560)  # its width in a 1366 px window
     head.show()
@@ -133,7 +133,7 @@ def test_hover_text_wording():
 
 def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
     from analysis.measures.head_scores import HeadScores
-    from gui.tabs.head.head_panel import strongest_score, top_score_text
+    from gui.tabs.head.head_tab import strongest_score, top_score_text
 
     scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
               "induction_probe": np.array([[0.01, 0.2]])}
@@ -156,7 +156,7 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
 
 def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
     """n3 #3: the label was always cut as "— previous toke…" at 1366 px."""
-    from gui.tabs.head.head_panel import STRONG_PATTERN
+    from gui.tabs.head.head_tab import STRONG_PATTERN
 
     state, label = panel.state, panel.head_label
     scores = all_scores(tiny_result)
@@ -178,56 +178,6 @@ def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_to
         for k, v in values.items():
             assert f"{k.replace('_', ' ')} {v:.2f}" in tip
         assert "entropy" not in tip.split("Scores")[1].split(".")[0]
-
-
-def format_at(doc, position: int):
-    """The character format of ``doc``'s character at ``position``."""
-    from PySide6 import QtGui
-
-    cursor = QtGui.QTextCursor(doc)
-    cursor.setPosition(position + 1)  # a cursor's format is the one of the character before it
-    return cursor.charFormat()
-
-
-def test_an_elided_label_is_cut_between_words(qtbot):
-    from PySide6 import QtGui
-
-    from gui.tabs.head.head_panel import ElidedLabel
-
-    label = ElidedLabel()
-    qtbot.addWidget(label)
-    label.setText("<b>L0 H0</b> — <i>value-weighted view: this model family has no value view at all</i>")
-    label.resize(label.fontMetrics().horizontalAdvance("L0 H0 — value-weighted view: this mod"), 30)
-    doc = label.shown_document()
-    shown = doc.toPlainText()
-    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
-    words = shown[:-1].split()
-    assert words and words == label.plain_text().split()[:len(words)]  # whole words only
-    assert not shown[:-1].rstrip().endswith(("—", ":", ","))
-    # the cut text keeps its markup: the head in bold, the rest in italics (it lost both when it was re-read as HTML)
-    assert format_at(doc, 0).fontWeight() == QtGui.QFont.Weight.Bold
-    assert format_at(doc, shown.index("value")).fontItalic() and not format_at(doc, shown.index("value")).fontWeight() \
-        == QtGui.QFont.Weight.Bold
-
-
-def test_an_elided_label_keeps_an_escaped_token(qtbot, qtlog):
-    """Tokens are user text, HTML-escaped in the label: the cut must not read "&lt;pad&gt;" back as a tag (it
-    printed "QTextCursor::setPosition: Position … out of range" and painted "…" before the whole text)."""
-    from gui.tabs.head.head_panel import ElidedLabel
-
-    label = ElidedLabel()
-    qtbot.addWidget(label)
-    label.setText("<b>L1 H2</b> — <i>value-weighted view: a &lt;pad&gt; token &amp; more words to make it long "
-                  "enough to cut here and there.</i>")
-    whole = label.plain_text()
-    assert "a <pad> token & more" in whole
-    label.resize(label.fontMetrics().horizontalAdvance("L1 H2 — value-weighted view: a <pad> token & mo"), 30)
-    doc = label.shown_document()
-    shown = doc.toPlainText()
-    assert shown.endswith("…") and doc.idealWidth() <= label.contentsRect().width()
-    assert shown.startswith("L1 H2 — value-weighted view: a <pad>") and whole.startswith(shown[:-1].rstrip())
-    assert not shown[:-1].rstrip().endswith("&")  # "… token &…" reads as a half sentence
-    assert not [m for m in qtlog.records if "out of range" in m.message]
 
 
 def test_a_narrow_head_label_shows_a_shorter_wording_whole(qtbot, panel, tiny_result):

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.measures.head_scores import SCORE_LABELS
 from analysis.measures.lenses import sink_rate
 
-from ...plots.layer_head_map import top_heads
 from ...plots.plot_items import apply_theme
 from .score_map import ScoreMap, offscreen_score_figure
-from .score_sources import (SCORE_SHORT, SOURCE_OURS, SOURCE_SCAN, SOURCE_TL, TL_LABELS, TL_NAMES, hidden,
-                            hidden_note, own_columns, scan_columns, score_label, tl_columns)
-from .score_table import Column, ScoreTable, ScoreTableModel
+from .score_sources import (SOURCE_OURS, SOURCE_SCAN, SOURCE_TL, TL_NAMES, hidden, hidden_note, own_columns,
+                            scan_columns, tl_columns)
+from .score_table import Column, ScoreTable
 from .scan_bar import ScanBar
 from .sink_row import SinkRow
 from .tl_source import TLSource
@@ -38,7 +36,7 @@ def _note_label() -> QtWidgets.QLabel:
     return label
 
 
-class ScoresPanel(QtWidgets.QWidget):
+class ScoresTab(QtWidgets.QWidget):
     """Table + map side by side, on a :class:`~gui.state.view_state.ViewState`. A click selects a head;
     Enter or a double-click on a row or a map cell also emits ``head_activated``."""
 
@@ -312,6 +310,3 @@ class ScoresPanel(QtWidgets.QWidget):
         model = self.scan.model_label if self.source() == SOURCE_SCAN else getattr(self.state.result, "model_label", "")
         return offscreen_score_figure(self.map, self.state.colormap, model)
 
-
-__all__ = ["SCORE_LABELS", "SCORE_SHORT", "TL_LABELS", "TL_NAMES", "Column", "ScoreMap", "ScoresPanel",
-           "ScoreTableModel", "score_label", "top_heads"]

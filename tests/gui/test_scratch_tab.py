@@ -1,4 +1,4 @@
-"""The from-scratch panel on a ViewState and a real worker: the displayed numbers are the engine's, it follows
+"""The From-scratch tab on a ViewState and a real worker: the displayed numbers are the engine's, it follows
 the state (selection, colormap, theme, query row), asks the worker only while visible, and the lesson's preset
 shows the lesson's numbers."""
 import math
@@ -122,11 +122,11 @@ def test_scaling_lab(qtbot):
 
 @pytest.fixture
 def panel(qtbot, worker):
-    from gui.tabs.scratch.scratch import ScratchPanel
+    from gui.tabs.scratch.scratch_tab import ScratchTab
     from gui.state.view_state import ViewState
 
     state = ViewState()
-    p = ScratchPanel(state, worker)
+    p = ScratchTab(state, worker)
     p.resize(1300, 800)
     yield p
     p.hide()
@@ -190,7 +190,7 @@ def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbo
     bundle = analyse(qtbot, worker, "The cat sat on the mat", bos=False)
     submitted = []
     original = worker.submit
-    worker.submit = lambda name, task: submitted.append(name) or original(name, task)
+    worker.submit = lambda name, task, **options: submitted.append(name) or original(name, task, **options)
     try:
         panel.state.set_bundle(bundle)
         panel.state.select(1, 1)
@@ -199,8 +199,7 @@ def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbo
         show(qtbot, panel)
         assert submitted == ["scratch"]
         shown = panel.status.text()
-        panel._task_done(panel.latest_request_id - 1, "scratch", object())  # an older answer
-        panel._task_done(panel.latest_request_id, "export", object())  # someone else's task
+        worker.task_done.emit(panel.latest_request_id - 1, "scratch", object())  # an older answer: dropped
         assert panel.status.text() == shown
     finally:
         del worker.submit

@@ -1,0 +1,77 @@
+"""One head's map drawn as the view state says: the attention weights, or value-weighted attention with
+the key norms ‖f_h(x_j)‖ as bars above the map (:class:`KeyNormStrip`). The Head tab draws it on screen and
+the exporter draws it into files (gui/export/exporting.py), the same way."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from ..state.lens_data import VALUE_NORMS
+from ..state.view_state import ViewState
+from .figures import HeadPlot
+
+STRIP_PX = 44  # height of the key-norm bars above the head map
+STRIP_BRUSH = "#7f9fbf"  # readable on the light and the dark background
+
+class KeyNormStrip:
+    """‖f_h(x_j)‖ per key as bars directly above a HeadPlot's map. The bars live in the plot's own layout,
+    in the (hidden) top axis's place, x-linked to the map: each bar stays over its key column at any
+    zoom and any width of the token labels."""
+
+    def __init__(self, figure: HeadPlot):
+        plot = figure.plot
+        top = plot.getAxis("top")
+        plot.layout.removeItem(top)
+        top.hide()
+        self.view = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0)
+        self.view.setXLink(plot.getViewBox())
+        self.bars = pg.BarGraphItem(x0=[], height=[], width=1.0, brush=STRIP_BRUSH, pen=None)
+        self.view.addItem(self.bars)
+        self.label = pg.LabelItem("", size="8pt", justify="right")
+        plot.layout.addItem(self.view, 1, 1)
+        plot.layout.addItem(self.label, 1, 0)
+        self.norms: np.ndarray | None = None
+        self.set_norms(None)
+
+    def set_norms(self, norms: np.ndarray | None) -> None:
+        """Show the key norms (n,), or hide the strip (None)."""
+        self.norms = None if norms is None else np.asarray(norms, dtype=np.float64)
+        shown = self.norms is not None
+        height = STRIP_PX if shown else 0
+        for item in (self.view, self.label):
+            item.setVisible(shown)
+            item.setMinimumHeight(height)
+            item.setMaximumHeight(height)
+        if not shown:
+            self.bars.setOpts(x0=[], height=[], width=1.0)
+            return
+        n = len(self.norms)
+        self.bars.setOpts(x0=np.arange(n) + 0.1, height=self.norms, width=0.8)
+        top = float(self.norms.max()) if n else 1.0
+        self.view.setYRange(0, top if top > 0 else 1.0, padding=0.05)
+        self.label.setText(f"‖f(x)‖<br>max {top:.3g}")
+
+
+def view_to_draw(state: ViewState) -> str:
+    """What :func:`draw_head` draws for the state now: "value-weighted" when that view is chosen and its value
+    norms are there, else "weights"."""
+    wanted = state.attention_view == "value-weighted" and state.lens(VALUE_NORMS) is not None
+    return "value-weighted" if wanted else "weights"
+
+
+def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
+              title: str) -> None:
+    """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
+    value-weighted when its value norms are there)."""
+    r, values = state.result, state.lens(VALUE_NORMS)
+    if view_to_draw(state) == "value-weighted":
+        figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
+                        cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
+                        quantity="share of row N")
+        if strip is not None:
+            strip.set_norms(values.key_norms[layer, head])
+        return
+    figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
+                    hide_first=state.hide_first, causal=r.causal)
+    if strip is not None:
+        strip.set_norms(None)
