@@ -96,7 +96,7 @@ def _not_blank(what: str, convert=str):
 
 
 def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None, writes: str | None = None):
-    """An argparse type for a path option: a name the file system can hold (``analysis.export.writers.path_problem``:
+    """An argparse type for a path option: a name the file system can hold (``analysis.export.paths.path_problem``:
     no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
     later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
     A leading ``~`` is expanded here, once: every later use (the outputs-vs-inputs check, the writers, the
@@ -109,7 +109,7 @@ def _path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = N
         text = not_blank(text)
         if text.strip() in keep:
             return text
-        from analysis.export.writers import path_problem
+        from analysis.export.paths import path_problem
 
         text = os.path.expanduser(text)
         problem = path_problem(text, writes)
@@ -238,7 +238,7 @@ def _add_max_tokens(p: argparse.ArgumentParser, what: str = "analyse") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from analysis.export.writers import IMAGE_FORMATS
+    from analysis.export.formats import IMAGE_FORMATS
 
     parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
@@ -458,8 +458,8 @@ def _model_folder(model: str | None) -> Path | None:
 def check_apart(args) -> None:
     """Before anything is read or loaded: no output of the command (``--out``, ``--json``) can be, or hold,
     one of its inputs (``--text-file``, ``--texts``, the model's folder), however spelled
-    (``analysis.export.writers.check_outputs_apart``). The one check of export, scan and ablate."""
-    from analysis.export.writers import check_outputs_apart
+    (``analysis.export.paths.check_outputs_apart``). The one check of export, scan and ablate."""
+    from analysis.export.paths import check_outputs_apart
 
     inputs = []
     if getattr(args, "text_file", None) is not None:
@@ -482,7 +482,8 @@ def check_apart(args) -> None:
 
 def _export(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import check_export_target, export_bundle
+    from analysis.export.contents import export_contents, write_export
+    from analysis.export.folders import check_export_target
 
     check_apart(args)
     warnings: list[str] = []
@@ -496,9 +497,7 @@ def _export(args, signals: _Signals) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
     from analysis.run.inference import check_text, run_text
-    from analysis.measures.lenses import value_norms
     from analysis.model.loading import load_model
-    from analysis.measures.parity import parity_report
 
     check_text(text)
     started = time.perf_counter()
@@ -510,18 +509,15 @@ def _export(args, signals: _Signals) -> int:
         warn(warning)
     scores = all_scores(result)
     scored_at = time.perf_counter()
-    parity = parity_report(result, [loaded.attention_weights(l) for l in range(loaded.n_layer)],
-                           args.parity_dtype)
-    lenses_started = time.perf_counter()
-    norms = value_norms(loaded, result).value_norms
+    contents = export_contents(loaded, result, scores, parity_dtype=args.parity_dtype, sink_epsilon=args.sink_epsilon,
+                               tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
+                                           "exclude_current_token": args.tl_exclude_current_token})
+    parity = contents.parity
     timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
-               "parity_s": parity.seconds, "value_norms_s": time.perf_counter() - lenses_started}
+               **contents.timings}
     signals.deferred = True  # from here on a signal waits for the next safe point
-    written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
-                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check),
-                            value_norms=norms, sink_epsilon=args.sink_epsilon,
-                            tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
-                                        "exclude_current_token": args.tl_exclude_current_token})
+    written = write_export(args.out, contents, _image_writer(result, args.format, not args.no_head_images, signals.check),
+                           timings=timings, check=signals.check)
     print(f"wrote {len(written)} files to {args.out} ({_n(result.n_tokens, 'token')}, {result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
     for warning in written.warnings:
@@ -582,7 +578,8 @@ def cmd_scan(args) -> int:
 
 def _scan(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import check_export_target, write_scan
+    from analysis.export.contents import write_scan
+    from analysis.export.folders import check_export_target
     from analysis.measures.scan import SAMPLE_TEXTS, read_texts, scan_texts
 
     if not args.texts or not args.texts.strip():
@@ -632,7 +629,8 @@ def cmd_ablate(args) -> int:
 
 def _ablate(args, signals: _Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import _json_safe, write_file_atomically
+    from analysis.export.folders import write_file_atomically
+    from analysis.export.writers import _json_safe
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
@@ -644,7 +642,7 @@ def _ablate(args, signals: _Signals) -> int:
     if not text or not text.strip():
         raise InputError("The text is empty: give --text or a non-empty --text-file.")
     if args.json is not None:
-        from analysis.export.writers import check_file_target
+        from analysis.export.paths import check_file_target
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation

@@ -362,7 +362,9 @@ def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeat
 def bench_main(args) -> int:
     """``main.py bench``. The options arrive checked by main.py's parser (``--models`` and ``--ns`` as lists,
     ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
-    from analysis.export.writers import check_file_target, write_file_atomically, write_json
+    from analysis.export.folders import write_file_atomically
+    from analysis.export.paths import check_file_target
+    from analysis.export.writers import write_json
 
     if args.json:
         check_file_target(args.json)  # an hour of measuring must not end in "is a folder" (ExportError: one line)
