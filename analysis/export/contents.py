@@ -18,8 +18,8 @@ import numpy as np
 
 from ..errors import ExportError
 from ..measures.head_scores import HeadScores
-from ..measures.lenses import SINK_EPSILON, rollout as attention_rollout
-from ..measures.parity import ParityReport
+from ..measures.lenses import SINK_EPSILON, rollout as attention_rollout, value_norms
+from ..measures.parity import ParityReport, parity_report
 from ..measures.scan import ScanResult
 from ..run.inference import AttentionResult
 from . import writers
@@ -28,7 +28,8 @@ from .folders import Written, write_folder_atomically
 ImageWriter = Callable[[Path], list[Path]]  # draws images into a folder, returns the files written
 
 
-def figure_files(n_layer: int, n_head: int, fmt: str, heads_folder: str = "heads/") -> list[tuple[str, int | None, int | None]]:
+def figure_files(n_layer: int, n_head: int, fmt: str,
+                 heads_folder: str = "heads/") -> list[tuple[str, int | None, int | None]]:
     """(file name relative to the export, layer, head) of every figure of an export, in the order drawn:
     ``grid.<fmt>`` (layer and head None), then ``<heads_folder>L<layer>H<head>.<fmt>`` for every head."""
     return [(f"grid.{fmt}", None, None)] + [(f"{heads_folder}L{l}H{h}.{fmt}", l, h)
@@ -43,9 +44,10 @@ class ExportContents:
     result: AttentionResult
     scores: HeadScores
     parity: ParityReport
-    value_norms: np.ndarray | None = None  # float32 (layer, head, query, key): lenses.value_norms, A[i, j] · ‖f_h(x_j)‖
+    # float32 (layer, head, query, key): lenses.value_norms, A[i, j] · ‖f_h(x_j)‖; None: attention.npz has none
+    value_norms: np.ndarray | None = None
     sink_epsilon: float = SINK_EPSILON  # summary.json's sink rate counts first-token scores above it
-    tl_options: dict | None = None  # how scores_tl.csv is computed: write_tl_scores_csv's keywords, TL's defaults when None
+    tl_options: dict | None = None  # scores_tl.csv's options: write_tl_scores_csv's keywords (None: TL's defaults)
     value_norms_s: float = 0.0  # seconds the value norms took
 
     @property
@@ -59,9 +61,6 @@ def export_contents(loaded, result: AttentionResult, scores: HeadScores, *, pari
     """The export of ``result`` (run on ``loaded``, a LoadedModel): its ``scores``, parity of every layer
     (``parity_report`` through ``loaded.attention_weights``, recomputed in ``parity_dtype``) and the value
     norms (``lenses.value_norms``). ExportError when ``loaded`` is no longer the model ``result`` came from."""
-    from ..measures.lenses import value_norms
-    from ..measures.parity import parity_report
-
     if (loaded.source.label != result.model_label or loaded.n_layer != result.n_layer or loaded.n_head != result.n_head
             or loaded.d_model != result.layer_inputs.shape[-1]):
         raise ExportError("The model changed since this result was computed: run the text again, then export.")
@@ -73,9 +72,9 @@ def export_contents(loaded, result: AttentionResult, scores: HeadScores, *, pari
 
 def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWriter | None = None,
                  timings: dict | None = None, check: Callable[[], None] | None = None) -> Written:
-    """The export folder of ``contents``: attention.npz (with ``rollout``, and ``value_norms`` when there), scores.csv,
-    scores_tl.csv (TransformerLens-style scores with ``contents.tl_options``), parity.json, the images (if
-    an ``image_writer`` is given) and summary.json (with the sink rate at ``contents.sink_epsilon`` and
+    """The export folder of ``contents``: attention.npz (with ``rollout``, and ``value_norms`` when there),
+    scores.csv, scores_tl.csv (TransformerLens-style scores with ``contents.tl_options``), parity.json, the
+    images (if an ``image_writer`` is given) and summary.json (with the sink rate at ``contents.sink_epsilon`` and
     ``timings``), written with :func:`write_folder_atomically` — the folder holds the whole new export or is
     left as it was. ``check()`` is called between files."""
     result = contents.result

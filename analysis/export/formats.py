@@ -23,7 +23,7 @@ class DataFormat:
     """A data file of one result, as the window exports it to one file."""
 
     name: str  # the file extension, without the dot
-    head: Callable[[AttentionResult, Path, int, int], object]  # (result, path, layer, head): one head's (query, key) map
+    head: Callable[[AttentionResult, Path, int, int], object]  # (result, path, layer, head): one head's map
     grid: Callable[[AttentionResult, HeadScores, Path], object]  # (result, scores, path): every head
     # offered for the grid in the Export dialog: the grid is a picture of every head, and its data
     # counterpart is every head's weights (npz), not a table
@@ -34,8 +34,9 @@ class DataFormat:
 DATA_FORMATS: dict[str, DataFormat] = {f.name: f for f in (
     DataFormat("npz", head=lambda r, path, layer, head: writers.write_attention_npz(r, path, layer, head),
                grid=lambda r, scores, path: writers.write_attention_npz(r, path), for_grid=True),
+    # as a table, every head is its scores
     DataFormat("csv", head=lambda r, path, layer, head: writers.write_head_csv(r, path, layer, head),
-               grid=lambda r, scores, path: writers.write_scores_csv(scores, path)),  # as a table, the grid is its scores
+               grid=lambda r, scores, path: writers.write_scores_csv(scores, path)),
     DataFormat("json", head=lambda r, path, layer, head: writers.write_result_json(r, path, layer=layer, head=head),
                grid=lambda r, scores, path: writers.write_result_json(r, path, scores)),
 )}

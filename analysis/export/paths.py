@@ -225,7 +225,7 @@ def check_outputs_apart(inputs: Iterable[tuple[str, str | Path]],
                                       f"it reads; choose another {other}.")
 
 
-# ----------------------------------------------------------------------------- where a path leads, and who may write there
+# ----------------------------------------------------------------------------- where a path leads, who may write
 def physical_path(path: str | Path) -> Path:
     """``path`` as the kernel resolves it, absolute: its folder resolved (links, then ``..``, as
     ``os.path.realpath`` does), its last name kept as it is (a link there is judged by the caller). The one

@@ -16,7 +16,8 @@ def test_an_export_is_a_complete_recognisable_folder(tiny_model, tiny_result, tm
     contents = export_contents(tiny_model, tiny_result, all_scores(tiny_result))
     out = tmp_path / "export"
     written = write_export(out, contents)
-    assert sorted(p.name for p in written) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv", "summary.json"]
+    assert sorted(p.name for p in written) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv",
+                                               "summary.json"]
     assert is_attnscope_export(out) and not is_attnscope_export(tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["generator"] == "attnscope" and summary["timings"] == dict(tiny_result.timings)  # none given

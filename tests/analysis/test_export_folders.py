@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import ExportError, Interrupted
-from analysis.export.folders import (_hidden_prefix, check_export_target, not_written_by_attnscope, write_file_atomically,
-                                     write_folder_atomically)
+from analysis.export.folders import (_hidden_prefix, check_export_target, not_written_by_attnscope,
+                                     write_file_atomically, write_folder_atomically)
 from analysis.export.names import MARKER
 from helpers import folder_files as snapshot, folder_writer as writer, hidden_leftovers as hidden
 
