@@ -285,3 +285,12 @@ def test_the_export_dialog_offers_the_formats_of_the_format_table(qtbot, tmp_pat
     assert offered["head"] == IMAGE_FORMATS + tuple(DATA_FORMATS)
     assert offered["grid"] == IMAGE_FORMATS + tuple(name for name, fmt in DATA_FORMATS.items() if fmt.for_grid)
     assert offered["heads"] == offered["everything"] == IMAGE_FORMATS and offered["data"] == ()
+
+
+def test_an_image_format_not_in_the_format_table_is_refused_in_a_sentence(head_figure, tmp_path):
+    from analysis.errors import ExportError
+    from gui.plots.figures import save_figure
+
+    with pytest.raises(ExportError, match=r"^Unknown image format 'gif'; use png, svg or pdf\.$"):
+        save_figure(head_figure, tmp_path / "head.gif")
+    assert not (tmp_path / "head.gif").exists()
