@@ -2,15 +2,14 @@
 
 - :func:`path_problem`: a name the file system cannot hold is a sentence, not "File name too long";
 - :func:`check_outputs_apart`: no command's output can be, or hold, one of its inputs;
-- :func:`check_file_target`, :func:`check_writable_dir`: what a file export may be written to, and a folder
-  that can be written in; links are judged as the kernel resolves them (:func:`physical_path`).
+- :func:`check_file_target`: what a file export may be written to; links are judged as the kernel
+  resolves them (:func:`physical_path`).
 """
 from __future__ import annotations
 
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -36,20 +35,6 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
-
-
-def check_writable_dir(out_dir: Path) -> Path:
-    """Create ``out_dir`` if needed and prove a file can be written there; ExportError otherwise."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{_p(out_dir)} is a file, not a folder.")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out_dir, prefix=".attnscope-write-test-", delete=True)
-        probe.close()
-    except OSError as exc:
-        raise ExportError(f"Cannot write to {_p(out_dir)}: {_reason(exc)}.") from None
-    return out_dir
 
 
 # ----------------------------------------------------------------------------- names the file system can hold

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.errors import AttnScopeError, ExportError
+from analysis.errors import AttnScopeError
 from analysis.export.contents import figure_files
 from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
