@@ -14,7 +14,8 @@ def cmd_ablate(args) -> int:
 
 def _ablate(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import _json_safe, write_file_atomically
+    from analysis.export.writers import _json_safe
+    from analysis.export.folders import write_file_atomically
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
@@ -26,7 +27,7 @@ def _ablate(args, signals: Signals) -> int:
     if not text or not text.strip():
         raise InputError("The text is empty: give --text or a non-empty --text-file.")
     if args.json is not None:
-        from analysis.export.writers import check_file_target
+        from analysis.export.paths import check_file_target
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation

@@ -39,7 +39,7 @@ def path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = No
         text = refuse_blank(text)
         if text.strip() in keep:
             return text
-        from analysis.export.writers import path_problem
+        from analysis.export.paths import path_problem
 
         text = os.path.expanduser(text)
         problem = path_problem(text, writes)

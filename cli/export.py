@@ -16,7 +16,8 @@ def cmd_export(args) -> int:
 
 def _export(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import check_export_target, export_bundle
+    from analysis.export.contents import export_contents, write_export
+    from analysis.export.folders import check_export_target
 
     check_apart(args)
     warnings: list[str] = []
@@ -31,9 +32,7 @@ def _export(args, signals: Signals) -> int:
     from analysis.measures.head_scores import all_scores
     from analysis.run.tokenize import check_text
     from analysis.run.inference import run_text
-    from analysis.measures.lenses import value_norms
     from analysis.model.loading import load_model
-    from analysis.measures.parity import parity_report
 
     check_text(text)
     started = time.perf_counter()
@@ -45,18 +44,15 @@ def _export(args, signals: Signals) -> int:
         warn(warning)
     scores = all_scores(result)
     scored_at = time.perf_counter()
-    parity = parity_report(result, [loaded.attention_weights(l) for l in range(loaded.n_layer)],
-                           args.parity_dtype)
-    lenses_started = time.perf_counter()
-    norms = value_norms(loaded, result).value_norms
+    contents = export_contents(loaded, result, scores, parity_dtype=args.parity_dtype, sink_epsilon=args.sink_epsilon,
+                               tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
+                                           "exclude_current_token": args.tl_exclude_current_token})
+    parity = contents.parity
     timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
-               "parity_s": parity.seconds, "value_norms_s": time.perf_counter() - lenses_started}
+               **contents.timings}
     signals.deferred = True  # from here on a signal waits for the next safe point
-    written = export_bundle(args.out, result, scores, parity, timings=timings, check=signals.check,
-                            image_writer=_image_writer(result, args.format, not args.no_head_images, signals.check),
-                            value_norms=norms, sink_epsilon=args.sink_epsilon,
-                            tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
-                                        "exclude_current_token": args.tl_exclude_current_token})
+    written = write_export(args.out, contents, _image_writer(result, args.format, not args.no_head_images, signals.check),
+                           timings=timings, check=signals.check)
     print(f"wrote {len(written)} files to {args.out} ({counted(result.n_tokens, 'token')}, "
           f"{result.n_layer}×{result.n_head} heads, "
           f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")

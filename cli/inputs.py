@@ -44,7 +44,7 @@ def check_apart(args) -> None:
     """Before anything is read or loaded: no output of the command (``--out``, ``--json``) can be, or hold,
     one of its inputs (``--text-file``, ``--texts``, the model's folder), however spelled
     (``analysis.export.writers.check_outputs_apart``). The one check of export, scan and ablate."""
-    from analysis.export.writers import check_outputs_apart
+    from analysis.export.paths import check_outputs_apart
 
     inputs = []
     if getattr(args, "text_file", None) is not None:

@@ -65,7 +65,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from analysis.export.writers import IMAGE_FORMATS
+    from analysis.export.formats import IMAGE_FORMATS
 
     parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")

@@ -14,7 +14,8 @@ def cmd_scan(args) -> int:
 
 def _scan(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import check_export_target, write_scan
+    from analysis.export.folders import check_export_target
+    from analysis.export.contents import write_scan
     from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
     from analysis.measures.scan import scan_texts
 

@@ -1,1 +1,2 @@
-"""Exports: the format writers, atomic folder writes and the path checks, and what an export holds."""
+"""Exports: what an export holds, the table of formats, the data writers, the path checks, and atomic
+folder writes with their lock."""

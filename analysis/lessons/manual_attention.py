@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: F401  (the parity check's, shown here)
 
 if TYPE_CHECKING:
-    from ..families import AttentionWeights
+    from ..families.weights import AttentionWeights
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

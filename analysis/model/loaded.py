@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from .catalogue import ModelSource
-from ..families import AttentionWeights, Family, FamilyRecomputation, ModelShape
+from ..families.weights import AttentionWeights, ModelShape
+from ..families.family import Family
+from ..families.steps import FamilyRecomputation
 
 
 @dataclass

@@ -101,7 +101,9 @@ def print_row(row: dict) -> None:
 def cmd_bench(args) -> int:
     """``main.py bench``. The options arrive checked by ``cli.parser`` (``--models`` and ``--ns`` as lists,
     ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
-    from analysis.export.writers import check_file_target, write_file_atomically, write_json
+    from analysis.export.paths import check_file_target
+    from analysis.export.folders import write_file_atomically
+    from analysis.export.writers import write_json
 
     if args.json:
         check_file_target(args.json)  # an hour of measuring must not end in "is a folder" (ExportError: one line)

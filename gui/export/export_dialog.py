@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.export.writers import DATA_FORMATS, IMAGE_FORMATS
+from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
 FRONT = "front"  # the figure of the tab in front, as Copy figure copies it
 CHOICES = [
@@ -20,8 +20,9 @@ CHOICES = [
 ]
 FOLDER_KINDS = ("heads", "data", "everything")
 DEFAULT_PNG_WIDTH = 1600  # pixels; Copy figure copies at the width last chosen here
-# the grid is a picture of every head: its data counterpart is every head's weights (npz), not a table
-FORMATS = {"head": IMAGE_FORMATS + DATA_FORMATS, "grid": IMAGE_FORMATS + ("npz",),
+# the formats each kind offers, from the format table (a data format says whether the grid offers it)
+FORMATS = {"head": IMAGE_FORMATS + tuple(DATA_FORMATS),
+           "grid": IMAGE_FORMATS + tuple(name for name, fmt in DATA_FORMATS.items() if fmt.for_grid),
            "heads": IMAGE_FORMATS, "data": (), "everything": IMAGE_FORMATS, FRONT: IMAGE_FORMATS}
 
 

@@ -2,18 +2,19 @@
 
 Figures are Qt widgets, so they are drawn on the GUI thread — one figure per turn of the event loop,
 into a private temporary folder, so the window never freezes. The writing itself (data files, and
-moving the drawn figures into place) runs on the worker with analysis/export/writers.py's staged writers:
+moving the drawn figures into place) runs on the worker with analysis/export/folders.py's staged writers:
 a file or folder appears at its destination only when all of it was written, an earlier export is
 replaced as a whole, and a failure (a full disk, a folder that cannot be written) leaves nothing
 behind and is shown as one sentence.
 
 What is visible exports: a figure follows the view on screen (the colormap, scale, hidden first key,
 badges, and the value-weighted view when it is on and its norms are there). A data export is the
-command line's byte for byte: attention.npz with ``value_norms`` (computed on the worker) and
-``rollout``, parity of every family through ``loaded.attention_weights``, and summary.json's sink
-rate at the Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options
-the Scores panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes
-the same bytes).
+command line's byte for byte, from the one definition of what an export holds
+(analysis/export/contents.py ``export_contents``, on the worker): attention.npz with ``value_norms`` and
+``rollout``, parity of every family through ``loaded.attention_weights``, summary.json's sink rate at the
+Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options the Scores
+panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes the same
+bytes). A file of one head or of every head is written by its format's entry in analysis/export/formats.py.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.errors import AttnScopeError, ExportError
-from analysis.export.writers import DATA_FORMATS, IMAGE_FORMATS
+from analysis.errors import AttnScopeError
+from analysis.export.contents import figure_files
+from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
 from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
 from ..state.lens_data import VALUE_NORMS
@@ -100,8 +102,7 @@ class ExportJob:
         if self.what in ("data", FRONT):  # the figure in front is drawn already
             return []
         sub = "heads/" if self.what == "everything" else ""  # `everything` has the command line's layout
-        return [(f"grid.{self.fmt}", None, None)] + [(f"{sub}L{l}H{h}.{self.fmt}", l, h)
-                                                     for l in range(r.n_layer) for h in range(r.n_head)]
+        return figure_files(r.n_layer, r.n_head, self.fmt, sub)
 
 
 def exists(path: Path) -> bool:
@@ -181,7 +182,7 @@ class Exporter(QtCore.QObject):
             return False
         if what not in FOLDER_KINDS:
             fmt = path.suffix.lower().lstrip(".")
-            allowed = IMAGE_FORMATS if what == FRONT else IMAGE_FORMATS + DATA_FORMATS
+            allowed = IMAGE_FORMATS if what == FRONT else IMAGE_FORMATS + tuple(DATA_FORMATS)
             if fmt not in allowed:
                 self.failed.emit(f"Cannot export to '{path.name}': the name must end in one of "
                                  f"{', '.join('.' + f for f in allowed)}.")
@@ -285,7 +286,7 @@ class Exporter(QtCore.QObject):
 
     # ----------------------------------------------------------------- writing (worker thread)
     def _submit(self, job: ExportJob, folder: Path) -> None:
-        request_id = self.worker.submit(EXPORT_TASK, lambda loaded: write_export(loaded, job, folder))
+        request_id = self.worker.submit(EXPORT_TASK, lambda loaded: write_job(loaded, job, folder))
         self._pending[request_id] = folder
 
     def _task_done(self, request_id: int, name: str, value) -> None:
@@ -358,17 +359,19 @@ def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
     return previous
 
 
-def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
+def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     """Write ``job`` (on the worker): data from the job's result, figures copied from ``drawn``.
 
-    Folders go through ``write_folder_atomically`` / ``export_bundle`` and files through
+    Folders go through ``write_folder_atomically`` / ``contents.write_export`` and files through
     ``write_file_atomically``: nothing appears at the destination unless all of it was written."""
-    from analysis.export import writers as writers
+    from analysis.export import contents
+    from analysis.export.folders import write_file_atomically, write_folder_atomically
+    from analysis.export.paths import check_outputs_apart
 
     r, scores = job.view.result, job.view.scores
     # the export never replaces what the model is read from (a .json export named over its config.json)
-    writers.check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)],
-                                [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")])
+    check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)],
+                        [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")])
 
     def copy_drawn(staging: Path) -> None:
         for src in sorted(p for p in drawn.rglob("*") if p.is_file()):
@@ -377,31 +380,15 @@ def write_export(loaded, job: ExportJob, drawn: Path) -> list[Path]:
             shutil.copyfile(src, dest)
 
     if job.what in ("data", "everything"):
-        if (loaded.source.label != r.model_label or loaded.n_layer != r.n_layer or loaded.n_head != r.n_head
-                or loaded.d_model != r.layer_inputs.shape[-1]):
-            raise ExportError("The model changed since this result was computed: run the text again, then export.")
-        from analysis.measures.lenses import value_norms
-        from analysis.measures.parity import parity_report
-
-        # as `main.py export` does it, so both write the same bytes
-        parity = parity_report(r, [loaded.attention_weights(l) for l in range(loaded.n_layer)], "float32")
-        norms = value_norms(loaded, r).value_norms
-        return writers.export_bundle(job.path, r, scores, parity,
-                                     image_writer=copy_drawn if job.what == "everything" else None,
-                                     value_norms=norms, sink_epsilon=job.view.sink_epsilon,
-                                     tl_options=job.view.tl_options)
+        export = contents.export_contents(loaded, r, scores, sink_epsilon=job.view.sink_epsilon,
+                                          tl_options=job.view.tl_options)
+        return contents.write_export(job.path, export, image_writer=copy_drawn if job.what == "everything" else None)
     if job.what == "heads":
-        return writers.write_folder_atomically(job.path, copy_drawn)
+        return write_folder_atomically(job.path, copy_drawn)
     if job.fmt in IMAGE_FORMATS:
         drawn_file = drawn / job.path.name
-        return [writers.write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
-    layer, head = job.layer, job.head
+        return [write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
+    fmt = DATA_FORMATS[job.fmt]
     if job.what == "head":  # one head's (query, key) map
-        write = {"npz": lambda tmp: writers.write_attention_npz(r, Path(tmp), layer, head),
-                 "csv": lambda tmp: writers.write_head_csv(r, Path(tmp), layer, head),
-                 "json": lambda tmp: writers.write_result_json(r, Path(tmp), layer=layer, head=head)}[job.fmt]
-    else:  # every head; as a table, the grid is its scores
-        write = {"npz": lambda tmp: writers.write_attention_npz(r, Path(tmp)),
-                 "csv": lambda tmp: writers.write_scores_csv(scores, Path(tmp)),
-                 "json": lambda tmp: writers.write_result_json(r, Path(tmp), scores)}[job.fmt]
-    return [writers.write_file_atomically(job.path, write)]
+        return [write_file_atomically(job.path, lambda tmp: fmt.head(r, Path(tmp), job.layer, job.head))]
+    return [write_file_atomically(job.path, lambda tmp: fmt.grid(r, scores, Path(tmp)))]  # every head

@@ -21,6 +21,7 @@ import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.errors import ExportError
+from analysis.export.formats import IMAGE_FORMATS
 
 #: What an SVG's text falls back to in viewers without Qt's font (Qt writes its own alias, "Sans Serif",
 #: which is no CSS family: a browser would draw serif text).
@@ -138,8 +139,8 @@ def figure_bytes(widget: pg.GraphicsLayoutWidget, fmt: str, width_px: int | None
     OSError says why. PDF: images are Flate-compressed (QPainter's LosslessImageRendering hint; without it
     QPdfEngine stores colour images as JPEG, whose colours drift). SVG: see :func:`svg_with_crisp_images`
     and :func:`svg_with_font_fallback`."""
-    if fmt not in ("png", "svg", "pdf"):
-        raise ExportError(f"Unknown image format '{fmt}'; use png, svg or pdf.")
+    if fmt not in IMAGE_FORMATS:
+        raise ExportError(f"Unknown image format '{fmt}'; use {', '.join(IMAGE_FORMATS[:-1])} or {IMAGE_FORMATS[-1]}.")
     settle_layout()
     buffer = _buffer()
     if fmt == "png":

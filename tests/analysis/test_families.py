@@ -16,9 +16,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from analysis.errors import InputError, ModelLoadError  # noqa: E402
-from analysis.families import FAMILIES, Mistakes, family_for  # noqa: E402
+from analysis.families import FAMILIES, family_for  # noqa: E402
+from analysis.families.steps import Mistakes  # noqa: E402
 from analysis.families import steps as fb  # noqa: E402
-from analysis.lessons.manual_attention import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
+from analysis.families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from analysis.model.loading import load_model  # noqa: E402
 from analysis.model.synthetic import save_random_family, tiny_family_config  # noqa: E402

@@ -21,7 +21,7 @@ import main  # noqa: E402
 from cli.parser import build_parser  # noqa: E402
 from analysis.run import inference, memory, tokenize  # noqa: E402
 from analysis.errors import HubUnreachableError, InputError, ModelLoadError  # noqa: E402
-from analysis.families import Mistakes  # noqa: E402
+from analysis.families.steps import Mistakes  # noqa: E402
 from analysis.measures.head_scores import NOT_APPLICABLE, SCORE_NAMES, all_scores, applicable_scores  # noqa: E402
 from analysis.run.inference import run_text  # noqa: E402
 from analysis.run.memory import attention_memory_bytes, check_attention_memory, max_tokens_for  # noqa: E402

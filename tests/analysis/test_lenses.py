@@ -299,17 +299,14 @@ def test_what_an_export_writes_of_each_lens(tiny_model, tiny_result):
 
 
 def test_the_registry_describes_the_export_folder(tiny_model, tiny_result, tmp_path):
-    """attention.npz and summary.json of ``export_bundle`` hold exactly what the registry says, in its order."""
+    """attention.npz and summary.json of an export (``write_export``) hold exactly what the registry says, in its order."""
     import json
 
-    from analysis.export.writers import export_bundle
+    from analysis.export.contents import export_contents, write_export
     from analysis.measures.head_scores import all_scores
-    from analysis.measures.parity import parity_report
 
-    parity = parity_report(tiny_result, [tiny_model.attention_weights(l) for l in range(tiny_model.n_layer)])
     values = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model, sink_epsilon=0.25))
-    export_bundle(tmp_path / "x", tiny_result, all_scores(tiny_result), parity,
-                  value_norms=values["value_norms"].value_norms, sink_epsilon=0.25)
+    write_export(tmp_path / "x", export_contents(tiny_model, tiny_result, all_scores(tiny_result), sink_epsilon=0.25))
     with np.load(tmp_path / "x" / "attention.npz") as data:
         assert data.files == ["attentions", *lenses.npz_arrays(values), "tokens", "token_ids"]
         for name, array in lenses.npz_arrays(values).items():

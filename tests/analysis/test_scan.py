@@ -108,7 +108,8 @@ def test_progress_max_texts_and_cancel(tiny_model):
 
 
 def test_write_scan(tiny_model, tmp_path):
-    from analysis.export.writers import MARKER, SCAN_FILES, write_scan
+    from analysis.export.contents import SCAN_FILES, write_scan
+    from analysis.export.names import MARKER
     from analysis.measures.lenses import sink_rate_of_scores
 
     result = scan.scan_texts(tiny_model, TEXTS[:4], batch_size=2)

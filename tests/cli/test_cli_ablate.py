@@ -54,7 +54,7 @@ def test_ablate_importance_lists_the_heads_that_matter(tiny_model_dir, tiny_mode
 
 # ----------------------------------------------------------------------------- ablate says when it cut the text
 def test_ablate_tokens_say_when_the_text_was_cut(tiny_model):
-    from analysis.run.inference import tokenize
+    from analysis.run.tokenize import tokenize
 
     long = ablation.text_tokens(tiny_model, LONG, bos=True)
     assert long.truncated and long.n_tokens == tiny_model.context_length == 64

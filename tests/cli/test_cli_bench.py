@@ -54,12 +54,12 @@ def test_bench_json_is_written_whole(tmp_path, capsys, monkeypatch):
     assert data["rows"] == [{"model": "bundled", "n": 16}, {"model": "bundled", "n": 32}] and data["repeats"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]  # no temporary file left
     # a failure while writing: one line, and the earlier file is as it was
-    import analysis.export.writers
+    import analysis.export.folders
 
     def full_disk(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(analysis.export.writers.os, "replace", full_disk)
+    monkeypatch.setattr(analysis.export.folders.os, "replace", full_disk)
     code, _, err = run(capsys, "bench", "--models", "bundled", "--ns", "16", "--no-scan", "--json", target)
     assert code == 2 and "the disk is full" in one_error_line(err)
     assert json.loads(target.read_text(encoding="utf-8"))["rows"][1]["n"] == 32

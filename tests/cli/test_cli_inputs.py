@@ -130,7 +130,7 @@ def test_words_that_are_not_paths_pass_as_they_are():
 
 # ----------------------------------------------------------------------------- 18, 21c: the export folder
 def test_an_earlier_export_holding_the_users_file_is_refused_before_the_model_loads(tmp_path, capsys, no_model_load):
-    from analysis.export.writers import write_folder_atomically
+    from analysis.export.folders import write_folder_atomically
 
     out = tmp_path / "out"
     write_folder_atomically(out, lambda folder: (folder / "summary.json").write_text("{}"))
@@ -190,7 +190,7 @@ def test_an_output_path_leaves_room_for_the_longest_name_the_export_writes(tmp_p
     code, _, err = run(capsys, "ablate", "--text", "a", "--heads", "0.0", "--json", json_file)
     assert code == 2 and re.search(rf"argument --json: it is {len(json_file):,} bytes long as a full path, and AttnScope writes "
                                    r"names up to [1-9][0-9] bytes longer", one_error_line(err))
-    from analysis.export.writers import path_problem
+    from analysis.export.paths import path_problem
 
     assert path_problem(out) is None  # an input of that length is fine: nothing is written in it
 

@@ -33,7 +33,8 @@ def read_table(path):
 # ----------------------------------------------------------------------------- the scores over the texts
 @pytest.mark.slow
 def test_scan_writes_the_scores_over_the_texts(tiny_model_dir, tiny_model, texts_file, tmp_path, capsys):
-    from analysis.export.writers import MARKER, SCAN_FILES
+    from analysis.export.names import MARKER
+    from analysis.export.contents import SCAN_FILES
     from analysis.measures.head_scores import SCORE_NAMES
 
     out = tmp_path / "scan"

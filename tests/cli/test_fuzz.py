@@ -64,7 +64,7 @@ def check_export(out: Path, result) -> None:
 @settings(FUZZ, max_examples=150)
 @given(text=TEXTS, bos=st.booleans())
 def test_any_text_through_tokenize_run_scores_export(tiny_model, parameters, text, bos):
-    from analysis.export.writers import export_bundle
+    from analysis.export.contents import ExportContents, write_export
     from analysis.measures.head_scores import all_scores
     from analysis.run.inference import run_text
     from analysis.measures.parity import parity_report
@@ -76,7 +76,7 @@ def test_any_text_through_tokenize_run_scores_export(tiny_model, parameters, tex
             result = run_text(tiny_model, text, bos=bos, with_probe=False)
             scores = all_scores(result)
             parity = parity_report(result, parameters)
-            export_bundle(out, result, scores, parity)
+            write_export(out, ExportContents(result, scores, parity))
         except AttnScopeError as exc:
             message = str(exc)
             assert message and "\n" not in message

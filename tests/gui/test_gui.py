@@ -354,11 +354,11 @@ def test_an_export_never_replaces_a_file_of_the_model_it_came_from(qtbot, window
 
 
 def test_what_an_export_left_behind_is_said_in_the_status_bar(qtbot, window, tmp_path, monkeypatch):
-    import analysis.export.writers as writers
+    from analysis.export import contents, folders
 
     run(qtbot, window, "The cat sat on the mat")
     said = "The new export is in X, but the earlier one could not be deleted wholly: Y is left."
-    monkeypatch.setattr(writers, "export_bundle", lambda out, *a, **k: writers.Written([out / "a.csv"], [said]))
+    monkeypatch.setattr(contents, "write_export", lambda out, *a, **k: folders.Written([out / "a.csv"], [said]))
     with qtbot.waitSignal(window.exporter.warned, timeout=WAIT_MS):
         window.exporter.start("data", tmp_path / "out")
     assert window.statusBar().currentMessage() == said

@@ -203,7 +203,7 @@ def test_analysed_as_now(n_tokens, truncated, ran_under, applies, same):
 
 @pytest.mark.parametrize("cap,context", [(2048, 256), (2048, 4096), (100, 256), (256, 256)])
 def test_the_token_limit_shows_the_limit_that_applies(qtbot, tmp_path, cap, context):
-    from analysis.run.inference import token_limit
+    from analysis.run.tokenize import token_limit
     from gui.qt import ensure_qapp
     from gui.input.token_limit import TokenLimit
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.families import AttentionWeights, FamilyRecomputation
+from analysis.families.weights import AttentionWeights
+from analysis.families.steps import FamilyRecomputation
 from analysis.run.inference import AttentionResult
 from analysis.measures.parity import ParityReport, parity_report
 

@@ -1,7 +1,10 @@
 """Exported figures are faithful to the PNG: a PDF's heatmap and colour bar are stored lossless (Flate, never
 JPEG: JPEG shifted a channel by up to 18/255, 0.019 in weight read back through viridis) and every cell has the
 PNG's exact colour; an SVG's images are embedded enlarged by nearest neighbour, so that renderers which smooth
-images (rsvg-convert, ImageMagick) still draw each cell in one colour with a sharp edge."""
+images (rsvg-convert, ImageMagick) still draw each cell in one colour with a sharp edge. A figure onto a
+full disk raises the disk's own error. The Export dialog offers the formats of the format table."""
+import errno
+import os
 import re
 import shutil
 import subprocess
@@ -236,3 +239,60 @@ def test_svg_with_crisp_images_keeps_the_rest_of_the_svg(qtbot):
     assert out.startswith('<svg><g transform="matrix(40,0,0,20,5,6)">')
     assert out.endswith(' />\n</g><text>x</text></svg>')
     assert 'width="2" height="2"' in attrs
+
+
+# ----------------------------------------------------------------------------- a full disk says so
+@pytest.fixture
+def head_figure(tiny_result):
+    from gui.plots.figures import dispose_figure, offscreen_head_figure
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    fig = offscreen_head_figure(tiny_result, 0, 0)
+    yield fig
+    dispose_figure(fig)
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_a_figure_onto_a_full_disk_raises_the_disks_own_error_and_libpng_says_nothing(head_figure, tmp_path, capfd,
+                                                                                      fmt):
+    """/dev/full is a disk that is always full. Qt wrote the files itself: libpng printed "libpng error: Write
+    Error" on stderr and the error gave no reason, under the path of what was often a hidden staging file."""
+    from gui.export.figure_files import save_figure
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    target = tmp_path / f"head.{fmt}"
+    target.symlink_to("/dev/full")  # writing there is writing onto a full disk
+    with pytest.raises(OSError) as caught:
+        save_figure(head_figure, target)
+    assert caught.value.errno == errno.ENOSPC
+    assert "libpng" not in capfd.readouterr().err
+    ok = save_figure(head_figure, tmp_path / f"fine.{fmt}")
+    assert ok.stat().st_size > 0
+
+
+# ----------------------------------------------------------------------------- the dialog reads the format table
+def test_the_export_dialog_offers_the_formats_of_the_format_table(qtbot, tmp_path):
+    from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
+    from gui.export.export_dialog import ExportDialog
+
+    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
+    dialog = ExportDialog(None, settings)
+    qtbot.addWidget(dialog)
+    offered = {}
+    for index in range(dialog.what_choice.count()):
+        dialog.what_choice.setCurrentIndex(index)
+        offered[dialog.what()] = tuple(dialog.format_choice.itemText(i) for i in range(dialog.format_choice.count()))
+    assert offered["head"] == IMAGE_FORMATS + tuple(DATA_FORMATS)
+    assert offered["grid"] == IMAGE_FORMATS + tuple(name for name, fmt in DATA_FORMATS.items() if fmt.for_grid)
+    assert offered["heads"] == offered["everything"] == IMAGE_FORMATS and offered["data"] == ()
+
+
+def test_an_image_format_not_in_the_format_table_is_refused_in_a_sentence(head_figure, tmp_path):
+    from analysis.errors import ExportError
+    from gui.export.figure_files import save_figure
+
+    with pytest.raises(ExportError, match=r"^Unknown image format 'gif'; use png, svg or pdf\.$"):
+        save_figure(head_figure, tmp_path / "head.gif")
+    assert not (tmp_path / "head.gif").exists()
