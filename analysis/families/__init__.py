@@ -1,10 +1,11 @@
 """One adapter per model family; the rest of AttnScope asks the adapter and never tests a model-type string.
 
     family = family_for(config)            # config.json as a dict, or a transformers config
-    model, info = load_pretrained(family, folder)  # eager attention, never remote code
-    capture = capture_attention(model, family, ids)
-    weights = [family.attention_weights(model, l) for l in range(family.shape(model.config).n_layer)]
-    # parity: analysis.measures.parity.parity_report(result, weights), the one check (families/ imports no parity)
+    weights = family.attention_weights(model, layer)   # AttentionWeights (weights.py): the common shape
+    recompute(weights, layer_input)                    # steps.py: the engine's step-by-step recompute
+
+Loading (analysis.model.loading.load_model) and the one capture (analysis.run.capture) ask the adapter
+(family.py: where the blocks are, what enters attention, W_O); parity is analysis.measures.parity.
 
 Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below.
 """
@@ -14,8 +15,6 @@ from typing import Any
 
 from ..errors import ModelLoadError
 from .family import Family, config_get
-from .steps import FamilyRecomputation, Mistakes, recompute
-from .weights import AttentionWeights, ModelShape, Norm, Rotary
 from .bert import DISTILBERT, FAMILY as BERT
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA
@@ -48,6 +47,3 @@ def family_named(name: str) -> Family:
             return family
     raise KeyError(name)
 
-
-__all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "AttentionWeights", "Family", "FamilyRecomputation",
-           "Mistakes", "ModelShape", "Norm", "Rotary", "family_for", "family_named", "recompute"]
