@@ -22,17 +22,6 @@ SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 
 
 @pytest.fixture
-def no_model_load(monkeypatch):
-    """Loading a model fails the test: whatever is checked must be checked before."""
-    import analysis.model.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded before the paths were checked")
-
-    monkeypatch.setattr(analysis.model.loading, "load_model", refuse)
-
-
-@pytest.fixture
 def place(tmp_path, monkeypatch):
     """A working folder with notes.txt, a texts folder and a model folder; the current folder is it."""
     monkeypatch.chdir(tmp_path)

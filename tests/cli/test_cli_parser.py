@@ -18,17 +18,6 @@ from helpers import one_error_line, run_main as run
 SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 
 
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Loading a model fails the test: whatever is checked must be checked before."""
-    import analysis.model.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded before the input was checked")
-
-    monkeypatch.setattr(analysis.model.loading, "load_model", refuse)
-
-
 def attnscope(*args, timeout=300, env=None):
     """The real command in a fresh interpreter."""
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], capture_output=True, text=True,

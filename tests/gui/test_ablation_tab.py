@@ -15,21 +15,6 @@ from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_t
 
 
 @pytest.fixture
-def disposed(qtbot):
-    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
-    from gui.plots.figures import dispose_figure
-    from gui.qt import ensure_qapp
-
-    ensure_qapp()
-    widgets = []
-    yield widgets.append
-    for widget in widgets:
-        widget.hide()
-        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
-    qtbot.wait(10)
-
-
-@pytest.fixture
 def panel(qtbot, worker):
     from gui.tabs.ablation.ablation_tab import AblationTab
 
