@@ -1,10 +1,10 @@
 """What the commands read and where they write (``cli.inputs``, the path types of ``cli.arguments``): no
-command writes over what it reads, every path option is checked when it is parsed (issue 17: items 2, 7b, 18,
-21c), ``--text-file`` is read as scan reads its files, and every output target is checked before the model loads.
+command writes over what it reads, every path option is checked when it is parsed, ``--text-file`` is read as
+scan reads its files, and every output target is checked before the model loads.
 
-Before: ``ablate --text-file notes.txt --json notes.txt`` exited 0 with the JSON in notes.txt; an ``--out``
-holding the model or the texts would have replaced them; a 300-byte name gave "unexpected OSError: File
-name too long". Every refusal here comes before the model loads (``no_model_load``).
+``ablate --text-file notes.txt --json notes.txt`` is refused, as is an ``--out`` holding the model or the texts,
+and a name too long for the file system is one sentence. Every refusal here comes before the model loads
+(``no_model_load``).
 """
 import os
 import re
@@ -229,7 +229,8 @@ def test_text_file_reads_are_bounded(tiny_model_dir, tmp_path, capsys, monkeypat
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 def test_dev_zero_is_refused_at_once():
-    """A device is not a text file (it once gave a 4 MiB text of NUL characters): refused as scan refuses it."""
+    """A device is not a text file (read, /dev/zero is a text of NUL characters without end): refused as scan
+    refuses it."""
     from analysis.errors import InputError
 
     started = time.perf_counter()

@@ -186,8 +186,8 @@ def test_an_encoder_is_told_why(qtbot, panel, tiny_result):
 
 
 def test_the_tab_ablates_the_prefix_the_run_analysed_and_says_it_was_cut(qtbot, panel, worker, tiny_model):
-    """With a token cap below the text's length the tab once ran another prefix (the default cap) than the one
-    on screen, and never said the text was cut."""
+    """With a token cap below the text's length the tab ablates the prefix on screen (not the default cap's) and
+    says the text was cut."""
     from analysis.measures.ablation import ablate, importance_map
 
     long_text = " ".join([TEXT] * 4)

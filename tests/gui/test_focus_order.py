@@ -47,7 +47,7 @@ def window(qtbot, tmp_path, tiny_model_dir):
     w.show()
     with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
         w.load_model(str(tiny_model_dir))
-    offer_gpt2_download(w)  # the first start's note and its buttons: where Tab used to lose the model bar
+    offer_gpt2_download(w)  # the first start's note and its buttons: Tab must not lose the model bar there
     w.set_text("The cat sat on the mat")
     with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
         w.run_text()
