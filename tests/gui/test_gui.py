@@ -671,7 +671,7 @@ def test_closing_mid_load_or_mid_run_returns_at_once(qtbot, settings, tiny_model
 
 # ------------------------------------------------------------------ requests behind a long job
 def long_job(window, total: int, go: threading.Event):
-    """A job as the scan dialog makes it (gui/jobs.Job, named "scan"), running until ``go`` or its Cancel."""
+    """A job as the scan dialog makes it (gui.state.jobs.Job, named "scan"), running until ``go`` or its Cancel."""
     from analysis.errors import AnalysisCancelled
     from gui.state.jobs import Job
 
