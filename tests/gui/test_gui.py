@@ -1055,7 +1055,7 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     says what the attention takes (layers × heads × tokens² × 4 bytes); the token cap is a setting."""
     from gui.qt import ensure_qapp
     from gui.chrome.window import LOADING_NOTE, MainWindow
-    from gui.chrome.status import format_bytes
+    from analysis.display import format_bytes
 
     ensure_qapp()
     w = MainWindow(settings)
