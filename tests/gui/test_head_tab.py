@@ -137,11 +137,11 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
     from analysis.measures.head_scores import HeadScores
     from gui.tabs.head.head_tab import strongest_score, top_score_text
 
-    scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
-              "induction_probe": np.array([[0.01, 0.2]])}
+    scores = HeadScores({"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
+                         "induction_probe": np.array([[0.01, 0.2]])})
     assert strongest_score(scores, 0, 0) == ("sink", pytest.approx(0.141))
     assert strongest_score(scores, 0, 1) == ("previous_token", pytest.approx(0.5))
-    nan = {name: np.full((1, 1), np.nan) for name in scores}
+    nan = HeadScores({name: np.full((1, 1), np.nan) for name in scores.values})
     assert strongest_score(nan, 0, 0) is None
     assert strongest_score(None, 0, 0) is None
     # every pattern score counts (self 0.41 beats sink 0.14), entropy (a spread) never does, nor a score
