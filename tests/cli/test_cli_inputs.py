@@ -9,6 +9,7 @@ and a name too long for the file system is one sentence. Every refusal here come
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -259,21 +260,25 @@ def test_text_file_with_nul_bytes_or_a_device_is_refused(command, tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nul.txt"]
 
 
-def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
-    import analysis.measures.scan_inputs
-    import analysis.textfiles
+@pytest.mark.parametrize("content, words", [(b"text\x00more", "holds NUL bytes: it looks like a binary file"),
+                                             (b"caf\xe9", "is not UTF-8 text (byte 0xe9 at offset 3)"),
+                                             (None, "it is not a regular text file")])
+def test_a_text_file_is_read_as_scan_reads_its_files(content, words, tmp_path):
+    """``--text-file`` and scan's texts accept the same files and refuse the rest in the same words."""
+    from analysis.errors import InputError
 
-    seen = []
-    real = analysis.textfiles.read_text_file
-
-    def spy(path, limit):
-        seen.append(str(path))
-        return real(path, limit)
-
-    monkeypatch.setattr(analysis.textfiles, "read_text_file", spy)
-    monkeypatch.setattr(analysis.measures.scan_inputs, "read_text_file", spy)
-    f = tmp_path / "t.txt"
+    if content is None:
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero")
+        f = Path("/dev/zero")
+    else:
+        f = tmp_path / "t.txt"
+        f.write_bytes(content)
+    with pytest.raises(InputError) as by_text_file:
+        inputs.read_text_file(f)
+    with pytest.raises(InputError) as by_scan:
+        scan_inputs.read_texts(f)
+    assert words in str(by_text_file.value) and str(by_text_file.value) == str(by_scan.value)
+    f = tmp_path / "good.txt"
     f.write_text("one\ntwo\n", encoding="utf-8")
-    assert inputs.read_text_file(f) == ("one\ntwo\n", [])
-    assert scan_inputs.read_texts(f) == ["one", "two"]
-    assert seen == [str(f), str(f)]
+    assert inputs.read_text_file(f) == ("one\ntwo\n", []) and scan_inputs.read_texts(f) == ["one", "two"]
