@@ -892,42 +892,7 @@ def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
     assert out.stdout.strip() == "('bundled', True)", out.stderr
 
 
-# ------------------------------------------------------------------ focus, room on a laptop, examples, models
-def focus_walk(window, forward=True, limit=80):
-    """The widgets Tab (or Shift+Tab) visits from the text box, until the focus is back in it."""
-    app = QtWidgets.QApplication.instance()
-    box = window.text_input.text_edit
-    box.setFocus()
-    app.processEvents()
-    seen = []
-    for _ in range(limit):
-        (window.focusNextChild if forward else window.focusPreviousChild)()
-        app.processEvents()
-        widget = QtWidgets.QApplication.focusWidget()
-        if widget is box:
-            return seen
-        seen.append(widget)
-    raise AssertionError(f"Tab never came back to the text box: {[type(w).__name__ for w in seen[-12:]]}")
-
-
-def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
-    """Tab leaves the input area (it does not circle Run → BOS → Auto → Examples → token strip) and visits
-    every part of the window in order; Shift+Tab visits the same stops the other way."""
-    run(qtbot, window, "The cat sat on the mat")
-    window.tabs.setCurrentWidget(window.head_tab)
-    window.activateWindow()
-    forward = focus_walk(window)
-    bar, text_input, grid_panel = window.model_bar, window.text_input, window.grid_panel
-    order = [text_input.run_button, text_input.token_strip, grid_panel.plot, window.tabs.tabBar(),
-             window.head_tab.plot, bar.model_choice, bar.load_button]
-    assert all(w in forward for w in order), [type(w).__name__ for w in forward]
-    positions = [forward.index(w) for w in order]
-    assert positions == sorted(positions)  # text → run row → strip → grid → tab bar → the tab → model bar → back
-    assert forward.count(text_input.token_strip) == 1  # one stop, not a trap
-    backward = focus_walk(window, forward=False)
-    assert backward == list(reversed(forward))  # Shift+Tab walks the same stops the other way
-
-
+# ------------------------------------------------------------------ room on a laptop, examples, models
 @pytest.mark.slow
 def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     """At 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
