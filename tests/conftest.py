@@ -1,6 +1,7 @@
 """Shared fixtures: small GPT-2-config models and one tiny model of each family saved with save_pretrained (no
-network anywhere), loaded and run once a session, a worker with the tiny model loaded, figures shown on screen.
-Shared helpers that are not fixtures: tests/helpers.py."""
+network anywhere), loaded and run once a session, a worker with the tiny model loaded, figures shown on screen,
+widgets disposed at the end, a model load that fails the test. Shared helpers that are not fixtures:
+tests/helpers.py."""
 from __future__ import annotations
 
 import os
@@ -141,3 +142,29 @@ def shown_figure(qtbot):
     yield show
     for fig in figures:
         dispose_figure(fig)
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Loading a model fails the test: whatever is checked must be checked before."""
+    import analysis.model.loading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr(analysis.model.loading, "load_model", refuse)
+
+
+@pytest.fixture
+def disposed(qtbot):
+    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
+    from gui.plots.figures import dispose_figure
+    from gui.qt import ensure_qapp
+
+    ensure_qapp()
+    widgets = []
+    yield widgets.append
+    for widget in widgets:
+        widget.hide()
+        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
+    qtbot.wait(10)

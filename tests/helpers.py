@@ -100,10 +100,10 @@ def bundle(result, scores=None, request_id: int = 1):
 # ----------------------------------------------------------------------------- the command line
 def run_main(capsys, *args):
     """``main.main`` in this process: (exit code, stdout, stderr)."""
-    import main as cli
+    import main
 
     try:
-        code = cli.main([str(a) for a in args])
+        code = main.main([str(a) for a in args])
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     out = capsys.readouterr()

@@ -1,14 +1,15 @@
 """What the commands read and where they write (``cli.inputs``, the path types of ``cli.arguments``): no
-command writes over what it reads, every path option is checked when it is parsed (issue 17: items 2, 7b, 18,
-21c), ``--text-file`` is read as scan reads its files, and every output target is checked before the model loads.
+command writes over what it reads, every path option is checked when it is parsed, ``--text-file`` is read as
+scan reads its files, and every output target is checked before the model loads.
 
-Before: ``ablate --text-file notes.txt --json notes.txt`` exited 0 with the JSON in notes.txt; an ``--out``
-holding the model or the texts would have replaced them; a 300-byte name gave "unexpected OSError: File
-name too long". Every refusal here comes before the model loads (``no_model_load``).
+``ablate --text-file notes.txt --json notes.txt`` is refused, as is an ``--out`` holding the model or the texts,
+and a name too long for the file system is one sentence. Every refusal here comes before the model loads
+(``no_model_load``).
 """
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,17 +20,6 @@ from helpers import one_error_line, run_main as run
 
 NOTES = "The cat sat on the mat.\n"
 SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Loading a model fails the test: whatever is checked must be checked before."""
-    import analysis.model.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded before the paths were checked")
-
-    monkeypatch.setattr(analysis.model.loading, "load_model", refuse)
 
 
 @pytest.fixture
@@ -240,7 +230,8 @@ def test_text_file_reads_are_bounded(tiny_model_dir, tmp_path, capsys, monkeypat
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 def test_dev_zero_is_refused_at_once():
-    """A device is not a text file (it once gave a 4 MiB text of NUL characters): refused as scan refuses it."""
+    """A device is not a text file (read, /dev/zero is a text of NUL characters without end): refused as scan
+    refuses it."""
     from analysis.errors import InputError
 
     started = time.perf_counter()
@@ -269,21 +260,25 @@ def test_text_file_with_nul_bytes_or_a_device_is_refused(command, tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nul.txt"]
 
 
-def test_scan_and_text_file_read_with_one_function(tmp_path, monkeypatch):
-    import analysis.measures.scan_inputs
-    import analysis.textfiles
+@pytest.mark.parametrize("content, words", [(b"text\x00more", "holds NUL bytes: it looks like a binary file"),
+                                             (b"caf\xe9", "is not UTF-8 text (byte 0xe9 at offset 3)"),
+                                             (None, "it is not a regular text file")])
+def test_a_text_file_is_read_as_scan_reads_its_files(content, words, tmp_path):
+    """``--text-file`` and scan's texts accept the same files and refuse the rest in the same words."""
+    from analysis.errors import InputError
 
-    seen = []
-    real = analysis.textfiles.read_text_file
-
-    def spy(path, limit):
-        seen.append(str(path))
-        return real(path, limit)
-
-    monkeypatch.setattr(analysis.textfiles, "read_text_file", spy)
-    monkeypatch.setattr(analysis.measures.scan_inputs, "read_text_file", spy)
-    f = tmp_path / "t.txt"
+    if content is None:
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero")
+        f = Path("/dev/zero")
+    else:
+        f = tmp_path / "t.txt"
+        f.write_bytes(content)
+    with pytest.raises(InputError) as by_text_file:
+        inputs.read_text_file(f)
+    with pytest.raises(InputError) as by_scan:
+        scan_inputs.read_texts(f)
+    assert words in str(by_text_file.value) and str(by_text_file.value) == str(by_scan.value)
+    f = tmp_path / "good.txt"
     f.write_text("one\ntwo\n", encoding="utf-8")
-    assert inputs.read_text_file(f) == ("one\ntwo\n", [])
-    assert scan_inputs.read_texts(f) == ["one", "two"]
-    assert seen == [str(f), str(f)]
+    assert inputs.read_text_file(f) == ("one\ntwo\n", []) and scan_inputs.read_texts(f) == ["one", "two"]

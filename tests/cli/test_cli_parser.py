@@ -18,17 +18,6 @@ from helpers import one_error_line, run_main as run
 SHORT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 
 
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Loading a model fails the test: whatever is checked must be checked before."""
-    import analysis.model.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the model was loaded before the input was checked")
-
-    monkeypatch.setattr(analysis.model.loading, "load_model", refuse)
-
-
 def attnscope(*args, timeout=300, env=None):
     """The real command in a fresh interpreter."""
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], capture_output=True, text=True,
@@ -59,7 +48,7 @@ def test_every_parse_error_is_one_line_naming_the_help(argv, words, command, cap
     assert line.endswith(f"(see 'attnscope{command} --help')")
 
 
-def test_help_is_still_argparse_help(capsys):
+def test_help_is_argparse_help(capsys):
     code, stdout, _ = run(capsys, "export", "--help")
     assert code == 0 and stdout.startswith("usage: attnscope export [-h]") and "--text-file" in stdout
 
@@ -84,7 +73,7 @@ def test_help_is_fast():
     ([], (None, "auto", "float32", False)),  # the app: the last model used, or the bundled one
 ])
 def test_model_options_mean_the_same_before_and_after_the_command(argv, expected):
-    """``--model X export`` once ran the bundled model: the subcommand's defaults overwrote what was given."""
+    """A model option given before the command is kept: the subcommand's defaults never overwrite it."""
     args = parse_args(argv)
     assert (args.model, args.device, args.dtype, args.allow_pickle) == expected
 

@@ -15,21 +15,6 @@ from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_t
 
 
 @pytest.fixture
-def disposed(qtbot):
-    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
-    from gui.plots.figures import dispose_figure
-    from gui.qt import ensure_qapp
-
-    ensure_qapp()
-    widgets = []
-    yield widgets.append
-    for widget in widgets:
-        widget.hide()
-        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
-    qtbot.wait(10)
-
-
-@pytest.fixture
 def panel(qtbot, worker):
     from gui.tabs.ablation.ablation_tab import AblationTab
 
@@ -201,8 +186,8 @@ def test_an_encoder_is_told_why(qtbot, panel, tiny_result):
 
 
 def test_the_tab_ablates_the_prefix_the_run_analysed_and_says_it_was_cut(qtbot, panel, worker, tiny_model):
-    """With a token cap below the text's length the tab once ran another prefix (the default cap) than the one
-    on screen, and never said the text was cut."""
+    """With a token cap below the text's length the tab ablates the prefix on screen (not the default cap's) and
+    says the text was cut."""
     from analysis.measures.ablation import ablate, importance_map
 
     long_text = " ".join([TEXT] * 4)

@@ -58,7 +58,7 @@ if slow:
 
     window.MainWindow._analysis_started = close_soon
 if os.environ.get("ATTNSCOPE_TEST_SIGNAL_IN_BUILD"):  # a Ctrl+C while the window is being built, in a slot
-    import signal                                       # pyqtgraph's C++ signals call (where the walk met it)
+    import signal                                       # pyqtgraph's C++ signals call
     import pyqtgraph
 
     linked, sent = pyqtgraph.AxisItem.linkedViewChanged, []
@@ -111,8 +111,9 @@ def ended(app: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.mark.parametrize("case", ["select out of range", "a model that is not there", "screenshots unwritable"])
 def test_every_early_exit_leaves_qt_in_order_and_exits_2(tmp_path, case):
-    """Issue 17 #3 and #21: `--select 99.99 --screenshot D` printed its refusal and died of SIGSEGV (PySide's
-    exit handler destroyed the window's pyqtgraph items in no order); a failed --screenshot exited 1."""
+    """`--select 99.99 --screenshot D`, a missing model and an unwritable screenshot folder print their refusal
+    and exit 2, with no SIGSEGV (PySide's exit handler must not be left to destroy the window's pyqtgraph items
+    in no order) and no settings folder left behind."""
     (tmp_path / "a-file").write_text("not a folder")
     args = {"select out of range": ["--model", "bundled", "--select", "99.99", "--screenshot", tmp_path / "shots"],
             "a model that is not there": ["--model", tmp_path / "missing", "--screenshot", tmp_path / "shots"],
@@ -130,8 +131,8 @@ def test_every_early_exit_leaves_qt_in_order_and_exits_2(tmp_path, case):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_close_the_app_as_its_window_does(tmp_path, signum):
-    """Issue 17 #14: started from a terminal, the app ignored Ctrl+C (Python's handler waits for Python code
-    to run, and Qt's loop waits in C++). Now it closes the window (its settings saved) and exits 128 + signal."""
+    """Started from a terminal, Ctrl+C or SIGTERM closes the window (its settings saved) and exits 128 + signal
+    (Python's handler waits for Python code to run, and Qt's loop waits in C++, so the app must wake it)."""
     app = launch(tmp_path, "--model", "bundled", "--text", "The cat sat")
     wait_for_line(app, "shown")
     app.send_signal(signum)
@@ -143,9 +144,9 @@ def test_ctrl_c_and_sigterm_close_the_app_as_its_window_does(tmp_path, signum):
 
 
 def test_ctrl_c_while_the_window_is_built_ends_the_app_cleanly(tmp_path):
-    """A Ctrl+C in the seconds the window takes to build raised KeyboardInterrupt inside the half-built window or
-    a pyqtgraph slot: a SIGSEGV at exit, or a traceback and an app that kept running. The handler is now there
-    before the window: the build finishes, the loop never runs, the app leaves in order with 130."""
+    """A Ctrl+C in the seconds the window takes to build raises no KeyboardInterrupt inside the half-built window
+    or a pyqtgraph slot (a SIGSEGV at exit, or a traceback and an app that runs on): the handler is there before
+    the window, the build finishes, the loop never runs, the app leaves in order with 130."""
     code, err = ended(launch(tmp_path, "--model", "bundled", "--text", "The cat sat",
                              ATTNSCOPE_TEST_SIGNAL_IN_BUILD="1"))
     assert code == 130, err
@@ -154,10 +155,9 @@ def test_ctrl_c_while_the_window_is_built_ends_the_app_cleanly(tmp_path):
 
 @pytest.mark.parametrize("forward", ["modules", "modules", "modules", "300"])
 def test_closing_the_window_mid_run_exits_0_without_an_abort(tmp_path, forward):
-    """Issue 17 #17: closing the window during a long run aborted the process at exit ("terminate called
-    without an active exception", 4 of 6 tries): the worker thread was still inside torch when Python
-    finalised. Now the run is interrupted at its next module call, or, for a step that cannot be
-    (``300``: plain torch operations), waited for, before Qt and Python go away."""
+    """Closing the window during a long run exits 0, never "terminate called without an active exception" (the
+    worker thread inside torch when Python finalises): the run is interrupted at its next module call, or, for a
+    step that cannot be (``300``: plain torch operations), waited for, before Qt and Python go away."""
     app = launch(tmp_path, "--model", "bundled", "--text", "The cat sat on the mat. " * 20, ATTNSCOPE_TEST_SLOW=forward)
     wait_for_line(app, "running")
     code, err = ended(app)

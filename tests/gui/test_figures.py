@@ -36,7 +36,7 @@ def test_the_value_tooltip_stays_while_the_pointer_rests(qtbot, head):
     qtbot.mouseMove(head.viewport(), view_point(head, 2.5, 5.5))
     qtbot.wait(300)
     assert QtWidgets.QToolTip.isVisible() and "key 't2' [2]" in plain(QtWidgets.QToolTip.text())
-    qtbot.wait(1500)  # Qt's tooltip wake-up (~0.7 s) used to hide it here
+    qtbot.wait(1500)  # past Qt's tooltip wake-up (~0.7 s), which must not hide it
     assert QtWidgets.QToolTip.isVisible() and "key 't2' [2]" in plain(QtWidgets.QToolTip.text())
     QtWidgets.QToolTip.hideText()
 
@@ -122,7 +122,8 @@ def test_labels_are_thinned_so_that_neighbours_never_touch(qtbot, head, n):
 
 @pytest.mark.parametrize("height", [330, 420, 560])
 def test_query_labels_are_thinned_only_when_rows_are_shorter_than_a_line(qtbot, shown_figure, height):
-    """n4 #5: on a laptop every other query label was dropped from ~20 tokens with rows ~15 px tall."""
+    """On a laptop (rows ~15 px tall from ~20 tokens) every query label is kept: labels are thinned only when a
+    row is shorter than a line."""
     from gui.plots.figures import HeadPlot
 
     head = shown_figure(HeadPlot, 700, height)
@@ -454,7 +455,7 @@ def test_colour_bars_show_weights_without_an_si_prefix(qtbot, head, grid):
 
 @pytest.mark.parametrize("export", [False, True])
 def test_the_key_title_leaves_a_gap_below_the_longest_rotated_label(qtbot, head, export):
-    """n4 #3: the "␣" of "␣reque… [7]" sat on the "key" title, in the app and in exports."""
+    """The "␣" of "␣reque… [7]" stays clear of the "key" title, in the app and in exports."""
     from gui.plots.figures import AXIS_TITLE_GAP_PX, LABEL_TOP_PX, offscreen_head_figure
 
     tokens = ["<|endoftext|>", "The", "␣server", "␣rejected", "␣the", "␣request", "␣because", "␣it"]
@@ -481,7 +482,8 @@ def test_the_key_title_leaves_a_gap_below_the_longest_rotated_label(qtbot, head,
 
 
 def test_an_svg_has_the_figures_background(qtbot, tmp_path):
-    """n4 #4: the SVG was transparent (PNG and PDF are white): black labels vanished on a dark viewer."""
+    """An SVG has the figure's background, as PNG and PDF do (a transparent one loses black labels on a dark
+    viewer)."""
     import re
 
     from gui.plots.figures import offscreen_head_figure

@@ -47,7 +47,7 @@ def window(qtbot, tmp_path, tiny_model_dir):
     w.show()
     with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
         w.load_model(str(tiny_model_dir))
-    offer_gpt2_download(w)  # the first start's note and its buttons: where Tab used to lose the model bar
+    offer_gpt2_download(w)  # the first start's note and its buttons: Tab must not lose the model bar there
     w.set_text("The cat sat on the mat")
     with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
         w.run_text()
@@ -65,7 +65,7 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
     assert len(cycle) == len(set(cycle))  # each control once
     assert set(cycle) == set(tab_stops(window))  # … and every one of them
     model_bar = [bar.model_choice, bar.device_choice, bar.load_button]
-    assert all(w in cycle for w in model_bar + note.action_buttons())  # was: reachable with Shift+Tab only
+    assert all(w in cycle for w in model_bar + note.action_buttons())  # Tab reaches them too
     # README: model bar → text → Run/Examples/BOS/Auto → token strip → grid → Badges → tabs → the tab's controls
     # → a note's buttons → back to the model bar. The cycle read from the model bar:
     first = cycle.index(bar.model_choice)
@@ -79,7 +79,7 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
     tab_bar = from_bar.index(window.tabs.tabBar())
     head_tab = [w for w in from_bar[tab_bar + 1:] if window.head_tab.isAncestorOf(w)]
     assert from_bar[tab_bar + 1: tab_bar + 1 + len(head_tab)] == head_tab  # the tab's controls follow the tab bar
-    # then the note's buttons as they sit on screen, left to right (was: ✕ before "Download GPT-2" at its left)
+    # then the note's buttons as they sit on screen, left to right (✕ after "Download GPT-2" at its left)
     note_stops = sorted((w for w in cycle if note.isAncestorOf(w)), key=lambda w: w.mapTo(window, QtCore.QPoint()).x())
     assert len(note_stops) >= 2 and note_stops[-1] is note.close_button
     assert from_bar[tab_bar + 1 + len(head_tab):] == note_stops

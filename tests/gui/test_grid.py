@@ -12,21 +12,6 @@ from PySide6 import QtCore  # noqa: E402
 from helpers import bundle  # noqa: E402
 
 
-@pytest.fixture
-def disposed(qtbot):
-    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
-    from gui.plots.figures import dispose_figure
-    from gui.qt import ensure_qapp
-
-    ensure_qapp()
-    widgets = []
-    yield widgets.append
-    for widget in widgets:
-        widget.hide()
-        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
-    qtbot.wait(10)
-
-
 def causal_maps(L=2, H=3, n=37, seed=0) -> np.ndarray:
     """Random causal attention maps (rows sum to 1, future keys exactly 0, as a decoder's softmax gives)."""
     a = np.random.default_rng(seed).random((L, H, n, n)).astype(np.float32) + 0.01

@@ -669,9 +669,9 @@ def test_closing_mid_load_or_mid_run_returns_at_once(qtbot, settings, tiny_model
     assert time.perf_counter() - started < 0.5
 
 
-# ------------------------------------------------------------------ requests behind a long job (issue 17 #5)
+# ------------------------------------------------------------------ requests behind a long job
 def long_job(window, total: int, go: threading.Event):
-    """A job as the scan dialog makes it (gui/jobs.Job, named "scan"), running until ``go`` or its Cancel."""
+    """A job as the scan dialog makes it (gui.state.jobs.Job, named "scan"), running until ``go`` or its Cancel."""
     from analysis.errors import AnalysisCancelled
     from gui.state.jobs import Job
 
@@ -754,7 +754,7 @@ def test_a_text_run_during_an_importance_map_stops_it_at_once_and_runs(qtbot, wi
     assert shown == [] and len(calls) < window.bundle.result.n_layer * window.bundle.result.n_head + 1
 
 
-# ------------------------------------------------------------------ a 5 MB one-line text (issue 17 #20)
+# ------------------------------------------------------------------ a 5 MB one-line text
 def longest_block(box) -> int:
     doc = box.document()
     return max(len(doc.findBlockByNumber(i).text()) for i in range(doc.blockCount()))
@@ -892,47 +892,13 @@ def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
     assert out.stdout.strip() == "('bundled', True)", out.stderr
 
 
-# ------------------------------------------------------------------ the newcomer's walk (n1): the window side
-def focus_walk(window, forward=True, limit=80):
-    """The widgets Tab (or Shift+Tab) visits from the text box, until the focus is back in it."""
-    app = QtWidgets.QApplication.instance()
-    box = window.text_input.text_edit
-    box.setFocus()
-    app.processEvents()
-    seen = []
-    for _ in range(limit):
-        (window.focusNextChild if forward else window.focusPreviousChild)()
-        app.processEvents()
-        widget = QtWidgets.QApplication.focusWidget()
-        if widget is box:
-            return seen
-        seen.append(widget)
-    raise AssertionError(f"Tab never came back to the text box: {[type(w).__name__ for w in seen[-12:]]}")
-
-
-def test_tab_reaches_every_part_in_order_and_comes_back(qtbot, window):
-    """n1 #1: Tab used to circle Run → BOS → Auto → Examples → token strip inside the input area."""
-    run(qtbot, window, "The cat sat on the mat")
-    window.tabs.setCurrentWidget(window.head_tab)
-    window.activateWindow()
-    forward = focus_walk(window)
-    bar, text_input, grid_panel = window.model_bar, window.text_input, window.grid_panel
-    order = [text_input.run_button, text_input.token_strip, grid_panel.plot, window.tabs.tabBar(),
-             window.head_tab.plot, bar.model_choice, bar.load_button]
-    assert all(w in forward for w in order), [type(w).__name__ for w in forward]
-    positions = [forward.index(w) for w in order]
-    assert positions == sorted(positions)  # text → run row → strip → grid → tab bar → the tab → model bar → back
-    assert forward.count(text_input.token_strip) == 1  # one stop, not a trap
-    backward = focus_walk(window, forward=False)
-    assert backward == list(reversed(forward))  # Shift+Tab walks the same stops the other way
-
-
+# ------------------------------------------------------------------ room on a laptop, examples, models
 @pytest.mark.slow
 def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
-    """n1 #3: at 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
-    head map gets the height, and a splitter between them is remembered. t1: the Head tab's controls are one
+    """At 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
+    head map gets the height, and a splitter between them is remembered. The Head tab's controls are one
     row (the head's label elided, whole in its tooltip) and a long key label is cut, so the map itself (the
-    view box: the image fills it) is ≥ 340 px high even with "<|endoftext|> 0" under it (was ~282)."""
+    view box: the image fills it) is ≥ 340 px high even with "<|endoftext|> 0" under it."""
     from gui.chrome.downloads import offer_gpt2_download
     from gui.plots.figures import ROTATED_LABEL_CHARS
 
@@ -943,19 +909,19 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     note = window.note
     assert note.label.height() < 2 * note.label.fontMetrics().lineSpacing()  # the note is one line
     assert "not downloaded yet" in note.label.toolTip()  # the whole of it is in the tooltip
-    assert window.input_area.height() <= 130  # was ~215: note, 2 lines of text, strip and predictions
-    assert window.head_tab.plot.height() >= 420  # was ~346
+    assert window.input_area.height() <= 130  # note, 2 lines of text, strip and predictions
+    assert window.head_tab.plot.height() >= 420
     panel = window.head_tab
     run(qtbot, window, "The server rejected the request because it was overloaded.", bos=True)
     qtbot.wait(100)
     assert window.state.result.tokens[0] == "<|endoftext|>" and note.isVisible()
-    assert panel.plot.plot.getViewBox().height() >= 340  # was ~282: two control rows and a 100 px key label
+    assert panel.plot.plot.getViewBox().height() >= 340  # one control row, the key labels cut
     assert max(len(label) for label in panel.plot.bottom_axis._labels) <= ROTATED_LABEL_CHARS
     row = panel.head_label.geometry().center().y()
     for control in (panel.view_choice, panel.colormap_choice, panel.scale_choice, panel.hide_first_box):
         assert abs(control.geometry().center().y() - row) <= 2  # one row
     label = panel.head_label
-    assert not label.is_elided()  # was always cut: "— previous toke…"
+    assert not label.is_elided()
     assert label.shown_document().idealWidth() <= label.contentsRect().width()
     assert label.plain_text().startswith("L0 H0 · top score:")
     assert "induction probe" in label.toolTip()
@@ -984,8 +950,8 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
 
 
 def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
-    """n1 #4: "induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
-    bundled model, whose heads the examples name; on another model (n2 #6) it only runs the text."""
+    """"induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
+    bundled model, whose heads the examples name; on another model it only runs the text."""
     from gui.input import text_input
     from gui.input.examples import example_texts, parse_example
 
@@ -1015,7 +981,7 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
 
 
 def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, window, monkeypatch):
-    """n1 #12: headers per family, no "? params", a minilm entry that says how to install it."""
+    """Headers per family, a size for every entry (never "? params"), a minilm entry that says how to install it."""
     from analysis.model.catalogue import HUB_MODEL_TABLE, MINILM_MISSING
     from gui.input import model_bar
 
@@ -1050,11 +1016,11 @@ def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, w
 
 @pytest.mark.slow
 def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings, tiny_model_dir):
-    """n1 #13 and #12: "loading …" in the status bar and over the grid instead of empty axes; the token line
+    """"loading …" in the status bar and over the grid instead of empty axes; the token line
     says what the attention takes (layers × heads × tokens² × 4 bytes); the token cap is a setting."""
     from gui.qt import ensure_qapp
     from gui.chrome.window import LOADING_NOTE, MainWindow
-    from gui.chrome.status import format_bytes
+    from analysis.display import format_bytes
 
     ensure_qapp()
     w = MainWindow(settings)
@@ -1131,7 +1097,7 @@ def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, 
 
 
 def test_recent_texts_say_what_they_keep(window):
-    """n1 #10: Recent texts holds explicit runs only; the menu says so."""
+    """Recent texts holds explicit runs only; the menu says so."""
     menu_action = window.text_input.recent_menu.menuAction()
     assert "Run or Ctrl+Enter" in menu_action.text() and "Run or Ctrl+Enter" in menu_action.toolTip()
     assert "Recent texts" in window.text_input.examples_button.toolTip()
@@ -1158,7 +1124,8 @@ def test_predictions_fit_two_lines_beside_the_token_strip(qtbot, window):
 
 @pytest.mark.slow
 def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settings, tiny_model_dir):
-    """After a switch to minilm the note still said "Using the bundled model, a 4-layer × 4-head …"."""
+    """The note about the bundled model ("Using the bundled model, a 4-layer × 4-head …") goes when another
+    model is loaded; a note about the model being loaded stays."""
     from gui.chrome.downloads import offer_gpt2_download
 
     window = make_window(qtbot, settings, tiny_model_dir)  # its own window: loads twice
@@ -1176,8 +1143,8 @@ def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settin
 
 @pytest.mark.slow  # a whole window
 def test_the_window_says_running_for_the_newest_text_only(qtbot, tmp_path):
-    """The maps once dimmed for any analysis the worker started and lit up for any failure (a lens's, an
-    export's) or a stale result; now the window sets ``ViewState.running`` for the newest request only."""
+    """The window sets ``ViewState.running`` (the maps dimmed) for the newest text's request only: not for any
+    analysis the worker starts, and a failure (a lens's, an export's) or a stale result does not clear it."""
     from gui.chrome.window import MainWindow
     from gui.state.worker import Failure, RequestKind
 

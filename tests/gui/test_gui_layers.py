@@ -33,7 +33,7 @@ LAYERS = (
     ("gui.plots", "gui.input"),
     (TABS, "gui.export"),
     ("gui.chrome",),
-    ("gui.app", "gui.bench"),  # gui.bench: until the benchmark moves to cli/
+    ("gui.app",),
 )
 
 
@@ -136,7 +136,7 @@ def upward_imports(g: dict[str, set[str]]) -> list[str]:
 
 def tab_importers(g: dict[str, set[str]]) -> list[str]:
     """Modules outside gui/tabs/ and chrome/ (and the app's start) that import a tab."""
-    assemblers = ("gui.chrome", "gui.app", "gui.bench")
+    assemblers = ("gui.chrome", "gui.app")
     return [f"{m} imports {d}" for m in sorted(g) for d in sorted(g[m])
             if d.startswith(TABS + ".") and not m.startswith(TABS + ".")
             and not any(m == a or m.startswith(a + ".") for a in assemblers)]

@@ -49,7 +49,8 @@ def value_view_with_norms(qtbot, head, result, request_id=1):
 
 def test_a_new_result_under_a_resting_pointer_in_the_value_view_says_the_norms_are_not_ready(
         qtbot, panel, tiny_result, tiny_model):
-    """n3 #1: was AttributeError 'NoneType' object has no attribute 'key_norms' on every automatic re-run."""
+    """An automatic re-run under a resting pointer says the value norms are not ready, then updates the line
+    and the tooltip when they arrive."""
     from analysis.run.inference import run_text
 
     state, head = panel.state, panel
@@ -76,7 +77,8 @@ def test_a_new_result_under_a_resting_pointer_in_the_value_view_says_the_norms_a
 
 def test_hide_first_in_the_value_view_gives_the_same_before_renormalising_in_line_and_tooltip(
         qtbot, panel, tiny_result, tiny_model):
-    """n3 #2: the tooltip said "(was 0.104)" (the share before hiding) and the line "(raw weight 0.079)" (A)."""
+    """With the first token hidden, the tooltip and the line give the same value before renormalising (the
+    share before hiding, not the raw weight A)."""
     state, head = panel.state, panel
     value_view_with_norms(qtbot, head, tiny_result)
     state.select(2, 0)
@@ -135,14 +137,14 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
     from analysis.measures.head_scores import HeadScores
     from gui.tabs.head.head_tab import strongest_score, top_score_text
 
-    scores = {"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
-              "induction_probe": np.array([[0.01, 0.2]])}
+    scores = HeadScores({"previous_token": np.array([[0.14, 0.5]]), "sink": np.array([[0.141, np.nan]]),
+                         "induction_probe": np.array([[0.01, 0.2]])})
     assert strongest_score(scores, 0, 0) == ("sink", pytest.approx(0.141))
     assert strongest_score(scores, 0, 1) == ("previous_token", pytest.approx(0.5))
-    nan = {name: np.full((1, 1), np.nan) for name in scores}
+    nan = HeadScores({name: np.full((1, 1), np.nan) for name in scores.values})
     assert strongest_score(nan, 0, 0) is None
     assert strongest_score(None, 0, 0) is None
-    # n4 #2: every pattern score counts (self 0.41 beat sink 0.14), entropy (a spread) never does, nor a score
+    # every pattern score counts (self 0.41 beats sink 0.14), entropy (a spread) never does, nor a score
     # that does not apply to the model
     full = HeadScores({"previous_token": np.array([[0.1]]), "sink": np.array([[0.14]]), "self": np.array([[0.41]]),
                        "entropy": np.array([[0.9]]), "next_token": np.array([[np.nan]]),
@@ -155,7 +157,7 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
 
 
 def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
-    """n3 #3: the label was always cut as "— previous toke…" at 1366 px."""
+    """At 1366 px the label is whole beside the controls (not cut as "— previous toke…")."""
     from gui.tabs.head.head_tab import STRONG_PATTERN
 
     state, label = panel.state, panel.head_label

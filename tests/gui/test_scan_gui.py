@@ -208,7 +208,7 @@ def test_the_window_has_the_menu_entry_and_the_ablation_tab(qtbot, tmp_path, tin
     window.close()
 
 
-# ----------------------------------------------------------------------------- closing mid-scan (issue 17.6)
+# ----------------------------------------------------------------------------- closing mid-scan
 def test_closing_the_dialog_mid_scan_stops_it_and_prints_nothing(qtbot, panel, tmp_path, worker, monkeypatch, capsys):
     import analysis.measures.scan as scan_module
     from analysis.errors import AnalysisCancelled

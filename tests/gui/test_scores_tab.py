@@ -12,21 +12,6 @@ from helpers import bundle, double_click, view_point  # noqa: E402
 
 
 @pytest.fixture
-def disposed(qtbot):
-    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
-    from gui.plots.figures import dispose_figure
-    from gui.qt import ensure_qapp
-
-    ensure_qapp()
-    widgets = []
-    yield widgets.append
-    for widget in widgets:
-        widget.hide()
-        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
-    qtbot.wait(10)
-
-
-@pytest.fixture
 def panel(qtbot, tiny_result):
     from analysis.measures.head_scores import all_scores
     from gui.qt import ensure_qapp
