@@ -26,7 +26,7 @@ def not_blank(what: str, convert=str):
 
 
 def path_option(keep: tuple[str, ...] = (), convert=Path, blank: str | None = None, writes: str | None = None):
-    """An argparse type for a path option: a name the file system can hold (``analysis.export.writers.path_problem``:
+    """An argparse type for a path option: a name the file system can hold (``analysis.export.paths.path_problem``:
     no name in it over NAME_MAX bytes, the whole over PATH_MAX), so that "File name too long" never comes
     later as a surprise; the words in ``keep`` are not paths (``bundled``, ``sample``) and pass as they are.
     A leading ``~`` is expanded here, once: every later use (the outputs-vs-inputs check, the writers, the

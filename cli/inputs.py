@@ -43,7 +43,7 @@ def _model_folder(model: str | None) -> Path | None:
 def check_apart(args) -> None:
     """Before anything is read or loaded: no output of the command (``--out``, ``--json``) can be, or hold,
     one of its inputs (``--text-file``, ``--texts``, the model's folder), however spelled
-    (``analysis.export.writers.check_outputs_apart``). The one check of export, scan and ablate."""
+    (``analysis.export.paths.check_outputs_apart``). The one check of export, scan and ablate."""
     from analysis.export.paths import check_outputs_apart
 
     inputs = []

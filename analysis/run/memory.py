@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from .tokenize import counted
+from ..display import format_bytes
 from ..errors import InputError
 
 #: Set to a number of megabytes to fix the memory a run's attention may take (else: from /proc/meminfo).
@@ -57,12 +58,6 @@ def attention_memory_budget() -> int:
     return int(available * MEMORY_SHARE) if available is not None else FALLBACK_BUDGET_BYTES
 
 
-def _size(n_bytes: float) -> str:
-    from ..display import format_bytes  # one format for sizes
-
-    return format_bytes(n_bytes)
-
-
 
 def max_tokens_for(n_layer: int, n_head: int, budget: int) -> int:
     """The longest run whose attention fits in ``budget`` bytes."""
@@ -82,7 +77,7 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
             advice = (", too small for any text; " + (f"raise {MEMORY_BUDGET_ENV}" if os.environ.get(
                 MEMORY_BUDGET_ENV, "").strip() else "free some memory"))
         raise InputError(
-            f"The attention of {counted(n_tokens, 'token')} would take {_size(need)} ({counted(n_layer, 'layer')} × "
-            f"{counted(n_head, 'head')} × {n_tokens:,}² × 4 bytes), more than the {_size(budget)} this run may "
+            f"The attention of {counted(n_tokens, 'token')} would take {format_bytes(need)} ({counted(n_layer, 'layer')} × "
+            f"{counted(n_head, 'head')} × {n_tokens:,}² × 4 bytes), more than the {format_bytes(budget)} this run may "
             f"use{advice}.")
     return need

@@ -13,13 +13,10 @@ from analysis.run.memory import attention_memory_bytes
 from ..input.model_bar import BUNDLED_DESCRIPTION
 
 
-format_bytes = display.format_bytes  # the Cost tab's units (KiB, MiB, GiB) in the status bar too
-
-
 def attention_line(n_tokens: int, n_layer: int, n_head: int) -> str:
     """"38 tokens · attention 0.22 MB": the tokens and what their attention takes (every layer's and head's
     float32 (n, n) map, inference.attention_memory_bytes)."""
-    return f"{n_tokens:,} tokens · attention {format_bytes(attention_memory_bytes(n_layer, n_head, n_tokens))}"
+    return f"{n_tokens:,} tokens · attention {display.format_bytes(attention_memory_bytes(n_layer, n_head, n_tokens))}"
 
 
 def model_line(info) -> str:
@@ -57,7 +54,7 @@ class StatusLine:
         self.run.setText(f"running {attention_line(n_tokens, info.n_layer, info.n_head)}…" if sized else "running…")
 
     def waiting(self, job) -> None:
-        """A run waits for ``job`` (a gui/jobs.Job the new text does not end) to finish: say so, and how far it is."""
+        """A run waits for ``job`` (a gui.state.jobs.Job the new text does not end) to finish: say so, and how far it is."""
         done = f" ({100 * job.done // job.total} % done)" if job.total else ""
         self.run.setText(f"waiting for {job.label}{done} to finish before running the text…")
 

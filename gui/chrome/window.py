@@ -3,9 +3,9 @@ tabs, lays them out (gui/chrome/window_layout.py), adds the menus (gui/chrome/me
 (gui/chrome/status.py), sets the Tab order (gui/chrome/focus_order.py), and wires the worker to the one view state
 (gui/state/view_state.py); every view draws from the state and writes user edits back to it.
 
-A text's way to the screen: TextInput.run_requested → MainWindow.run_text → Worker.analyse (worker
-thread: run_text + every head score) → Worker.analysis_ready → MainWindow._analysis_ready (drops an
-answer to an older request) → ViewState.set_bundle → each view's subscriber paints (token strip,
+A text's way to the screen: TextInput.run_requested → MainWindow._analyse → Worker.analyse (worker
+thread: analysis.run.inference.run_text + every head score) → Worker.analysis_ready → MainWindow._analysis_ready
+(drops an answer to an older request) → ViewState.set_bundle → each view's subscriber paints (token strip,
 grid, head map, score table, from-scratch). Exports: File → Export… → gui/export/exporting.py.
 
 Layout: the model bar (a toolbar); then a vertical splitter: above it the input area (the notes, the

@@ -4,7 +4,7 @@ It emits ``load_requested(source)`` and ``open_folder_requested``; the window se
 worker and tells the bar what happened (``loading``, ``progress``, ``loaded``, ``load_failed``). A
 folder appears in the Model list only once it has loaded. The list is grouped by family (GPT-2,
 Llama-style, GPT-NeoX, BERT-style: a header row each, not selectable); hub models say how big they
-are (from ``loading.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
+are (from ``analysis.model.catalogue.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
 picking one that is not asks before downloading. ``minilm`` (all-MiniLM-L6-v2 from an optional
 package) says when it is not installed, and how to install it.
 """

@@ -59,7 +59,7 @@ PNG_MASKS = [
                             "off depending on when the grab falls in its blink") for g in WINDOW_GRABS],
     ("runs/screenshot-*/scratch-model-vs-manual.png", (290, 540, 980, 574),
      "the two lines 'PASS all N heads: worst max |diff| … (layer, head); worst layer output …; computed in N ms': "
-     "the recompute's wall time (gui/scratch_parity.py), which wraps the line; the same maxima are in the table "
+     "the recompute's wall time (gui/tabs/scratch/scratch_parity.py), which wraps the line; the same maxima are in the table "
      "below it, which is compared"),
 ]
 

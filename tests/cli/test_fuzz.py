@@ -199,7 +199,7 @@ def test_no_command_can_write_over_its_inputs_however_spelled(command, data, spe
     from unittest import mock
 
     import analysis.model.loading
-    import main as cli
+    import main
 
     aimed = data.draw(st.sampled_from(INPUTS[command]), label="aimed at")
     root = Path(tempfile.mkdtemp(prefix="attnscope-apart-"))
@@ -230,7 +230,7 @@ def test_no_command_can_write_over_its_inputs_however_spelled(command, data, spe
         with mock.patch.object(analysis.model.loading, "load_model", refuse), contextlib.redirect_stderr(err), \
                 contextlib.redirect_stdout(io.StringIO()) as out:
             try:
-                code = cli.main(argv)
+                code = main.main(argv)
             except SystemExit as exc:
                 code = exc.code
         lines = err.getvalue().splitlines()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping
 
 from PySide6 import QtCore, QtWidgets
 
@@ -45,9 +44,7 @@ def label_scores(scores, layer: int, head: int) -> list[tuple[str, float]]:
     defined (finite) for head ``layer``.``head``, in that order."""
     if scores is None:
         return []
-    applies = getattr(scores, "applies", lambda name: True)
-    held = scores.values if isinstance(getattr(scores, "values", None), Mapping) else scores  # HeadScores or a dict
-    names = [name for name in HEAD_LABEL_SCORES if name in held and applies(name)]
+    names = [name for name in HEAD_LABEL_SCORES if name in scores.values and scores.applies(name)]
     values = ((name, float(scores[name][layer, head])) for name in names)
     return [(name, value) for name, value in values if math.isfinite(value)]
 

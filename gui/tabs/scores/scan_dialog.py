@@ -1,7 +1,7 @@
 """Scores over many texts…: choose the texts (the bundled sample, a file with one text per line, or a
 folder of .txt files), then run ``analysis.measures.scan.scan_texts`` on the worker with progress and Cancel.
 
-The texts are read on the worker too (``analysis.measures.scan.read_texts``: a large file never freezes the
+The texts are read on the worker too (``analysis.measures.scan_inputs.read_texts``: a large file never freezes the
 window), so a bad path comes back as the worker's one-sentence failure, shown in the dialog. The
 finished scan is handed on with ``scan_ready(scan, source)``; the Head scores tab shows it.
 

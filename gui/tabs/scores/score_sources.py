@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.measures.head_scores import NOT_APPLICABLE_WHY, SCORE_DESCRIPTIONS, SCORE_LABELS, SCORE_NAMES
+from analysis.measures.head_scores import NOT_APPLICABLE_WHY, SCORE_DESCRIPTIONS, SCORE_LABELS, SCORE_NAMES, SCORE_SHORT
 
 from .score_table import Column
 
 # SCORE_LABELS (analysis.measures.head_scores) is the one name of each score everywhere in the GUI (table
-# tooltips, map, badges); SCORE_SHORT only heads the table's columns, where room is short
-SCORE_SHORT = {"previous_token": "prev.", "sink": "sink", "self": "self", "duplicate_token": "dup.",
-               "induction": "induct.", "induction_probe": "probe", "entropy": "entropy", "next_token": "next"}
+# tooltips, map, badges); SCORE_SHORT (from the same registry) only heads the table's columns, where room is short
 # TransformerLens-style scores (analysis.measures.tl_scores): TL's own pattern names, labelled as TL's everywhere
 TL_NAMES = ("previous_token_head", "duplicate_token_head", "induction_head")
 TL_LABELS = {"previous_token_head": "previous token (TL-style)", "duplicate_token_head": "duplicate token (TL-style)",
@@ -40,8 +38,7 @@ def score_label(name: str) -> str:
 
 def applies(scores, name: str) -> bool:
     """False where a score does not apply to this model (it then gets no column)."""
-    check = getattr(scores, "applies", None)
-    return True if check is None else bool(check(name))
+    return bool(scores.applies(name))
 
 
 def hidden(scores) -> tuple[str, ...]:
