@@ -12,11 +12,11 @@ import json
 import math
 import zipfile
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
 from ..measures.head_scores import SCORE_NAMES, HeadScores
-from ..measures.lenses import SINK_EPSILON, sink_rate
 from ..measures.scan import ScanResult
 from ..run.inference import AttentionResult
 from ..run.memory import attention_memory_bytes
@@ -59,19 +59,17 @@ def _savez_deterministic(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def write_attention_npz(result: AttentionResult, path: Path, layer: int | None = None, head: int | None = None,
-                        value_norms: np.ndarray | None = None, rollout: np.ndarray | None = None) -> Path:
+                        lenses: Mapping[str, np.ndarray] | None = None) -> Path:
     """``attentions`` float32 (layer, head, query, key) — or one head's (query, key) — with ``tokens``
     (display strings, never empty) and ``token_ids`` int64. The same result gives the same bytes.
 
-    When given, also ``value_norms`` float32 (layer, head, query, key) — ``lenses.value_norms``:
-    A[i, j] · ‖f_h(x_j)‖ — and ``rollout`` float32 (layer, query, key) — ``lenses.rollout``; for one
-    head, its (query, key) value norms and its layer's rollout."""
+    ``lenses``: the lens arrays to write after ``attentions``, {name: array} as ``lenses.npz_arrays`` gives
+    them (every head's, or the one head's when ``npz_arrays`` was given its layer and head) — e.g.
+    ``value_norms`` float32 (layer, head, query, key), A[i, j] · ‖f_h(x_j)‖, and ``rollout`` float32
+    (layer, query, key)."""
     one = layer is not None and head is not None
     arrays = {"attentions": np.asarray(result.attentions[layer, head] if one else result.attentions, dtype=np.float32)}
-    if value_norms is not None:
-        arrays["value_norms"] = np.asarray(value_norms[layer, head] if one else value_norms, dtype=np.float32)
-    if rollout is not None:
-        arrays["rollout"] = np.asarray(rollout[layer] if one else rollout, dtype=np.float32)
+    arrays.update(lenses or {})
     arrays.update(tokens=np.array(result.tokens, dtype=str), token_ids=result.token_ids.astype(np.int64))
     _savez_deterministic(Path(path), arrays)
     return Path(path)
@@ -145,12 +143,12 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
     return write_json(data, path)
 
 
-def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: float = SINK_EPSILON) -> dict:
+def summary(result: AttentionResult, timings: dict | None = None, lens_fields: Mapping | None = None) -> dict:
     """What ``summary.json`` holds: the ``text`` analysed (whole, even when truncated), the run's model,
-    shape, tokens counted, warnings, predictions, timings,
-    and ``sink_rate``: the share of heads whose first-token score exceeds ``sink_epsilon`` (``lenses.sink_rate``).
+    shape, tokens counted, warnings, predictions, timings, and ``lens_fields`` before the timings: the lenses'
+    entries as ``lenses.summary_fields`` gives them (``sink_rate``: the share of heads whose first-token score
+    exceeds ``sink_epsilon``, ``lenses.sink_rate``).
     ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
-    sinks = sink_rate(result.attentions, sink_epsilon, result.sliding_windows)
     return {"generator": GENERATOR, "text": result.text, "model": result.model_label, "device": result.device, "dtype": result.dtype,
             "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
@@ -161,7 +159,7 @@ def summary(result: AttentionResult, timings: dict | None = None, sink_epsilon: 
             "predictions": [{"token": p.token, "token_id": p.token_id, "probability": p.probability}
                             for p in result.predictions],
             "prediction_note": result.prediction_note,
-            "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
+            **(lens_fields or {}),
             "timings": {**result.timings, **(timings or {})}}
 
 

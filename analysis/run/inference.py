@@ -179,3 +179,11 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         sliding_windows=loaded.sliding_windows if any(loaded.sliding_windows) else (),
     )
 
+
+def same_model(loaded: LoadedModel, result: AttentionResult) -> bool:
+    """Whether ``result`` can have come from ``loaded``: the same model label (``loaded.source.label``, which
+    ``run_text`` wrote into ``result.model_label``) and the same layers, heads and d_model. What reads the weights
+    for a result computed earlier (its value norms, its parity) asks this first: after another model was loaded
+    the result belongs to the old one until the text is run again."""
+    return (loaded.source.label == result.model_label and loaded.n_layer == result.n_layer
+            and loaded.n_head == result.n_head and loaded.d_model == result.layer_inputs.shape[-1])

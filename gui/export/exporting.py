@@ -30,9 +30,9 @@ from analysis.export.contents import figure_files
 from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
 from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
+from ..state.jobs import Job
 from ..state.lens_data import VALUE_NORMS
 from ..state.view_state import ViewState
-from ..state.worker import Failure
 
 EXPORT_TASK = "export"
 
@@ -40,8 +40,8 @@ EXPORT_TASK = "export"
 @dataclass(frozen=True)
 class ViewSnapshot:
     """How the views draw, frozen when an export is asked for (the state may change while figures are
-    drawn one per event-loop turn). It answers what ``grid_panel.grid_figure`` and
-    ``head_panel.draw_head`` ask of a ViewState."""
+    drawn one per event-loop turn). It answers what gui/plots/grid_panel.py ``grid_figure`` and
+    gui/plots/head_view.py ``draw_head`` ask of a ViewState."""
 
     bundle: object  # AnalysisBundle
     attention_view: str
@@ -133,10 +133,7 @@ class Exporter(QtCore.QObject):
         self.ask_overwrite = ask_overwrite  # tests replace it
         # the tab in front (its ``title`` and ``offscreen_figure()``, gui/tabs/protocol.py); the window's tabs by default
         self.front_tab = lambda: (self.window.tabs.currentWidget() if hasattr(self.window, "tabs") else None)
-        self._pending: dict[int, Path] = {}  # worker request id -> temporary folder of drawn figures
         self.closed = False
-        worker.task_done.connect(self._task_done)
-        worker.failed.connect(self._failed)
 
     # ----------------------------------------------------------------- asking
     def open_dialog(self) -> None:
@@ -286,28 +283,26 @@ class Exporter(QtCore.QObject):
 
     # ----------------------------------------------------------------- writing (worker thread)
     def _submit(self, job: ExportJob, folder: Path) -> None:
-        request_id = self.worker.submit(EXPORT_TASK, lambda loaded: write_job(loaded, job, folder))
-        self._pending[request_id] = folder
+        """One short Job per export (a new export never drops one in flight), that the status bar does not name,
+        no newer request ends and nothing cancels: an export finishes, complete or absent."""
+        task = Job(self.worker, EXPORT_TASK, self, ended_by=(), announced=False, cancellable=False)
+        task.finished.connect(lambda written: self._ended(task, folder, written))
+        task.failed.connect(lambda message: self._ended(task, folder, None, message))
+        task.start(lambda loaded, _progress, _cancel: write_job(loaded, job, folder))
 
-    def _task_done(self, request_id: int, name: str, value) -> None:
-        folder = self._pending.pop(request_id, None) if name == EXPORT_TASK else None
-        if folder is None:
-            return
+    def _ended(self, task: Job, folder: Path, written, message: str | None = None) -> None:
+        """The export's answer: the files ``written``, or the ``message`` of its failure."""
+        task.deleteLater()
         shutil.rmtree(folder, ignore_errors=True)
         QtWidgets.QApplication.restoreOverrideCursor()
-        if not self.closed:
-            self.finished.emit(list(value))
-            for warning in getattr(value, "warnings", ()):
+        if self.closed:
+            return
+        if message is not None:
+            self.failed.emit(message)
+        else:
+            self.finished.emit(list(written))
+            for warning in getattr(written, "warnings", ()):
                 self.warned.emit(warning)
-
-    def _failed(self, failure: Failure) -> None:
-        folder = self._pending.pop(failure.request_id, None)
-        if folder is None:
-            return
-        shutil.rmtree(folder, ignore_errors=True)
-        QtWidgets.QApplication.restoreOverrideCursor()
-        if not self.closed:
-            self.failed.emit(failure.message)
 
 
 def figure_image(fig, width: int) -> QtGui.QImage:

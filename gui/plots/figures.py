@@ -18,6 +18,7 @@ import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale, elide, shown_weights
+from analysis.export.contents import figure_files
 
 from ..export.figure_files import save_figure, settle_layout
 from .grid_plot import GridPlot, bar_label
@@ -341,7 +342,8 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
 def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
                         heads: bool = True, hide_first: bool = False, check: Callable[[], None] | None = None,
                         png_width: int | None = None) -> list[Path]:
-    """``grid.<fmt>`` and, if asked, ``heads/L{layer}H{head}.<fmt>`` for every head, into ``folder``.
+    """The figures of an export into ``folder``, named by ``contents.figure_files``: the grid and, if asked,
+    every head (``grid.<fmt>``, ``heads/L{layer}H{head}.<fmt>``).
 
     ``check()`` is called before each figure is drawn (a caller raises from it to stop between
     figures, never inside a paint); ``png_width`` sets the width of every PNG."""
@@ -350,25 +352,26 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     ensure_qapp()
     check = check or (lambda: None)
     folder = Path(folder)
+    (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt)
     written = []
     check()
     grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
     try:
-        written.append(save_figure(grid, folder / f"grid.{fmt}", png_width))
+        written.append(save_figure(grid, folder / grid_name, png_width))
     finally:
         dispose_figure(grid)
     if heads:
-        (folder / "heads").mkdir(exist_ok=True)
+        for subfolder in dict.fromkeys((folder / name).parent for name, _, _ in head_files):
+            subfolder.mkdir(exist_ok=True)
         check()
         fig = offscreen_head_figure(result, 0, 0, cmap, scale, hide_first)
         try:
-            for layer in range(result.n_layer):
-                for head in range(result.n_head):
-                    check()
-                    fig.set_head(result.attentions[layer, head], result.tokens,
-                                 f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
-                                 hide_first=hide_first)
-                    written.append(save_figure(fig, folder / "heads" / f"L{layer}H{head}.{fmt}", png_width))
+            for name, layer, head in head_files:
+                check()
+                fig.set_head(result.attentions[layer, head], result.tokens,
+                             f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
+                             hide_first=hide_first)
+                written.append(save_figure(fig, folder / name, png_width))
         finally:
             dispose_figure(fig)
     return written

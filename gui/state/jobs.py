@@ -14,7 +14,8 @@ ablation also ends with a new text): the worker sets its Cancel the moment the l
 load never waits behind it, and says so (``Worker.tasks_stopped``). :func:`running_jobs` names the jobs
 a request of another kind would wait for, with their progress, for the status bar. A short task (a lens, the
 From-scratch numbers of one head) is a Job too, for its request ids and its stale answers dropped, but one the
-status bar does not name (``announced=False``) and no newer request ends (``ended_by=()``).
+status bar does not name (``announced=False``) and no newer request ends (``ended_by=()``). An export is a Job
+that nothing stops once it started (``cancellable=False``): it finishes, complete or absent.
 """
 from __future__ import annotations
 
@@ -54,12 +55,15 @@ class Job(QtCore.QObject):
     _progress = QtCore.Signal(int, int, int)  # run, done, total: emitted on the worker thread, queued here
 
     def __init__(self, worker, name: str, parent: QtCore.QObject | None = None, *, label: str = "",
-                 ended_by=(RequestKind.LOAD,), announced: bool = True):
+                 ended_by=(RequestKind.LOAD,), announced: bool = True, cancellable: bool = True):
         super().__init__(parent)
         self.worker, self.name = worker, name
         self.label = label or f"the {name}"  # in words, for the status bar ("the importance map")
         self.ended_by = frozenset(ended_by)  # the newer requests that end a run (its results would be stale)
         self.announced = announced  # running_jobs names it: a long job the status bar says a new text waits for
+        # False: nothing stops a run once started (an export finishes, complete or absent): no Cancel, no newer
+        # request, not the worker stopping; ``cancelled`` never comes
+        self.cancellable = cancellable
         self.done = self.total = 0  # the latest run's progress
         self.request_id = 0  # the worker request of the latest run; 0 when none is in flight
         self._runs = itertools.count(1)
@@ -83,14 +87,15 @@ class Job(QtCore.QObject):
         """Run ``work`` on the worker; a run still in flight is stopped and its answer dropped."""
         self.drop()
         run, event = next(self._runs), threading.Event()
-        self._run, self._cancel = run, event
+        self._run, self._cancel = run, event if self.cancellable else None
         self.done = self.total = 0
         emit = self._progress.emit
 
         def task(loaded):
             return work(loaded, lambda done, total: emit(run, int(done), int(total)), event)
 
-        self.request_id = self.worker.submit(self.name, task, cancel=event, ended_by=self.ended_by, label=self.label)
+        self.request_id = self.worker.submit(self.name, task, cancel=self._cancel, ended_by=self.ended_by,
+                                             label=self.label)
         self.started.emit()
         return self.request_id
 
@@ -127,7 +132,7 @@ class Job(QtCore.QObject):
             return
         cancelling = self.stopping
         self._cancel, self.request_id = None, 0
-        if cancelling or isinstance(getattr(failure, "error", None), AnalysisCancelled):
+        if cancelling or (self.cancellable and isinstance(getattr(failure, "error", None), AnalysisCancelled)):
             self.cancelled.emit()
         else:
             self.failed.emit(failure.message)

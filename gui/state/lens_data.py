@@ -3,7 +3,9 @@
 :class:`LensData` is the one helper per :class:`ViewState` that asks the worker for them (one
 ``jobs.Job`` per lens kind, named "lenses") and writes each answer into the state (``state.set_lens``),
 which keeps it only while its result is on screen: a late answer for an older result is dropped.
-Each lens is computed at most once per result (the state holds it until the next bundle).
+Each lens is computed at most once per result (the state holds it until the next bundle), by its entry in
+the registry (``lenses.LENSES``), one task for every kind (:func:`lens_task`); :data:`VIEWS` says what a view
+keeps of a lens when it is not the lens's value itself.
 
 - ``"value_norms"`` → :class:`ValueView`: value-weighted attention N = A·‖f_h(x_j)‖ row-normalised
   for display, and the key norms ‖f_h(x_j)‖. Asked for whenever the state's attention view is
@@ -22,7 +24,7 @@ from PySide6 import QtCore
 from analysis.errors import AttnScopeError
 
 from .jobs import Job
-from .view_state import ViewState
+from .view_state import LENS_KINDS, ViewState
 
 TASK_NAME = "lenses"
 VALUE_NORMS, ROLLOUT = "value_norms", "rollout"
@@ -47,44 +49,39 @@ class ValueView:
         return float(attentions[layer, head, query, key]) * float(self.key_norms[layer, head, key])
 
 
-def check_same_model(loaded, result) -> None:
-    """The lenses need the weights of the model that produced ``result``; after loading another model the
-    result on screen belongs to the old one until the text is run again."""
-    shape = (loaded.n_layer, loaded.n_head, loaded.d_model)
-    if loaded.info.label != result.model_label or shape != (result.n_layer, result.n_head,
-                                                            result.layer_inputs.shape[-1]):
-        raise AttnScopeError("The model changed since this text was run; run it again to see this view.")
+def value_view(norms) -> ValueView:
+    """The :class:`ValueView` of ``lenses.value_norms``' answer (row-normalised layer by layer, float32)."""
+    from analysis.measures.lenses import row_normalise
+
+    shown = np.empty(norms.value_norms.shape, dtype=np.float32)
+    for layer in range(shown.shape[0]):  # one layer at a time: no float64 copy of every head at once
+        shown[layer] = row_normalise(norms.value_norms[layer])
+    shown.setflags(write=False)
+    return ValueView(shown, norms.key_norms)
 
 
-def value_view_task(result):
-    """A worker task: the :class:`ValueView` of ``result`` (computed layer by layer, float32)."""
-
-    def task(loaded) -> ValueView:
-        from analysis.measures.lenses import row_normalise, value_norms
-
-        check_same_model(loaded, result)
-        norms = value_norms(loaded, result)
-        shown = np.empty(norms.value_norms.shape, dtype=np.float32)
-        for layer in range(shown.shape[0]):  # one layer at a time: no float64 copy of every head at once
-            shown[layer] = row_normalise(norms.value_norms[layer])
-        shown.setflags(write=False)
-        return ValueView(shown, norms.key_norms)
-
-    return task
+#: What the views keep of a lens, where it is not the lens's value itself: its name → a function of the value.
+VIEWS = {VALUE_NORMS: value_view}
 
 
-def rollout_task(result):
-    """A worker task: ``lenses.rollout(result.attentions)`` (layer, query, key)."""
+def lens_task(kind: str, result):
+    """A worker task: lens ``kind`` of ``result`` (``lenses.lens_named(kind)``), as the views keep it (:data:`VIEWS`).
 
-    def task(_loaded) -> np.ndarray:
-        from analysis.measures.lenses import rollout
+    A lens that reads the weights needs the model that produced ``result``; after loading another model the
+    result on screen belongs to the old one until the text is run again (``inference.same_model``)."""
 
-        return rollout(result.attentions)
+    def task(loaded):
+        from analysis.measures.lenses import LensInputs, lens_named
+        from analysis.run.inference import same_model
+
+        lens = lens_named(kind)
+        if lens.needs_model and not same_model(loaded, result):
+            raise AttnScopeError("The model changed since this text was run; run it again to see this view.")
+        value = lens.compute(LensInputs(result, loaded))
+        view = VIEWS.get(kind)
+        return value if view is None else view(value)
 
     return task
-
-
-TASKS = {VALUE_NORMS: value_view_task, ROLLOUT: rollout_task}
 
 
 class LensData(QtCore.QObject):
@@ -95,7 +92,7 @@ class LensData(QtCore.QObject):
         self.state, self.worker = state, worker
         # one short job per lens kind; nothing newer ends it (its answer is dropped by the state if stale)
         self._jobs: dict[str, Job] = {} if worker is None else {
-            kind: Job(worker, TASK_NAME, self, ended_by=(), announced=False) for kind in TASKS}
+            kind: Job(worker, TASK_NAME, self, ended_by=(), announced=False) for kind in LENS_KINDS}
         self._bundle_of: dict[str, int] = {}  # kind → the bundle request id its job's latest run is for
         for kind, job in self._jobs.items():
             job.finished.connect(lambda value, kind=kind: self.state.set_lens(self._bundle_of[kind], kind, value))
@@ -124,7 +121,7 @@ class LensData(QtCore.QObject):
         for other, job in self._jobs.items():
             if job.running and self._bundle_of[other] != bundle_id:
                 job.drop()
-        task = TASKS[kind](s.result)
+        task = lens_task(kind, s.result)
         self._bundle_of[kind] = bundle_id
         return self._jobs[kind].start(lambda loaded, _progress, _cancel: task(loaded))
 

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
-from helpers import TEXT, WAIT_MS, analyse  # noqa: E402
+from helpers import TEXT, WAIT_MS, analyse, bundle, worker_held  # noqa: E402
 
 
 @pytest.fixture
@@ -101,3 +101,35 @@ def test_no_to_replace_returns_to_the_dialog(qtbot, worker, settings, tmp_path, 
     exporter.open_dialog()
     assert asked == [target] and len(shown) == 2  # "No", then the dialog again (cancelled there)
     assert target.read_bytes() == b"old"
+
+
+def test_an_export_runs_to_its_end_whatever_is_asked_meanwhile(qtbot, loaded_worker, settings, tmp_path, tiny_result):
+    """An export is one short Job (gui/state/jobs.py) that the status bar does not name and that nothing stops once
+    started (``cancellable=False``): not its Cancel, not a new model asked for. It finishes, complete or absent."""
+    from analysis.measures.head_scores import all_scores
+    from gui.export.exporting import Exporter
+    from gui.state.jobs import Job, running_jobs
+    from gui.state.view_state import ViewState
+    from gui.state.worker import RequestKind
+
+    state = ViewState()
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result)))
+    parent = QtWidgets.QWidget()
+    qtbot.addWidget(parent)
+    exporter = Exporter(state, loaded_worker, settings, parent)
+    stopped, failed, cancelled = [], [], []
+    loaded_worker.tasks_stopped.connect(lambda labels, _kind: stopped.extend(labels))
+    exporter.failed.connect(failed.append)
+    out = tmp_path / "out"
+    with qtbot.waitSignal(exporter.finished, timeout=WAIT_MS) as blocker:
+        with worker_held(loaded_worker):  # the export waits on the worker
+            assert exporter.start("data", out)
+            (job,) = exporter.findChildren(Job)
+            job.cancelled.connect(lambda: cancelled.append(True))
+            assert running_jobs(loaded_worker) == running_jobs(loaded_worker, RequestKind.LOAD) == []
+            job.cancel()
+            loaded_worker.load(str(tmp_path / "no model here"))  # a new model asked for (it fails, after the export)
+    assert sorted(p.name for p in blocker.args[0]) == ["attention.npz", "parity.json", "scores.csv", "scores_tl.csv",
+                                                       "summary.json"]
+    assert (out / "summary.json").is_file() and stopped == failed == cancelled == []
+    qtbot.waitUntil(lambda: not exporter.findChildren(Job), timeout=WAIT_MS)  # its job is gone once it answered

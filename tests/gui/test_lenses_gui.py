@@ -201,6 +201,27 @@ def test_a_result_from_another_model_says_so_and_shows_the_weights(qtbot, views,
     np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[0, 0]), rtol=1e-6)
 
 
+def test_each_lens_task_computes_its_registry_entry_and_a_lens_of_the_weights_checks_the_model(tiny_model,
+                                                                                                tiny_result):
+    import dataclasses
+
+    from analysis.errors import AttnScopeError
+    from analysis.measures.lenses import rollout, value_norms
+    from gui.state.lens_data import ValueView, lens_task
+
+    view = lens_task("value_norms", tiny_result)(tiny_model)  # as the worker runs it
+    norms = value_norms(tiny_model, tiny_result)
+    assert isinstance(view, ValueView) and not view.shown.flags.writeable
+    np.testing.assert_array_equal(view.shown, norms.row_normalised())
+    np.testing.assert_array_equal(view.key_norms, norms.key_norms)
+    np.testing.assert_array_equal(lens_task("rollout", tiny_result)(tiny_model), rollout(tiny_result.attentions))
+    fewer_heads = dataclasses.replace(tiny_result, attentions=tiny_result.attentions[:, :-1])  # another model's
+    with pytest.raises(AttnScopeError, match=r"^The model changed since this text was run; run it again to see "
+                                             r"this view\.$"):
+        lens_task("value_norms", fewer_heads)(tiny_model)
+    np.testing.assert_array_equal(lens_task("rollout", fewer_heads)(tiny_model), rollout(fewer_heads.attentions))
+
+
 def lut_of(figure):
     item = figure.image
     lut = item.lut if item.lut is not None else item.getColorMap().getLookupTable(nPts=256, alpha=False)
