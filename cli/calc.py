@@ -8,7 +8,7 @@ def cmd_calc(args) -> int:
     import json
 
     from analysis.errors import AttnScopeError
-    from analysis.lessons.manual_attention import attend, parse_matrix
+    from analysis.lessons.calculator import attend, parse_matrix
 
     try:
         q, k, v = (parse_matrix(text, name) for text, name in ((args.q, "--q"), (args.k, "--k"), (args.v, "--v")))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from analysis.errors import InputError
-from analysis.lessons.manual_attention import attend
+from analysis.lessons.calculator import attend
 
 # ../shared/reference/001: "it" attends to server / request / it
 Q_IT = [1.0, 0.0, 0.5, 1.0]
@@ -130,7 +130,7 @@ def test_causal_with_more_queries_than_keys_is_an_input_error():
     ("[1,", "not JSON"),
 ])
 def test_parse_matrix_answers_every_bad_input_with_a_sentence(text, message):
-    from analysis.lessons.manual_attention import parse_matrix
+    from analysis.lessons.calculator import parse_matrix
 
     with pytest.raises(InputError, match=message) as caught:
         parse_matrix(text, "--q")

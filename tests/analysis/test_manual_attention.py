@@ -4,8 +4,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from analysis.families.steps import WEIGHT_TOLERANCE
 from analysis.lessons.manual_attention import (
-    WEIGHT_TOLERANCE, causal_mask, layer_norm, merge_heads, recompute_layer, softmax, split_heads)
+    causal_mask, layer_norm, merge_heads, recompute_layer, softmax, split_heads)
 from analysis.measures.parity import parity_report
 
 

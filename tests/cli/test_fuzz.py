@@ -108,7 +108,7 @@ def matrices(draw):
 @settings(FUZZ, max_examples=200)
 @given(qkv=matrices(), causal=st.booleans(), as_json=st.booleans())
 def test_any_finite_matrices_through_the_calculator(qkv, causal, as_json):
-    from analysis.lessons.manual_attention import attend, parse_matrix
+    from analysis.lessons.calculator import attend, parse_matrix
 
     q, k, v = qkv
     try:

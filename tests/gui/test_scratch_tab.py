@@ -46,7 +46,7 @@ def test_editing_a_number_updates_everything(calculator):
 
 
 def test_causal_preset_and_resizing(calculator):
-    from analysis.lessons.manual_attention import attend
+    from analysis.lessons.calculator import attend
 
     calculator.load_preset("3 tokens, causal")
     rows = table_texts(calculator.weights_table)
@@ -88,7 +88,7 @@ def test_invalid_input_clears_the_results_and_valid_input_brings_them_back(calcu
 
 
 def test_pasted_json_is_read_like_the_command_line_and_notes_are_shown(calculator):
-    from analysis.lessons.manual_attention import attend
+    from analysis.lessons.calculator import attend
 
     calculator.load_preset("Worked example: server / request / it")
     assert not calculator.paste("K", "[[1, 2], [3")  # not JSON: one sentence, results cleared

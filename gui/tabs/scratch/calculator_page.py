@@ -1,6 +1,6 @@
 """The attention calculator: editable Q, K, V and every number of softmax(QKᵀ/√d_k)·V, live.
 
-The numbers are ``analysis.lessons.manual_attention.attend``'s, the command line's ``calc``; a matrix pasted
+The numbers are ``analysis.lessons.calculator.attend``'s, the command line's ``calc``; a matrix pasted
 as JSON is read by the same ``parse_matrix``. Invalid input clears the results and says why."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from analysis.errors import InputError
-from analysis.lessons.manual_attention import attend, parse_matrix
+from analysis.lessons.calculator import attend, parse_matrix
 
 from ...plots.matrix_view import matrix_table
 
