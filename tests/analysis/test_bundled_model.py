@@ -1,6 +1,6 @@
 """The shipped model: loads offline, is small, and has the heads users come to see.
 
-Targets (issue 3), measured by the engine's own scores on held-out sentences
+Targets (the model card's), measured by the engine's own scores on held-out sentences
 (resources/training/heldout.py) — a change that breaks the model fails here.
 """
 import json

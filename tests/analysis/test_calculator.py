@@ -59,7 +59,7 @@ def test_bad_matrices_are_refused_with_a_message(q, k, v, message):
         attend(q, k, v)
 
 
-# ----------------------------------------------------------------------------- issue 10: stable, never NaN
+# ----------------------------------------------------------------------------- stable: never NaN
 def test_huge_scores_give_the_exact_weights_not_nan():
     """QKᵀ = [1e400, 1e200] overflows float64; the weights are still [1, 0] (1e400 ≫ 1e200)."""
     import json
@@ -110,7 +110,7 @@ def test_moderate_scores_take_the_ordinary_path_unchanged():
 
 
 def test_causal_with_more_queries_than_keys_is_an_input_error():
-    """Before: NaN rows. Queries are the last positions of the keys, so each needs a key of its own."""
+    """Refused in one sentence, not NaN rows: queries are the last positions of the keys, so each needs a key of its own."""
     with pytest.raises(InputError, match="3 queries need at least 3 keys, K has 1"):
         attend([[1], [2], [3]], [[1]], [[1]], causal=True)
     r = attend([[1], [2]], [[1], [2], [3]], [[1], [2], [3]], causal=True)  # 2 queries at key positions 1, 2

@@ -230,7 +230,7 @@ def test_exports_of_earlier_versions_are_judged_as_before(tmp_path):
 
 def test_an_export_without_a_file_list_keeps_every_name_no_attnscope_version_writes(tmp_path):
     """No marker (an earlier version's export, or a marker the user deleted): only the names an export of any
-    version writes are AttnScope's; the user's mine.txt and sub/ were deleted with the rest (issue 17 item 18)."""
+    version writes are AttnScope's: the user's mine.txt and sub/ make the export refuse, the folder as it was."""
     old = tmp_path / "notes"
     old.mkdir()
     (old / "summary.json").write_text(json.dumps({"generator": "attnscope"}))

@@ -136,7 +136,7 @@ def random_attention(rng, shape, causal=True, dtype=np.float64, sharp=4):
 @pytest.mark.parametrize("x", np.geomspace(7e-6, 1e-2, 25))
 def test_mul_keeps_its_precision_when_almost_all_attention_is_excluded(x):
     """Row 1 = [x, 1 − x] without its diagonal: all that is left is on the previous token, so TL's score
-    is exactly 1. Σ A − Σ diag over float32 row sums once gave 1 − 3.8e-3 at x = 7e-6."""
+    is exactly 1 (Σ A − Σ diag over float32 row sums would give 1 − 3.8e-3 at x = 7e-6)."""
     a = np.array([[[[1, 0], [x, 1 - x]]]], dtype=np.float32)
     assert tl._detect_per_head(a, np.array([1, 2]), "previous_token_head", exclude_current_token=True)[0, 0] == 1
     score = tl.detect(a, np.array([1, 2]), "previous_token_head", exclude_current_token=True)[0, 0]

@@ -180,7 +180,7 @@ def test_pickle_refusal_names_the_flag_on_the_command_line(tmp_path, tokenizer, 
 @pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_export_exits_cleanly_and_keeps_the_earlier_one(tmp_path, tokenizer, capsys, signum, code):
     """A real process, signalled while it paints figures: exit 130/143 with one line, no staging folder,
-    the earlier export byte-for-byte as it was (before: segfaults, and a hidden folder left behind)."""
+    the earlier export byte-for-byte as it was (no crash, no hidden folder left behind)."""
     from analysis.model.synthetic import save_random_gpt2
 
     model = save_random_gpt2(tmp_path / "m", n_layer=6, n_head=8, d_model=64, n_positions=128, tokenizer=tokenizer)

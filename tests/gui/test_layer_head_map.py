@@ -76,9 +76,9 @@ def test_compact_badge_values_round_and_never_cut():
 
 @pytest.mark.parametrize("size", [(330, 420), (290, 400), (240, 420), (420, 500), (900, 600)])
 def test_every_badge_lies_inside_its_own_cell_at_any_width(qtbot, shown_figure, size):
-    """n4 #1: at 1366 px with 72 heads the best badge was cut to "★ 0.8" and ran into its neighbour's 0.88
-    ("★ 0.80.88"), and the selection frame cut "0.17" into "0.|7". A badge is drawn whole inside its cell,
-    in fewer digits or not at all, over the selection frame."""
+    """At any panel width (1366 px with 72 heads among them) a badge is drawn whole inside its own cell — in
+    fewer digits or not at all, never running into its neighbour's ("★ 0.80.88") — and over the selection
+    frame, which never cuts its digits ("0.|7")."""
     from gui.plots.layer_head_map import BADGE_INSET_PX
     from gui.tabs.scores.score_map import ScoreMap
 
