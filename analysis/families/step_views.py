@@ -68,7 +68,7 @@ class ViewFacts:
         return f"; for Q heads {heads}"
 
 
-Text = Callable[[ViewFacts], str]
+Text = Callable[[ViewFacts], str]  # a title or a note, made from the facts of the head shown
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ _ROTATION = (
     StepView("k_rot", "k_per_kv_head", "kv", lambda f: f"K rotated ({f.kv})", _turned, shown=lambda f: f.rotary),
 )
 
-#: Every step a family's ``steps`` may name, in no particular order: its label and the heatmaps it shows.
+#: Every step a family's ``steps`` may name, in the order a recompute takes them: its label and its heatmaps.
 STEPS: dict[str, Step] = {
     "layer_norm": Step("LayerNorm", (_input(lambda f: f"input after {f.attention_norm} (LayerNorm)"
                                             if f.attention_norm else "input after LayerNorm"),)),
