@@ -46,6 +46,11 @@ class ViewFacts:
         return self.rec.rotary_dim > 0 and self.rec.angles is not None
 
     @property
+    def normed(self) -> bool:
+        """A norm step makes what enters attention (pre-LN); False: the block input enters as it is (post-LN)."""
+        return any(view.key == "x_ln" for step in self.rec.steps for view in STEPS[step].views)
+
+    @property
     def masked(self) -> bool:
         """Whether any key is hidden: causal, or a sliding window (encoders: neither)."""
         return self.rec.causal or self.rec.sliding_window is not None
@@ -187,7 +192,7 @@ def step_views(rec: FamilyRecomputation, head: int, attention_norm: str = "") ->
     attention always comes first (the norm's output, or the block input for a post-LN model)."""
     facts = ViewFacts(rec, head, attention_norm)
     views = [view for step in rec.steps for view in STEPS[step].views if view.shown(facts)]
-    if all(view.key != "x_ln" for view in views):
+    if not facts.normed:
         views.insert(0, BLOCK_INPUT)
     index = {"query": head, "kv": facts.kv_head}
     shown = []

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from analysis.families.step_views import ViewFacts
 from analysis.lessons.lab import explain_weight
 
 from ...plots.matrix_view import MASKED_TEXT
@@ -47,7 +48,7 @@ class StepHovers:
         head = f"token {self._token(i)}, dim {j}: {value:.4f}"
         norm = self.weights.norm if self.weights is not None else None
         x = np.asarray(rec.x[i], dtype=np.float64)
-        if norm is None and "layer_norm" not in rec.steps and "rms_norm" not in rec.steps:
+        if norm is None and not ViewFacts(rec, self.head).normed:
             return head + "\nthe block's input itself: a post-LN encoder normalises after attention, not before"
         if norm is None:
             return head

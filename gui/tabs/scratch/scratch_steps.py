@@ -137,7 +137,7 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
             lines.append(f"Rotary: the first {rec.rotary_dim} of each head's {d_k} dims turn in pairs (i, i + "
                          f"{rec.rotary_dim // 2}) by θ_i = position · {base or 'base'}^(−2i/{rec.rotary_dim})"
                          + self._scaling_note() + "; hover the rotated Q and K.")
-        if not any(step in steps for step in ("layer_norm", "rms_norm")):
+        if not facts.normed:
             lines.append("Post-LN: the block's input enters attention as it is (this model normalises after "
                          "attention, not before).")
         if not masked:
