@@ -7,7 +7,9 @@
 Loading (analysis.model.loading.load_model) and the one capture (analysis.run.capture) ask the adapter
 (family.py: where the blocks are, what enters attention, W_O); parity is analysis.measures.parity.
 
-Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below.
+Adding a family: a module with a ``Family`` subclass, and its instance in ``FAMILIES`` below. A family whose
+maths is new also adds its step to steps.py (the function, its FamilyRecomputation field, a line of
+``recompute``) and to step_views.STEPS (its label and heatmaps), which the From-scratch tab iterates.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Letters used in shape comments:
     r   rotary_dim, how many of a head's dk dimensions rotary rotates (r = dk unless partial)
 
 The recomputation, in order (``recompute`` calls each step once; a family's ``steps`` names the
-ones its models take):
+ones its models take; ``step_views.STEPS`` what each is called and shows):
     x (n, d)  --norm-->  x_ln (n, d)                 LayerNorm / RMSNorm / none (post-LN: x enters as is)
        --project-->      q (n, h·dk), k, v (n, g·dk)  x_ln @ W + b, weights stored (in, out)
        --split_heads-->  q (h, n, dk), k, v (g, n, dk)

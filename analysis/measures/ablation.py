@@ -185,11 +185,11 @@ def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | No
     """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it: a leading byte-order mark
     removed and the text cut to the model's context or ``max_tokens`` exactly as ``run_text`` does, with
     the same sentences. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
+    from ..run.inference import bos_used
     from ..run.tokenize import token_limit, tokenize, truncation_warning, without_bom
 
     text, warnings = without_bom(text)
-    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
-    use_bos = use_bos and bool(loaded.special_ids([], special=True))
+    use_bos = bos_used(loaded, bos)
     ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
     if len(ids) < 2:
         if loaded.context_length < 2:

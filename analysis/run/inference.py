@@ -131,6 +131,18 @@ def run_probe(loaded: LoadedModel) -> ProbeResult:
                                     span=len(ids) // 2, seed=PROBE_SEED)
     return loaded._probe
 
+
+def bos_used(loaded: LoadedModel, bos: bool | None) -> bool:
+    """Whether a run puts the family's special tokens around the text (BOS in front for a decoder,
+    [CLS] … [SEP] for an encoder).
+
+    The rule: ``bos=None`` takes the model's default (``loaded.prepend_bos_default``), True or False
+    asks for them or not; either way none are used when the family has none to add (a decoder whose
+    tokenizer has no BOS token)."""
+    wanted = loaded.prepend_bos_default if bos is None else bool(bos)
+    return wanted and bool(loaded.special_ids([], special=True))
+
+
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
              request_id: int = 0, max_tokens: int | None = None) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
@@ -144,12 +156,10 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     Encoders get no predictions (``result.prediction_note`` says why) and no induction probe.
     """
     started = time.perf_counter()
-    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    use_bos = bos_used(loaded, bos)
     text, warnings = without_bom(text)
-    if use_bos and not loaded.special_ids([], special=True):
-        use_bos = False
-        if bos:
-            warnings.append("This model's tokenizer has no BOS token, so none was put in front of the text.")
+    if bos and not use_bos:
+        warnings.append("This model's tokenizer has no BOS token, so none was put in front of the text.")
     cap = token_limit(loaded, max_tokens)
     ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens)
     check_attention_memory(loaded.n_layer, loaded.n_head, len(ids))

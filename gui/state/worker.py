@@ -319,7 +319,7 @@ class Worker(QtCore.QObject):
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
         from analysis.measures.head_scores import all_scores
-        from analysis.run.inference import run_text
+        from analysis.run.inference import bos_used, run_text
         from analysis.run.memory import attention_memory_bytes
         from analysis.run.tokenize import tokenize
 
@@ -328,9 +328,7 @@ class Worker(QtCore.QObject):
             raise AttnScopeError("No model is loaded yet.")
         self._emit(self.analysis_started, request.request_id)
         started = time.perf_counter()
-        use_bos = loaded.prepend_bos_default if request.bos is None else bool(request.bos)
-        use_bos = use_bos and bool(loaded.special_ids([], special=True))  # as run_text decides it
-        n_tokens = len(tokenize(loaded, request.text, use_bos, request.max_tokens)[0])
+        n_tokens = len(tokenize(loaded, request.text, bos_used(loaded, request.bos), request.max_tokens)[0])
         self._emit(self.analysis_sized, request.request_id, n_tokens,
                                  attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
         result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,

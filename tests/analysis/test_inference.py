@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from analysis.errors import InputError
-from analysis.run.inference import run_text
+from analysis.families.bert import FAMILY as BERT
+from analysis.families.gpt2 import FAMILY as GPT2
+from analysis.families.llama import FAMILY as LLAMA
+from analysis.run.inference import bos_used, run_text
 from analysis.tokens import display_token, visible
 
 
@@ -66,6 +69,39 @@ def test_bos_switch(tiny_model):
     assert run_text(tiny_model, "Hello there").bos is tiny_model.prepend_bos_default
 
 
+class _Tokenizer:
+    """Just what the families' ``wrap`` reads: a BOS token (or none), [CLS] and [SEP]."""
+
+    def __init__(self, bos_token):
+        self.bos_token, self.cls_token_id, self.sep_token_id = bos_token, 101, 102
+
+    def convert_tokens_to_ids(self, token):
+        return 0
+
+
+class _Loaded:
+    def __init__(self, family, bos_token, prepend_bos_default):
+        self.family, self.tokenizer, self.prepend_bos_default = family, _Tokenizer(bos_token), prepend_bos_default
+
+    def special_ids(self, text_ids, special):
+        return self.family.wrap(self.tokenizer, text_ids, special)
+
+
+# (family, the tokenizer's BOS token, the model's default) → what bos=None, True, False each use
+BOS_RULE = [
+    (GPT2, "<|endoftext|>", False, (False, True, False)),  # GPT-2: a BOS token, not prepended unless asked
+    (LLAMA, "<s>", True, (True, True, False)),  # a decoder whose tokenizer prepends BOS itself
+    (LLAMA, None, False, (False, False, False)),  # a decoder with no BOS token: never, even when asked
+    (BERT, None, True, (True, True, False)),  # an encoder: [CLS] … [SEP] unless switched off
+]
+
+
+@pytest.mark.parametrize("family, bos_token, default, expected", BOS_RULE)
+def test_bos_used_follows_the_default_the_switch_and_the_tokenizer(family, bos_token, default, expected):
+    loaded = _Loaded(family, bos_token, default)
+    assert tuple(bos_used(loaded, bos) for bos in (None, True, False)) == expected
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t "])
 def test_empty_text_is_refused(tiny_model, text):
     with pytest.raises(InputError, match="empty"):
@@ -108,7 +144,6 @@ def test_predictions_are_the_models_own_probabilities_with_a_padded_vocabulary(t
     """Rows past the tokenizer (Pythia's, Qwen's padding) hold probability too: it is not renormalised away."""
     import torch
 
-    from analysis.run.inference import run_text
     from analysis.model.loading import load_model
     from analysis.model.synthetic import save_random_gpt2
 

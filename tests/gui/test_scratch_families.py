@@ -269,3 +269,31 @@ def test_an_encoders_head_plot_grid_and_exported_figure_draw_no_mask(qtbot, fami
         np.testing.assert_array_equal(np.isnan(fig.matrix), j > i)  # a decoder's future keys stay masked
     finally:
         dispose_figure(fig)
+
+
+def test_a_step_added_to_the_family_table_alone_is_shown_numbered_titled_and_hovered(qtbot, family_runs,
+                                                                                     monkeypatch):
+    """A family with new maths (Gemma 2's soft-capping of the scores, say) adds its step to
+    analysis.families.step_views.STEPS; the Steps page shows it with no change of its own."""
+    import dataclasses
+
+    from analysis.families import step_views as sv
+    from gui.tabs.scratch.scratch_steps import StepsPage
+
+    capped = sv.StepView("capped", "scaled", "query", lambda f: f"soft-capped (head {f.head})",
+                         lambda f: " (cap · tanh(s / cap))", "keys")
+    monkeypatch.setitem(sv.STEPS, "softcap", sv.Step("soft-cap", (capped,)))
+    loaded, result = family_runs["gpt2"]
+    rec = loaded.recompute(1, result.layer_inputs[1])
+    after = rec.steps.index("scale") + 1
+    rec = dataclasses.replace(rec, steps=rec.steps[:after] + ("softcap",) + rec.steps[after:])
+    page = StepsPage()
+    qtbot.addWidget(page)
+    page.set_data(result, rec, 2)
+    assert page.shown_views == ["x_ln", "q", "k", "v", "scores", "scaled", "capped", "masked", "weights", "out"]
+    view, t = page.views["capped"], result.tokens
+    assert view.title == "7. soft-capped (head 2)" and view.subtitle == " (cap · tanh(s / cap))"
+    np.testing.assert_array_equal(view.values, rec.scaled[2])
+    assert view._text_for((5, 2)) == (f"query '{t[5]}' [5] → key '{t[2]}' [2]\n"
+                                      f"soft-capped (head 2): {rec.scaled[2, 5, 2]:.4f}")
+    assert "scale → soft-cap → mask" in page.info.text()

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from analysis.families.step_views import ViewFacts
 from analysis.lessons.lab import explain_weight
 
 from ...plots.matrix_view import MASKED_TEXT
@@ -13,7 +14,26 @@ from ...plots.matrix_view import MASKED_TEXT
 class StepHovers:
     """The explanations StepsPage hands its MatrixViews (``(row, col) -> str``). A mixin: it reads the page's
     ``rec`` (the recomputation), ``result``, ``head``, ``kv_head``, ``weights`` (the layer's AttentionWeights:
-    norm and rotary base, or None) and ``views`` (name → MatrixView, for the values shown)."""
+    norm and rotary base, or None), ``views`` (name → MatrixView, for the values shown) and ``shown``
+    (name → the ShownView on screen)."""
+
+    def hover_for(self, key: str):
+        """The explanation of a heatmap's cells by its key (analysis.families.step_views); a heatmap this
+        page has no own explanation for (a family's new step) names its token, key or dim and its value."""
+        own = {"x_ln": self._explain_input, "q": self._explain_plain("q"), "k": self._explain_plain("k"),
+               "v": self._explain_plain("v"), "angles": self._explain_angle, "q_rot": self._explain_rotated("q"),
+               "k_rot": self._explain_rotated("k"), "scores": self._explain_score, "scaled": self._explain_scaled,
+               "masked": self._explain_masked, "weights": self._explain_weight, "out": self._explain_output}
+        return own.get(key) or self._explain_cell(key)
+
+    def _explain_cell(self, key: str):
+        def explain(i, j):
+            if self.rec is None or key not in self.shown:
+                return ""
+            view = self.shown[key]
+            where = self._pair(i, j) if view.columns == "keys" else f"token {self._token(i)}, dim {j}"
+            return f"{where}\n{view.title}: {float(view.values[i, j]):.4f}"
+        return explain
 
     def _token(self, i: int) -> str:
         return f"'{self.result.tokens[i]}' [{i}]"
@@ -28,7 +48,7 @@ class StepHovers:
         head = f"token {self._token(i)}, dim {j}: {value:.4f}"
         norm = self.weights.norm if self.weights is not None else None
         x = np.asarray(rec.x[i], dtype=np.float64)
-        if norm is None and "layer_norm" not in rec.steps and "rms_norm" not in rec.steps:
+        if norm is None and not ViewFacts(rec, self.head).normed:
             return head + "\nthe block's input itself: a post-LN encoder normalises after attention, not before"
         if norm is None:
             return head

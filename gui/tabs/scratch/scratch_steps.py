@@ -3,6 +3,9 @@ one small heatmap per step (the norm, Q, K, V, the rotation by position for rota
 the scale, the mask unless an encoder, softmax, weights·V), each cell explained on hover
 (gui/tabs/scratch/scratch_explain.py), and the walkthrough of one query row. The page scrolls with the wheel;
 Ctrl+wheel zooms a plot.
+
+Which heatmaps, their titles, notes and values come from the family's steps
+(``analysis.families.step_views``); this page lays them out and explains their cells.
 """
 from __future__ import annotations
 
@@ -14,31 +17,14 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.display import elide
 from analysis.families import family_named
+from analysis.families.step_views import STEPS, ViewFacts, step_views, view_keys
 from analysis.lessons.lab import explain_weight
 
-from ...plots.matrix_view import MASKED_TEXT, MatrixView, matrix_table
+from ...plots.matrix_view import MatrixView, matrix_table
 from .scratch_explain import StepHovers
 
-#: The family's recompute steps (FamilyRecomputation.steps) as the info line names them.
-STEP_NAMES = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm", "project_qkv": "fused c_attn → Q, K, V",
-              "project_q_k_v": "W_Q, W_K, W_V", "project_qkv_per_head": "fused QKV (per head) → Q, K, V",
-              "split_heads": "split heads", "rotate": "rotate q, k by position",
-              "rotate_partial": "rotate the first dims of q, k by position",
-              "repeat_kv": "repeat K, V for the query heads", "scores": "QKᵀ", "scale": "scale",
-              "causal_mask": "mask", "softmax": "softmax", "mix_values": "weights·V", "merge_heads": "merge heads",
-              "output_projection": "W_O"}
 VIEW_MIN_WIDTH = 170
 COLUMN_PX = 230  # a column of small heatmaps per this many pixels of page width (2 to 5 columns)
-
-
-def norm_title(rec, weights=None) -> str:
-    """What enters attention, named the family's way (``Family.attention_norm``)."""
-    if "rms_norm" in rec.steps:
-        return "input after RMSNorm"
-    if "layer_norm" in rec.steps:
-        name = family_named(rec.family).attention_norm
-        return f"input after {name} (LayerNorm)" if name else "input after LayerNorm"
-    return "block input (post-LN: no norm)"
 
 
 class StepsPage(QtWidgets.QWidget, StepHovers):
@@ -65,20 +51,8 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         self.info.setWordWrap(True)
         self.info.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.info.setMinimumWidth(200)
-        self.views = {
-            "x_ln": MatrixView("input after ln_1", self._explain_input),
-            "q": MatrixView("Q (this head)", self._explain_plain("q")),
-            "k": MatrixView("K (this head)", self._explain_plain("k")),
-            "v": MatrixView("V (this head)", self._explain_plain("v")),
-            "angles": MatrixView("rotation angle θ", self._explain_angle),
-            "q_rot": MatrixView("Q rotated by position", self._explain_rotated("q")),
-            "k_rot": MatrixView("K rotated by position", self._explain_rotated("k")),
-            "scores": MatrixView("scores QKᵀ", self._explain_score),
-            "scaled": MatrixView("scaled QKᵀ/√d_k", self._explain_scaled),
-            "masked": MatrixView("causal mask", self._explain_masked),
-            "weights": MatrixView("softmax weights", self._explain_weight),
-            "out": MatrixView("output = weights·V", self._explain_output),
-        }
+        self.shown = {}  # key → the ShownView on screen (its title, note and what its columns are)
+        self.views = {key: MatrixView(key, self.hover_for(key)) for key in view_keys()}  # titled in set_data
         for view in self.views.values():
             view.setMinimumWidth(VIEW_MIN_WIDTH)
         self.shown_views: list[str] = list(self.views)  # in order, numbered
@@ -136,65 +110,22 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         h, n = head, result.n_tokens
         steps = rec.steps
         family = rec.family
-        rotary = rec.rotary_dim > 0 and rec.angles is not None
-        causal = rec.causal
-        window = rec.sliding_window
-        masked = causal or window is not None
-        kv_of = rec.kv_head_of
-        n_kv = int(kv_of.max()) + 1
-        g = self.kv_head
-        grouped = n_kv < rec.q.shape[0]
-        d_k = rec.q.shape[-1]
-        q0 = rec.q_before_rotation
-        k_head = rec.k_before_rotation[g]
-        v_head = rec.v_per_kv_head[g]
+        facts = ViewFacts(rec, head)
+        rotary, window, masked, grouped = facts.rotary, rec.sliding_window, facts.masked, facts.grouped
+        n_kv, g, d_k = facts.n_kv_head, facts.kv_head, facts.d_k
 
-        names = ["x_ln", "q", "k", "v"] + (["angles", "q_rot", "k_rot"] if rotary else []) + ["scores", "scaled"]
-        names += (["masked"] if masked else []) + ["weights", "out"]
-        shared = f"; for Q heads {self._sharing(g)}" if grouped else ""
-        kv = f"K/V head {g}" if grouped else f"head {h}"
-        titles = {
-            "x_ln": norm_title(rec, weights),
-            "q": f"Q{' before rotation' if rotary else ''} (head {h})",
-            "k": f"K{' before rotation' if rotary else ''} ({kv})",
-            "v": f"V ({kv})",
-            "angles": "rotation angle θ",
-            "q_rot": "Q rotated by position",
-            "k_rot": f"K rotated ({kv})",
-            "scores": "scores QKᵀ",
-            "scaled": "scaled QKᵀ/√d_k" if math.isclose(rec.scale, 1 / math.sqrt(d_k), rel_tol=1e-6)
-                      else "scaled QKᵀ·scale",
-            "masked": ("causal mask" if causal else "mask")
-                      + (f" + sliding window of {window}" if window is not None else ""),
-            "weights": "softmax weights",
-            "out": "output = weights·V",
-        }
+        shown = step_views(rec, head, family_named(family).attention_norm)
+        names = [view.key for view in shown]
         if names != self.shown_views:
             self.shown_views = names
             self._lay_out_views(self._columns_for(self.width()))
-        for index, name in enumerate(names):
-            self.views[name].title = f"{index + 1}. {titles[name]}"
-        mask_note = ("future keys" if causal else "") + (" and keys outside the window" if window is not None else "")
-        data = {
-            "x_ln": (rec.x_ln, " (n × d_model)"),
-            "q": (q0[h], " (n × d_k)"),
-            "k": (k_head, f" (n × d_k{shared})"),
-            "v": (v_head, f" (n × d_k{shared})"),
-            "scores": (rec.scores[h], " (n × n)"),
-            "scaled": (rec.scaled[h], f" (× {rec.scale:.4g} = ÷ √d_k = {math.sqrt(d_k):.3f})"
-                       if "√" in titles["scaled"] else f" (× {rec.scale:.4g})"),
-            "masked": (rec.masked[h], f" ({mask_note} → {MASKED_TEXT})"),
-            "weights": (rec.weights[h], " (rows sum to 1)"),
-            "out": (rec.head_outputs[h], " (n × d_k)"),
-        }
-        if rotary:
-            data["angles"] = (rec.angles, f" (position × pair, r = {rec.rotary_dim}; radians)")
-            data["q_rot"] = (rec.q[h], f" (first {rec.rotary_dim} of {d_k} dims turned)")
-            data["k_rot"] = (rec.k_per_kv_head[g], f" (first {rec.rotary_dim} of {d_k} dims turned)")
-        for name in names:
-            self.views[name].set_matrix(*data[name])
+        self.shown = {view.key: view for view in shown}
+        for index, view in enumerate(shown):
+            self.views[view.key].title = f"{index + 1}. {view.title}"
+        for view in shown:
+            self.views[view.key].set_matrix(view.values, view.note)
 
-        flow = " → ".join(STEP_NAMES.get(step, step) for step in steps)
+        flow = " → ".join(STEPS[step].label for step in steps)
         lines = [f"Layer {rec.layer}, query head {h} ({family}): n = {n} tokens, d_model = {rec.x.shape[1]}, "
                  f"d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f} (scale {rec.scale:.6g}).", f"Steps: {flow}."]
         if grouped:
@@ -206,7 +137,7 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
             lines.append(f"Rotary: the first {rec.rotary_dim} of each head's {d_k} dims turn in pairs (i, i + "
                          f"{rec.rotary_dim // 2}) by θ_i = position · {base or 'base'}^(−2i/{rec.rotary_dim})"
                          + self._scaling_note() + "; hover the rotated Q and K.")
-        if not any(step in steps for step in ("layer_norm", "rms_norm")):
+        if not facts.normed:
             lines.append("Post-LN: the block's input enters attention as it is (this model normalises after "
                          "attention, not before).")
         if not masked:
@@ -223,10 +154,6 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         self.query_choice.setCurrentIndex(current if 0 <= current < n else n - 1)
         self.query_choice.blockSignals(False)
         self._query_changed(self.query_choice.currentIndex())
-
-    def _sharing(self, g: int) -> str:
-        heads = [int(i) for i in np.flatnonzero(self.rec.kv_head_of == g)]
-        return ", ".join(str(i) for i in heads)
 
     def _scaling_note(self) -> str:
         rotary = self.weights.rotary if self.weights is not None else None
