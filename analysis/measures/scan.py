@@ -301,7 +301,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings and sources to
     the result.
     """
-    from ..run.inference import run_probe
+    from ..run.inference import bos_used, run_probe
     from ..run.memory import attention_memory_budget, check_attention_memory
     from ..run.tokenize import tokenize
 
@@ -317,7 +317,7 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     if not texts:
         raise InputError("No texts to scan.")
     budget = attention_memory_budget()  # before the slow part: a mistyped budget is said at once
-    use_bos = loaded.prepend_bos_default if bos is None else bool(bos)
+    use_bos = bos_used(loaded, bos)  # the run's rule: what the summary's "bos" says is what was used
     token_ids, truncated, parts, chars = [], [], [], []
     for k, text in enumerate(texts):
         _cancelled(cancel)

@@ -355,3 +355,22 @@ def test_the_analysed_part_without_offsets_stops_before_a_split_character_too(ti
     fast = scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts
     monkeypatch.setattr(type(tiny_model.tokenizer), "is_fast", property(lambda self: False))
     assert scan.scan_texts(tiny_model, [text], bos=False, max_tokens=64).texts == fast
+
+
+@pytest.mark.slow
+def test_a_scan_on_a_decoder_without_a_bos_token_says_none_was_used(tmp_path, tokenizer):
+    """Asked for BOS on a model whose tokenizer has none, a scan runs the text alone and its summary says
+    ``"bos": false`` (the run's rule, ``inference.bos_used``), not the request it could not follow."""
+    from transformers import PreTrainedTokenizerFast
+
+    from analysis.model.loading import load_model
+    from analysis.model.synthetic import save_random_family
+    from analysis.run.inference import run_text
+
+    no_bos = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer)
+    assert no_bos.bos_token is None
+    loaded = load_model(str(save_random_family(tmp_path / "llama", "llama", seed=3, tokenizer=no_bos)), device="cpu")
+    result = scan.scan_texts(loaded, ["the cat sat", "on the mat"], bos=True)
+    assert result.bos is False and result.summary()["bos"] is False
+    run = run_text(loaded, "the cat sat", bos=True)
+    assert result.n_tokens[0] == run.n_tokens and not run.bos  # the same tokens as a run of the same text
