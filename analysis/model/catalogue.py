@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelLoadError
+from ..families import family_named
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_MODEL_DIR = PROJECT_ROOT / "resources" / "model"
@@ -29,38 +30,43 @@ class HubModel:
 
     name: str  # what the user types and the list shows (an old short id such as gpt2, or org/name)
     repo_id: str  # the repository it lives in now
-    family: str  # the family's title, for grouping the list
+    family: str  # the adapter that reads it (``Family.name``); the list groups by that family's title
     parameters: str  # e.g. "124 M"
     download: str  # the safetensors weights, e.g. "550 MB"
+
+    @property
+    def group(self) -> str:
+        """The heading it is listed under: its family's title (``Family.title``)."""
+        return family_named(self.family).title
 
 
 #: Hub models offered in the app, grouped by family in this order; any other ``org/name`` works too.
 HUB_MODEL_TABLE: tuple[HubModel, ...] = (
-    HubModel("gpt2", "openai-community/gpt2", "GPT-2", "124 M", "550 MB"),
-    HubModel("distilgpt2", "distilbert/distilgpt2", "GPT-2", "82 M", "350 MB"),
-    HubModel("gpt2-medium", "openai-community/gpt2-medium", "GPT-2", "355 M", "1.5 GB"),
-    HubModel("gpt2-large", "openai-community/gpt2-large", "GPT-2", "774 M", "3.2 GB"),
-    HubModel("gpt2-xl", "openai-community/gpt2-xl", "GPT-2", "1.5 B", "6.4 GB"),
-    HubModel("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "Llama-style decoder", "135 M", "270 MB"),
-    HubModel("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-360M", "Llama-style decoder", "362 M", "720 MB"),
-    HubModel("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "Llama-style decoder", "494 M", "990 MB"),
-    HubModel("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "Llama-style decoder",
+    HubModel("gpt2", "openai-community/gpt2", "gpt2", "124 M", "550 MB"),
+    HubModel("distilgpt2", "distilbert/distilgpt2", "gpt2", "82 M", "350 MB"),
+    HubModel("gpt2-medium", "openai-community/gpt2-medium", "gpt2", "355 M", "1.5 GB"),
+    HubModel("gpt2-large", "openai-community/gpt2-large", "gpt2", "774 M", "3.2 GB"),
+    HubModel("gpt2-xl", "openai-community/gpt2-xl", "gpt2", "1.5 B", "6.4 GB"),
+    HubModel("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "llama", "135 M", "270 MB"),
+    HubModel("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-360M", "llama", "362 M", "720 MB"),
+    HubModel("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "llama", "494 M", "990 MB"),
+    HubModel("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "llama",
              "1.1 B", "2.2 GB"),
-    HubModel("EleutherAI/pythia-70m", "EleutherAI/pythia-70m", "GPT-NeoX", "70 M", "170 MB"),
-    HubModel("EleutherAI/pythia-160m", "EleutherAI/pythia-160m", "GPT-NeoX", "162 M", "380 MB"),
+    HubModel("EleutherAI/pythia-70m", "EleutherAI/pythia-70m", "gpt_neox", "70 M", "170 MB"),
+    HubModel("EleutherAI/pythia-160m", "EleutherAI/pythia-160m", "gpt_neox", "162 M", "380 MB"),
     HubModel("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2",
-             "BERT-style encoder", "22.7 M", "91 MB"),
-    HubModel("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-style encoder", "110 M", "440 MB"),
-    HubModel("distilbert-base-uncased", "distilbert/distilbert-base-uncased", "BERT-style encoder", "66 M",
+             "bert", "22.7 M", "91 MB"),
+    HubModel("bert-base-uncased", "google-bert/bert-base-uncased", "bert", "110 M", "440 MB"),
+    HubModel("distilbert-base-uncased", "distilbert/distilbert-base-uncased", "bert", "66 M",
              "270 MB"),
-    HubModel("roberta-base", "FacebookAI/roberta-base", "BERT-style encoder", "125 M", "500 MB"),
+    HubModel("roberta-base", "FacebookAI/roberta-base", "bert", "125 M", "500 MB"),
 )
 #: Hub ids offered in the app → the repository each now lives in (every row of HUB_MODEL_TABLE, in order).
 HUB_MODELS: dict[str, str] = {m.name: m.repo_id for m in HUB_MODEL_TABLE}
 #: The same models grouped for the Model list: family title → ((name, parameters), …), families in table order.
 HUB_MODEL_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
-    family: tuple((m.name, m.parameters) for m in HUB_MODEL_TABLE if m.family == family)
-    for family in dict.fromkeys(m.family for m in HUB_MODEL_TABLE)
+    group: tuple((m.name, m.parameters) for m in HUB_MODEL_TABLE if m.group == group)
+    for group in dict.fromkeys(m.group for m in HUB_MODEL_TABLE)
 }
 
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from analysis.families import family_named
 from analysis.model.catalogue import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
 
 OPEN_FOLDER = "Open folder…"
 #: parameters and download size of each hub model (safetensors weights), from the loading table
 HUB_SIZES = {m.name: (m.parameters, m.download) for m in HUB_MODEL_TABLE}
 #: the family the packaged MiniLM is listed under
-MINILM_FAMILY = "BERT-style encoder"
+MINILM_FAMILY = family_named("bert").title  # minilm is listed with the BERT-style encoders
 BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "
                        "4,096-token vocabulary and a 256-token context (not OpenAI's GPT-2; see Help → Model card)")
 
@@ -90,12 +91,12 @@ class ModelBar(QtWidgets.QToolBar):
         self.model_choice = ElidedComboBox()
         self.model_choice.addItem("bundled (demo model)", BUNDLED)
         self.model_choice.setItemData(0, BUNDLED_DESCRIPTION, QtCore.Qt.ItemDataRole.ToolTipRole)
-        families = list(dict.fromkeys(m.family for m in HUB_MODEL_TABLE))
+        families = list(dict.fromkeys(m.group for m in HUB_MODEL_TABLE))
         for family in families:
             self.model_choice.insertSeparator(self.model_choice.count())
             self._add_header(family)
             for model in HUB_MODEL_TABLE:
-                if model.family == family:
+                if model.group == family:
                     self.model_choice.addItem(model.name, model.name)
             if family == MINILM_FAMILY:
                 self.model_choice.addItem(MINILM, MINILM)

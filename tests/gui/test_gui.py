@@ -998,7 +998,7 @@ def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, w
     for model in HUB_MODEL_TABLE:
         index = choice.findData(model.name)
         header = max(i for i in range(index) if choice.itemText(i) in headers)
-        assert choice.itemText(header) == model.family and f"{model.parameters} params" in choice.itemText(index)
+        assert choice.itemText(header) == model.group and f"{model.parameters} params" in choice.itemText(index)
     assert "BERT" in choice.itemText(max(i for i in range(choice.findData("minilm")) if choice.itemText(i) in headers))
     monkeypatch.setattr(model_bar, "minilm_installed", lambda: False)
     bar.refresh_cached()
