@@ -14,8 +14,8 @@ def cmd_ablate(args) -> int:
 
 def _ablate(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.writers import _json_safe
     from analysis.export.folders import write_file_atomically
+    from analysis.export.writers import _json_safe
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
@@ -31,8 +31,8 @@ def _ablate(args, signals: Signals) -> int:
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation
-    from analysis.run.tokenize import check_text
     from analysis.model.loading import load_model
+    from analysis.run.tokenize import check_text
 
     check_text(text)
     for warning in warnings:

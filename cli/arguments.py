@@ -66,8 +66,8 @@ file_name = path_option(blank="a file name, such as out.json", writes="file")  #
 def head_list(text: str) -> str:
     """argparse type of ``ablate --heads``: the syntax is checked here, before the model loads; the
     range once it has (``analysis.measures.ablation.parse_head_list`` / ``parse_heads``)."""
-    from analysis.measures.ablation import parse_head_list
     from analysis.errors import InputError
+    from analysis.measures.ablation import parse_head_list
 
     try:
         parse_head_list(text)

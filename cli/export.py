@@ -30,9 +30,9 @@ def _export(args, signals: Signals) -> int:
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
-    from analysis.run.tokenize import check_text
-    from analysis.run.inference import run_text
     from analysis.model.loading import load_model
+    from analysis.run.inference import run_text
+    from analysis.run.tokenize import check_text
 
     check_text(text)
     started = time.perf_counter()

@@ -30,8 +30,8 @@ def _model_folder(model: str | None) -> Path | None:
     """The folder ``--model`` would be read from (bundled, minilm, a folder, a hub model in the local cache),
     or None (a hub model not cached, a name that is no model: loading says why)."""
     from analysis.errors import ModelLoadError
-    from analysis.model.hub import cached_hub_folder
     from analysis.model.catalogue import resolve_source
+    from analysis.model.hub import cached_hub_folder
 
     try:
         source = resolve_source(model or "")

@@ -14,10 +14,10 @@ def cmd_scan(args) -> int:
 
 def _scan(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.folders import check_export_target
     from analysis.export.contents import write_scan
-    from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
+    from analysis.export.folders import check_export_target
     from analysis.measures.scan import scan_texts
+    from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
 
     if not args.texts or not args.texts.strip():
         raise InputError("No texts given: name a file, a folder of .txt files, or 'sample'.")

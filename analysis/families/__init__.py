@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelLoadError
-from .family import Family, config_get
 from .bert import DISTILBERT, FAMILY as BERT
+from .family import Family, config_get
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA
 from .neox import FAMILY as NEOX

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..errors import ModelLoadError
 from .family import Family, config_get
-from .weights import AttentionWeights, ModelShape, Norm, linear_in_out, to_numpy
 from .rope import check_rope, rotary_from_config
+from .weights import AttentionWeights, ModelShape, Norm, linear_in_out, to_numpy
 
 
 class LlamaFamily(Family):

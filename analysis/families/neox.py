@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from .family import Family
-from .weights import AttentionWeights, Norm, _frozen, linear_in_out, to_numpy
 from .rope import check_rope, rotary_from_config
+from .weights import AttentionWeights, Norm, _frozen, linear_in_out, to_numpy
 
 
 def split_fused_per_head(weight: np.ndarray, bias: np.ndarray, n_head: int) -> list[tuple[np.ndarray, np.ndarray]]:

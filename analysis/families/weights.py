@@ -16,7 +16,6 @@ from typing import Literal
 
 import numpy as np
 
-
 NormKind = Literal["layernorm", "rmsnorm"]
 
 

@@ -7,9 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE, Mistakes
 from ..families.weights import AttentionWeights
-from ..families.steps import Mistakes
-from ..families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE
 from ..run.inference import AttentionResult
 
 

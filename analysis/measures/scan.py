@@ -33,9 +33,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ..errors import AnalysisCancelled, InputError
 from . import head_scores as hs
 from .scan_inputs import Texts
-from ..errors import AnalysisCancelled, InputError
 
 DEFAULT_BATCH = 16
 #: Eager attention's (B, H, T, T) tensors alive at once inside one layer's forward (the scores, the masked

@@ -14,10 +14,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .safetensors_headers import safetensors_elements, safetensors_shapes
 from ..errors import ModelCheckError, ModelLoadError, PickleWeightsError, WeightsMismatchError
-from ..families.family import Family
 from ..families import family_for
+from ..families.family import Family
+from .safetensors_headers import safetensors_elements, safetensors_shapes
 
 #: Files a model folder may hold that loading reads; each must be a regular file (or a link to one).
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from .catalogue import ModelSource, resolve_source
 from ..errors import HubUnreachableError, ModelLoadError, one_line
+from .catalogue import ModelSource, resolve_source
 
 #: Files needed from a hub repository (never the pickle, TF, Flax or ONNX copies).
 HUB_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",

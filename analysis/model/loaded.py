@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .catalogue import ModelSource
-from ..families.weights import AttentionWeights, ModelShape
 from ..families.family import Family
 from ..families.steps import FamilyRecomputation
+from ..families.weights import AttentionWeights, ModelShape
+from .catalogue import ModelSource
 
 
 @dataclass

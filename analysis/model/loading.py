@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import ModelLoadError, WeightsMismatchError, one_line
+from ..families import family_for
 from .catalogue import ModelSource, resolve_source
 from .checks import (check_config, check_forward, check_regular_files, check_special_tokens, check_tokenizer,
                      check_weight_count, check_weights, is_unsafe_pickle, read_config, shape_mismatches, shape_text,
@@ -32,8 +34,6 @@ from .devices import resolve_device, resolve_dtype
 from .hub import DownloadCancelled, ProgressCallback, cached_hub_folder, download_hub_model
 from .loaded import LoadedModel
 from .safetensors_headers import safetensors_names
-from ..errors import ModelLoadError, WeightsMismatchError, one_line
-from ..families import family_for
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
 

@@ -14,6 +14,7 @@ XL = {"n_layer": 48, "n_head": 25, "d_model": 1600, "n_positions": 1024}  # GPT-
 def tiny_tokenizer(vocab_size: int = 512):
     """A byte-level BPE tokenizer trained in a second on Python's own documentation text."""
     from pydoc_data import topics
+
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2TokenizerFast
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..families.tokens import display_token as family_display_token
+from ..model.loaded import LoadedModel
 from .capture import forward_with_capture
 from .memory import check_attention_memory
 from .tokenize import DEFAULT_MAX_TOKENS, token_limit, tokenize, truncation_warning, without_bom
-from ..families.tokens import display_token as family_display_token
-from ..model.loaded import LoadedModel
 
 TOP_K = 5
 PROBE_SPAN = 50  # random tokens in each copy of the induction probe

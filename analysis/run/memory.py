@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from .tokenize import counted
 from ..display import format_bytes
 from ..errors import InputError
+from .tokenize import counted
 
 #: Set to a number of megabytes to fix the memory a run's attention may take (else: from /proc/meminfo).
 MEMORY_BUDGET_ENV = "ATTNSCOPE_ATTENTION_BUDGET_MB"

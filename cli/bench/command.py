@@ -19,11 +19,11 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
     import torch
 
     from analysis.measures.head_scores import all_scores
-    from analysis.run.inference import run_text
-    from analysis.model.loading import load_model
     from analysis.measures.parity import parity_report
     from analysis.measures.tl_patterns import ERROR_MEASURES
     from analysis.measures.tl_scores import detect_all
+    from analysis.model.loading import load_model
+    from analysis.run.inference import run_text
 
     loaded = load_model(str(folder), device="cpu")
     params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]
@@ -101,8 +101,8 @@ def print_row(row: dict) -> None:
 def cmd_bench(args) -> int:
     """``main.py bench``. The options arrive checked by ``cli.parser`` (``--models`` and ``--ns`` as lists,
     ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
-    from analysis.export.paths import check_file_target
     from analysis.export.folders import write_file_atomically
+    from analysis.export.paths import check_file_target
     from analysis.export.writers import write_json
 
     if args.json:

@@ -13,8 +13,8 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
     """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted."""
     from PySide6 import QtCore
 
-    from gui.qt import ensure_qapp
     from gui.chrome.window import MainWindow
+    from gui.qt import ensure_qapp
 
     app = ensure_qapp()
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,8 +57,8 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
 
 
 def paint_times(result, repeats: int) -> tuple[float, float]:
+    from gui.plots.figures import HeadPlot, dispose_figure, grid_source, lay_out_offscreen
     from gui.plots.grid_plot import GridPlot
-    from gui.plots.figures import HeadPlot, lay_out_offscreen, dispose_figure, grid_source
 
     grid, detail = GridPlot(), HeadPlot()
     lay_out_offscreen(grid, 700, 800)

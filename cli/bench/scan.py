@@ -12,9 +12,9 @@ SCAN_BATCHES = (8, 16, 32)
 def bench_scan(folder: Path, n_texts: int, batch_sizes=SCAN_BATCHES, repeats: int = 2) -> dict:
     """Tokens per second of ``scan_texts`` one text at a time and at each batch size, on ``n_texts``
     texts of :data:`SCAN_TOKENS` tokens; the best batch size's ratio to one at a time."""
-    from analysis.model.loading import load_model
     from analysis.measures.scan_inputs import SAMPLE_TEXTS, read_texts
     from analysis.measures.scan_speed import max_abs_diff, scan_speeds, texts_of_length
+    from analysis.model.loading import load_model
 
     loaded = load_model(str(folder), device="cpu")
     texts = texts_of_length(loaded, read_texts(SAMPLE_TEXTS), SCAN_TOKENS, n_texts)

@@ -21,24 +21,24 @@ from PySide6 import QtCore, QtWidgets
 from analysis.errors import HubUnreachableError, PickleWeightsError
 from analysis.model.catalogue import BUNDLED
 
-from ..tabs.ablation.ablation_tab import AblationTab
 from ..export.exporting import Exporter
-from .focus_order import set_tab_order, wrap_focus
-from ..plots.grid_panel import GridPanel
-from ..tabs.head.head_tab import HeadTab
-from ..state.jobs import running_jobs
-from .menus import build_menus
 from ..input.model_bar import ModelBar, hub_cached
 from ..input.notes import NoteBar, is_dark
+from ..input.text_input import TextInput
+from ..input.token_limit import TokenLimit
+from ..plots.grid_panel import GridPanel
+from ..state.jobs import running_jobs
+from ..state.view_state import ViewState
+from ..state.worker import Failure, RequestKind, Worker
+from ..tabs.ablation.ablation_tab import AblationTab
+from ..tabs.head.head_tab import HeadTab
 from ..tabs.rollout.rollout_tab import RolloutTab
 from ..tabs.scores.scores_tab import ScoresTab
 from ..tabs.scratch.scratch_tab import ScratchTab
+from .focus_order import set_tab_order, wrap_focus
+from .menus import build_menus
 from .status import StatusLine
-from ..input.text_input import TextInput
-from ..input.token_limit import TokenLimit
-from ..state.view_state import ViewState
 from .window_layout import MainArea
-from ..state.worker import Failure, RequestKind, Worker
 
 #: The tabs on the right, in order (the protocol is in gui/tabs/protocol.py): a new tab is one line here.
 TABS = (HeadTab, ScoresTab, ScratchTab, RolloutTab, AblationTab)

@@ -29,10 +29,10 @@ from analysis.errors import AttnScopeError
 from analysis.export.contents import figure_files
 from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
-from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
 from ..state.jobs import Job
 from ..state.lens_data import VALUE_NORMS
 from ..state.view_state import ViewState
+from .export_dialog import DEFAULT_PNG_WIDTH, FOLDER_KINDS, FRONT, ExportDialog
 
 EXPORT_TASK = "export"
 
@@ -227,8 +227,8 @@ class Exporter(QtCore.QObject):
     # ----------------------------------------------------------------- drawing (GUI thread, one figure a turn)
     def _draw(self, job: ExportJob, folder: Path, todo: list, head_figure) -> None:
         from ..plots.figures import dispose_figure
-        from .figure_files import save_figure
         from ..plots.grid_panel import grid_figure
+        from .figure_files import save_figure
 
         if self.closed:
             if head_figure is not None:
@@ -308,8 +308,8 @@ class Exporter(QtCore.QObject):
 def figure_image(fig, width: int) -> QtGui.QImage:
     """``fig`` drawn ``width`` pixels wide, as a PNG export draws it (pyqtgraph's ImageExporter for a plot
     scene; any other widget rendered scaled)."""
-    import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
     import pyqtgraph as pg
+    import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 
     from .figure_files import settle_layout
 
@@ -334,9 +334,8 @@ def figure_image(fig, width: int) -> QtGui.QImage:
 def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
     """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
     this returned for the head before) when given: drawing into one figure is much faster than a new one."""
-    from ..plots.figures import offscreen_head_figure
+    from ..plots.figures import fit_title, offscreen_head_figure
     from ..plots.head_view import KeyNormStrip, draw_head
-    from ..plots.figures import fit_title
 
     r = view.result
     title = f"{r.model_label} — layer {layer}, head {head}"

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.measures.ablation import MODES
 from analysis.errors import InputError
+from analysis.measures.ablation import MODES
 
-from .ablation_views import ImportanceView, Predictions, signed
-from ...state.jobs import Job
 from ...plots.plot_items import apply_theme
+from ...state.jobs import Job
 from ...state.worker import RequestKind
+from .ablation_views import ImportanceView, Predictions, signed
 
 MODE_TIPS = {"zero": "zero: the head's output z_h is set to 0 at every position (it writes nothing)",
              "mean": "mean: z_h is replaced by its mean over the text's positions (only what it does "
@@ -333,9 +333,8 @@ class AblationTab(QtWidgets.QWidget):
         """A clean figure of the importance map, or None when there is none."""
         if self.importance is None:
             return None
-        from ...plots.figures import lay_out_offscreen
         from ...export.figure_files import settle_layout
-
+        from ...plots.figures import lay_out_offscreen
         from ...plots.layer_head_map import width_for_title
 
         fig = ImportanceView()

@@ -12,11 +12,10 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from ...plots.figures import HeadPlot
-from ...plots.plot_items import apply_theme
-from ...widgets import show_focus_ring
+from ...plots.plot_items import RunDimmer, apply_theme
 from ...state.lens_data import ROLLOUT, LensData
-from ...plots.plot_items import RunDimmer
 from ...state.view_state import ViewState
+from ...widgets import show_focus_ring
 
 EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over heads of A + 0.5·I (the "
                "residual), rows renormalised; R(l) = Â(l)·…·Â(0) — which input tokens each position draws on "
@@ -155,8 +154,8 @@ class RolloutTab(QtWidgets.QWidget):
 
     def offscreen_figure(self):
         """A fresh export figure of the rollout shown (the caller disposes it); None before it is computed."""
-        from ...plots.figures import offscreen_head_figure
         from ...export.figure_files import settle_layout
+        from ...plots.figures import offscreen_head_figure
 
         s = self.state
         r = None if s.result is None else s.lens(ROLLOUT)

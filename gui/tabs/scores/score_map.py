@@ -10,7 +10,6 @@ import pyqtgraph as pg
 from ...plots.layer_head_map import LayerHeadMap, width_for_title
 from .score_table import SINK_MARK
 
-
 MARK_PX = 9  # the sink mark's diameter
 MARK_INSET_PX = 3  # its gap to the cell's left and bottom edges
 
@@ -92,8 +91,8 @@ class ScoreMap(LayerHeadMap):
 def offscreen_score_figure(shown: ScoreMap, cmap: str, model_label: str) -> ScoreMap:
     """A fresh, clean copy of the map ``shown`` (same score, levels, std and marks), sized for its
     heads and titled with the model, for Export and Copy figure."""
-    from ...plots.figures import lay_out_offscreen
     from ...export.figure_files import settle_layout
+    from ...plots.figures import lay_out_offscreen
 
     fig = ScoreMap()
     L, H = shown.values.shape

@@ -18,11 +18,11 @@ from PySide6 import QtCore, QtWidgets
 from analysis.measures.lenses import sink_rate
 
 from ...plots.plot_items import apply_theme
+from .scan_bar import ScanBar
 from .score_map import ScoreMap, offscreen_score_figure
 from .score_sources import (SOURCE_OURS, SOURCE_SCAN, SOURCE_TL, TL_NAMES, hidden, hidden_note, own_columns,
                             scan_columns, tl_columns)
 from .score_table import Column, ScoreTable
-from .scan_bar import ScanBar
 from .sink_row import SinkRow
 from .tl_source import TLSource
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.families.weights import AttentionWeights
 from analysis.families.steps import FamilyRecomputation
-from analysis.run.inference import AttentionResult
+from analysis.families.weights import AttentionWeights
 from analysis.measures.parity import ParityReport, parity_report
+from analysis.run.inference import AttentionResult
 
 
 @dataclass(frozen=True)
