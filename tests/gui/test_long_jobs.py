@@ -1,0 +1,148 @@
+"""Requests behind a long job in the window (a scan, an importance map): a new model stops a scan at once, a
+new text waits for a scan and says so, and a new text stops an importance map."""
+import threading
+
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtCore  # noqa: E402
+
+from helpers import WAIT_MS, hold_at_call  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shared_window(tmp_path_factory, tiny_model_dir):
+    """One window for the module's tests (creating one costs seconds): each test gets it reset."""
+    from gui.qt import ensure_qapp
+    from gui.chrome.window import MainWindow
+
+    ensure_qapp()
+    settings = QtCore.QSettings(str(tmp_path_factory.mktemp("shared") / "settings.ini"),
+                                QtCore.QSettings.Format.IniFormat)
+    w = MainWindow(settings)
+    w.resize(1400, 900)
+    w.show()
+    yield w
+    w.close()
+    w.deleteLater()
+
+
+@pytest.fixture
+def window(qtbot, shared_window, tiny_model_dir):
+    """The shared window, reset to a fresh start on the tiny model."""
+    from gui.export import exporting
+    from gui.input import model_bar
+
+    w = shared_window
+    w.exporter.ask_overwrite, w.model_bar.ask = exporting.ask_overwrite, model_bar.ask
+    bar = w.model_bar
+    for index in reversed(range(bar.device_choice.count())):
+        if bar.device_choice.itemText(index) not in ("auto", "cpu"):
+            bar.device_choice.removeItem(index)
+    bar.device_choice.setCurrentText("auto")
+    if w.model_info is None or w.model_info.folder != str(tiny_model_dir):
+        with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
+            w.load_model(str(tiny_model_dir))
+    w.text_input.auto_box.setChecked(True)
+    w.settings.remove("texts/recent")
+    w.text_input._refresh_recent_menu()
+    w.text_input.set_bos(False)
+    state = w.state
+    state.set_colormap("viridis"), state.set_scale("linear"), state.set_hide_first(False), state.set_badge_score(None)
+    if state.result is not None:
+        state.select(0, 0)
+    w.tabs.setCurrentWidget(w.head_tab)
+    w.error.hide(), w.note.hide()
+    return w
+
+
+def run(qtbot, window, text, bos=False):
+    window.text_input.set_bos(bos)
+    window.set_text(text)
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        window.run_text()
+    return window.bundle.result
+
+
+def long_job(window, total: int, go: threading.Event):
+    """A job as the scan dialog makes it (gui.state.jobs.Job, named "scan"), running until ``go`` or its Cancel."""
+    from analysis.errors import AnalysisCancelled
+    from gui.state.jobs import Job
+
+    job = Job(window.worker, "scan")
+    outcome = []
+    job.finished.connect(outcome.append)
+    job.cancelled.connect(lambda: outcome.append("cancelled"))
+
+    def work(_loaded, progress, cancel):
+        progress(total // 4, total)
+        for _ in range(3000):  # at most 300 s: as the scan, it looks at its Cancel between batches
+            if go.is_set():
+                return "scanned"
+            if cancel.wait(0.1):
+                raise AnalysisCancelled("Scan cancelled.")
+        return "scanned"
+
+    job.start(work)
+    return job, outcome
+
+
+def test_a_new_model_stops_a_scan_at_once_and_says_so(qtbot, window, tiny_model_dir):
+    """A new model chosen during a 20,000-text scan had not loaded 400 s later, with no message: its load
+    waited behind the scan. Now the load ends the scan the moment it is asked for, and the status bar says so."""
+    job, outcome = long_job(window, 20_000, threading.Event())
+    qtbot.waitUntil(lambda: job.done == 5_000, timeout=WAIT_MS)
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+        assert window.statusBar().currentMessage() == "Stopped the scan: a new model is loading."
+    qtbot.waitUntil(lambda: outcome == ["cancelled"], timeout=WAIT_MS)
+
+
+def test_a_text_waiting_for_a_scan_that_a_new_model_stops_no_longer_says_it_waits(qtbot, window, tiny_model_dir):
+    """The status bar went on saying "waiting for the scan (12 % done)…" beside "Stopped the scan" while the new
+    model loaded: the text no longer waits for that scan."""
+    job, outcome = long_job(window, 20_000, threading.Event())
+    qtbot.waitUntil(lambda: job.done == 5_000, timeout=WAIT_MS)
+    window.set_text("A text typed while the scan runs.")
+    window.run_text()
+    assert window.status_run.text().startswith("waiting for the scan")
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(tiny_model_dir))
+        assert "waiting for the scan" not in window.status_run.text()
+    qtbot.waitUntil(lambda: outcome == ["cancelled"], timeout=WAIT_MS)
+
+
+def test_a_text_run_during_a_scan_says_at_once_what_it_waits_for(qtbot, window):
+    """A new text does not end a scan (its scores are not the text's): the run waits, and says so at once."""
+    go = threading.Event()
+    job, outcome = long_job(window, 20, go)
+    qtbot.waitUntil(lambda: job.done == 5, timeout=WAIT_MS)
+    window.set_text("A text typed while the scan runs.")
+    window.run_text()
+    assert window.status_run.text() == "waiting for the scan (25 % done) to finish before running the text…"
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        go.set()
+    assert outcome == ["scanned"] and window.bundle.result.text == "A text typed while the scan runs."
+    assert window.status_run.text().startswith("last run")
+
+
+def test_a_text_run_during_an_importance_map_stops_it_at_once_and_runs(qtbot, window, monkeypatch):
+    """A text typed during an importance map was not analysed 300 s later. The map is of the text on screen,
+    so a new text ends it at its next forward (the status bar says so) and the new text runs."""
+    import analysis.measures.ablation as ablation_module
+    from gui.tabs.ablation.ablation_tab import AblationTab
+
+    run(qtbot, window, "The cat sat on the mat because it was tired.")
+    panel = window.tab(AblationTab)
+    shown = []
+    panel.importance_shown.connect(shown.append)
+    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_run", 3)
+    panel.start_importance()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    window.set_text("Another text, typed while the map runs.")
+    window.run_text()
+    assert window.statusBar().currentMessage() == "Stopped the importance map: a new text is running."
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        go.set()
+    assert window.bundle.result.text == "Another text, typed while the map runs."
+    assert shown == [] and len(calls) < window.bundle.result.n_layer * window.bundle.result.n_head + 1
