@@ -160,3 +160,27 @@ def edit_config(folder, **changes):
     cfg = json.loads((folder / "config.json").read_text())
     cfg.update(changes)
     (folder / "config.json").write_text(json.dumps(cfg))
+
+
+def make_window(qtbot, settings, model_dir):
+    """A shown main window with its own ``settings``, ``model_dir`` loaded."""
+    from gui.qt import ensure_qapp
+    from gui.chrome.window import MainWindow
+
+    ensure_qapp()
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    window.resize(1400, 900)
+    window.show()
+    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
+        window.load_model(str(model_dir))
+    return window
+
+
+def run(qtbot, window, text, bos=False):
+    """Run ``text`` in ``window`` (BOS as given) and return the result once it is on screen."""
+    window.text_input.set_bos(bos)
+    window.set_text(text)
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        window.run_text()
+    return window.bundle.result

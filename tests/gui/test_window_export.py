@@ -9,68 +9,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
+from PySide6 import QtGui, QtWidgets  # noqa: E402
 
-from helpers import WAIT_MS  # noqa: E402
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
-
-
-@pytest.fixture(scope="module")
-def shared_window(tmp_path_factory, tiny_model_dir):
-    """One window for the module's tests (creating one costs seconds): each test gets it reset."""
-    from gui.qt import ensure_qapp
-    from gui.chrome.window import MainWindow
-
-    ensure_qapp()
-    settings = QtCore.QSettings(str(tmp_path_factory.mktemp("shared") / "settings.ini"),
-                                QtCore.QSettings.Format.IniFormat)
-    w = MainWindow(settings)
-    w.resize(1400, 900)
-    w.show()
-    yield w
-    w.close()
-    w.deleteLater()
-
-
-@pytest.fixture
-def window(qtbot, shared_window, tiny_model_dir):
-    """The shared window, reset to a fresh start on the tiny model."""
-    from gui.export import exporting
-    from gui.input import model_bar
-
-    w = shared_window
-    w.exporter.ask_overwrite, w.model_bar.ask = exporting.ask_overwrite, model_bar.ask
-    bar = w.model_bar
-    for index in reversed(range(bar.device_choice.count())):
-        if bar.device_choice.itemText(index) not in ("auto", "cpu"):
-            bar.device_choice.removeItem(index)
-    bar.device_choice.setCurrentText("auto")
-    if w.model_info is None or w.model_info.folder != str(tiny_model_dir):
-        with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
-            w.load_model(str(tiny_model_dir))
-    w.text_input.auto_box.setChecked(True)
-    w.settings.remove("texts/recent")
-    w.text_input._refresh_recent_menu()
-    w.text_input.set_bos(False)
-    state = w.state
-    state.set_colormap("viridis"), state.set_scale("linear"), state.set_hide_first(False), state.set_badge_score(None)
-    if state.result is not None:
-        state.select(0, 0)
-    w.tabs.setCurrentWidget(w.head_tab)
-    w.error.hide(), w.note.hide()
-    return w
-
-
-def run(qtbot, window, text, bos=False):
-    window.text_input.set_bos(bos)
-    window.set_text(text)
-    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
-        window.run_text()
-    return window.bundle.result
+from helpers import WAIT_MS, run  # noqa: E402
 
 
 def export(qtbot, window, what, path, fmt=None, png_width=None):

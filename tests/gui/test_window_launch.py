@@ -11,34 +11,7 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
-from helpers import WAIT_MS  # noqa: E402
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
-
-
-def make_window(qtbot, settings, model_dir):
-    from gui.qt import ensure_qapp
-    from gui.chrome.window import MainWindow
-
-    ensure_qapp()
-    window = MainWindow(settings)
-    qtbot.addWidget(window)
-    window.resize(1400, 900)
-    window.show()
-    with qtbot.waitSignal(window.model_ready, timeout=WAIT_MS):
-        window.load_model(str(model_dir))
-    return window
-
-
-def run(qtbot, window, text, bos=False):
-    window.text_input.set_bos(bos)
-    window.set_text(text)
-    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
-        window.run_text()
-    return window.bundle.result
+from helpers import make_window, run  # noqa: E402
 
 
 @pytest.mark.slow
