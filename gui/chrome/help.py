@@ -5,8 +5,11 @@ from pathlib import Path
 
 from PySide6 import QtGui, QtWidgets
 
+from analysis.families import FAMILIES
+
 MODEL_CARD = Path(__file__).resolve().parents[2] / "resources" / "model" / "README.md"
-ABOUT = ("AttnScope looks inside the attention of GPT-2-family models: every layer and head as heatmaps, "
+ABOUT = (f"AttnScope looks inside the attention of transformers ({', '.join(f.title for f in FAMILIES)}): "
+         "every layer and head as heatmaps, "
          "the arithmetic recomputed from scratch beside the model's own numbers, the heads that matter scored, "
          "and everything exported as figures and data.\n\n"
          "The bundled model is a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "

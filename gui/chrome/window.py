@@ -161,7 +161,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ================================================================= model
     def open_folder(self) -> None:
-        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a GPT-2 model folder (save_pretrained)")
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a model folder (save_pretrained)")
         if folder:
             self.load_model(folder)
 

@@ -180,3 +180,17 @@ def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settin
         window.load_model(str(tiny_model_dir))
     assert not window.note.isVisible()
     window.close()
+
+
+def test_open_folder_and_about_name_every_family_not_gpt2_alone(qtbot, window, monkeypatch):
+    """The folder chooser asks for a model folder of any family, and About names each family AttnScope reads."""
+    from PySide6 import QtWidgets
+
+    from analysis.families import FAMILIES
+    from gui.chrome.help import ABOUT
+
+    titles = []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory", lambda parent, title, *a: titles.append(title) or "")
+    window.open_folder()
+    assert titles == ["Open a model folder (save_pretrained)"]
+    assert all(family.title in ABOUT for family in FAMILIES) and "GPT-2-family" not in ABOUT

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore  # noqa: E402
+from PySide6 import QtCore, QtWidgets  # noqa: E402
 
 from helpers import WAIT_MS, analyse, hold_at_call, shown_tab, worker_held  # noqa: E402
 TEXTS = ["The cat sat on the mat.", "A dog barked at the mailman twice.", "It rained all day in the old town.",
@@ -310,5 +310,25 @@ def test_the_dialog_leaves_the_window_usable_and_is_opened_once(qtbot, panel):
         assert not dialog.file_button.isEnabled() and not dialog.folder_button.isEnabled()
         dialog._set_running(False)
         assert dialog.max_tokens == panel.state.result.max_tokens  # the scan follows Run → Token limit
+    finally:
+        dialog.close()
+
+
+def test_enter_in_the_dialog_starts_the_scan_not_a_file_chooser(qtbot, panel, monkeypatch):
+    """Scan is the dialog's one default button: Enter, wherever the dialog put the focus when it opened,
+    scans (the bundled sample by default); the File… and Folder… buttons only answer a click or Space."""
+    chooser, started = [], []
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", lambda *a, **k: chooser.append(a) or ("", ""))
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory", lambda *a, **k: chooser.append(a) or "")
+    dialog = panel.open_scan_dialog()
+    try:
+        monkeypatch.setattr(dialog, "start", lambda *a: started.append(True))
+        dialog.run_button.clicked.disconnect()
+        dialog.run_button.clicked.connect(dialog.start)
+        dialog.activateWindow()
+        qtbot.waitUntil(lambda: dialog.focusWidget() is not None, timeout=2000)
+        qtbot.keyClick(dialog.focusWidget(), QtCore.Qt.Key.Key_Return)
+        assert chooser == [] and started == [True]
+        assert not dialog.file_button.autoDefault() and not dialog.folder_button.autoDefault()
     finally:
         dialog.close()

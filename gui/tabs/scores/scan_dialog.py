@@ -66,6 +66,8 @@ class ScanDialog(QtWidgets.QDialog):
         file_button.clicked.connect(self._choose_file)
         self.folder_button = folder_button = QtWidgets.QPushButton("Folder…")
         folder_button.clicked.connect(self._choose_folder)
+        for button in (file_button, folder_button):  # Enter is Scan's (the default), even when one has the focus
+            button.setAutoDefault(False)
         path_row = QtWidgets.QHBoxLayout()
         path_row.setContentsMargins(20, 0, 0, 0)
         path_row.addWidget(self.path_edit, 1)
