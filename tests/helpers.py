@@ -184,3 +184,66 @@ def run(qtbot, window, text, bos=False):
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         window.run_text()
     return window.bundle.result
+
+
+# ----------------------------------------------------------------------------- the import graph (the layer tests)
+def package_modules(root, package: str) -> dict:
+    """Every module of ``package`` under ``root`` by dotted name (a package by its own name) → its file."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path, known: dict, packages_count: bool = True) -> set:
+    """The modules of ``known`` that module ``name`` (file ``path``) imports, anywhere in its file: top level,
+    inside functions, under TYPE_CHECKING (read with ``ast``: a deferred import is still a dependency).
+    Importing ``a.b.c`` from outside ``a.b`` also runs ``a.b``'s ``__init__``: with ``packages_count`` the
+    packages on the way down count as imported too; without, a package (its docstring only) is no dependency."""
+    import ast
+
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                targets.add(full if full in known else source)
+        elif isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+    deps = set()
+    for target in targets:
+        parts = target.split(".")
+        for k in range(1, len(parts) + 1):
+            dep = ".".join(parts[:k])
+            inside = name == dep or name.startswith(dep + ".")  # a submodule does not "import" its own package
+            if dep in known and not inside and (packages_count or known[dep].name != "__init__.py"):
+                deps.add(dep)
+    return deps
+
+
+def import_cycles(g: dict) -> list:
+    """Every cycle a depth-first walk of the import graph ``g`` (module → the modules it imports) meets."""
+    found, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(g.get(u, ())):
+            if state.get(v) == "open":
+                found.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for u in sorted(g):
+        if u not in state:
+            visit(u)
+    return found
+

@@ -12,8 +12,9 @@ Every import of every module is read with ``ast`` (top level, inside functions, 
 deferred import is still a dependency), so a cycle hidden by a late import fails here too."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from helpers import import_cycles, imports_of, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "analysis"
@@ -28,64 +29,9 @@ LAYERS = (
 )
 
 
-def modules(root: Path = ROOT) -> dict[str, Path]:
-    found = {}
-    for path in sorted((root / PACKAGE).rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The analysis modules ``name`` imports, anywhere in its file. Importing ``a.b.c`` from outside
-    ``a.b`` also runs ``a.b``'s ``__init__``: that package counts as imported too."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            source = ".".join(base + ([node.module] if node.module else []))
-            for alias in node.names:
-                full = f"{source}.{alias.name}"
-                targets.add(full if full in known else source)
-        elif isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-    deps = set()
-    for target in targets:
-        parts = target.split(".")
-        for k in range(2, len(parts) + 1):  # the packages on the way down, and the module itself
-            dep = ".".join(parts[:k])
-            inside = name == dep or name.startswith(dep + ".")  # a submodule does not "import" its own package
-            if dep in known and dep != name and not inside:
-                deps.add(dep)
-    return deps
-
-
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
-    known = modules(root)
+    known = package_modules(root, PACKAGE)
     return {name: imports_of(name, path, known) for name, path in known.items()}
-
-
-def cycles(g: dict[str, set[str]]) -> list[list[str]]:
-    found, state, stack = [], {}, []
-
-    def visit(u):
-        state[u] = "open"
-        stack.append(u)
-        for v in sorted(g.get(u, ())):
-            if state.get(v) == "open":
-                found.append(stack[stack.index(v):] + [v])
-            elif v not in state:
-                visit(v)
-        stack.pop()
-        state[u] = "done"
-
-    for u in sorted(g):
-        if u not in state:
-            visit(u)
-    return found
 
 
 def unit_of(module: str) -> tuple[int, str] | None:
@@ -116,7 +62,7 @@ def test_every_module_has_a_layer():
 
 
 def test_analysis_has_no_import_cycle():
-    assert cycles(graph()) == []
+    assert import_cycles(graph()) == []
 
 
 def test_no_module_imports_a_layer_above_it_or_a_peer():
@@ -133,7 +79,7 @@ def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
                     encoding="utf-8")
     g = graph(tmp_path)
     assert "analysis.families.family imports analysis.measures.parity" in upward_imports(g)
-    assert any("analysis.measures.parity" in cycle and "analysis.families.family" in cycle for cycle in cycles(g))
+    assert any("analysis.measures.parity" in cycle and "analysis.families.family" in cycle for cycle in import_cycles(g))
 
 
 def test_the_check_catches_a_peer_import(tmp_path):

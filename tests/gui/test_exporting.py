@@ -4,29 +4,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
+from PySide6 import QtGui, QtWidgets  # noqa: E402
 
 from helpers import TEXT, WAIT_MS, analyse, bundle, worker_held  # noqa: E402
-
-
-@pytest.fixture
-def disposed(qtbot):
-    """Widgets holding pyqtgraph figures, disposed at the end (gui.plots.figures.dispose_figure), not closed by qtbot."""
-    from gui.plots.figures import dispose_figure
-    from gui.qt import ensure_qapp
-
-    ensure_qapp()
-    widgets = []
-    yield widgets.append
-    for widget in widgets:
-        widget.hide()
-        dispose_figure(widget) if hasattr(widget, "scene") else widget.deleteLater()
-    qtbot.wait(10)
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.Format.IniFormat)
 
 
 def test_the_export_dialog_offers_the_figure_in_front_and_remembers_the_last_type(qtbot, settings, tmp_path):

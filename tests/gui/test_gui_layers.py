@@ -22,6 +22,8 @@ import ast
 import functools
 from pathlib import Path
 
+from helpers import import_cycles, imports_of, package_modules
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "gui"
 TABS = "gui.tabs"
@@ -39,71 +41,21 @@ LAYERS = (
 
 @functools.cache
 def modules() -> dict[str, Path]:
-    found = {}
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
+    return package_modules(ROOT, PACKAGE)
 
 
 def packages() -> set[str]:
     return {name for name, path in modules().items() if path.name == "__init__.py"}
 
 
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The gui modules ``name`` imports, anywhere in its file (the packages on the way down count too)."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            source = ".".join(base + ([node.module] if node.module else []))
-            for alias in node.names:
-                full = f"{source}.{alias.name}"
-                targets.add(full if full in known else source)
-        elif isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-    deps = set()
-    for target in targets:
-        parts = target.split(".")
-        for k in range(1, len(parts) + 1):
-            dep = ".".join(parts[:k])
-            inside = name == dep or name.startswith(dep + ".")  # a submodule does not "import" its own package
-            if dep in known and known[dep].name != "__init__.py" and not inside:
-                deps.add(dep)
-    return deps
-
-
 @functools.cache
 def _graph() -> dict[str, frozenset[str]]:
     known = modules()
-    return {name: frozenset(imports_of(name, path, known)) for name, path in known.items()}
+    return {name: frozenset(imports_of(name, path, known, packages_count=False)) for name, path in known.items()}
 
 
 def graph() -> dict[str, set[str]]:
     return {name: set(deps) for name, deps in _graph().items()}
-
-
-def cycles(g: dict[str, set[str]]) -> list[list[str]]:
-    found, state, stack = [], {}, []
-
-    def visit(u):
-        state[u] = "open"
-        stack.append(u)
-        for v in sorted(g.get(u, ())):
-            if state.get(v) == "open":
-                found.append(stack[stack.index(v):] + [v])
-            elif v not in state:
-                visit(v)
-        stack.pop()
-        state[u] = "done"
-
-    for u in sorted(g):
-        if u not in state:
-            visit(u)
-    return found
 
 
 def unit_of(module: str) -> tuple[int, str] | None:
@@ -153,7 +105,7 @@ def test_every_package_holds_only_its_docstring():
 
 
 def test_gui_has_no_import_cycle():
-    assert cycles(graph()) == []
+    assert import_cycles(graph()) == []
 
 
 def test_no_module_imports_a_layer_above_it_or_a_peer():
@@ -173,7 +125,7 @@ def planted(tmp_path: Path, *plants: tuple[str, str]) -> dict[str, set[str]]:
         copy = tmp_path / known[module].name
         copy.write_text(known[module].read_text(encoding="utf-8") + f"\n\ndef _planted():\n    {line}\n",
                         encoding="utf-8")
-        g[module] = imports_of(module, copy, known)
+        g[module] = imports_of(module, copy, known, packages_count=False)
     return g
 
 
@@ -183,7 +135,7 @@ def test_the_checks_catch_a_planted_view_import_in_the_state_and_its_cycle(tmp_p
     g = planted(tmp_path, ("gui.state.view_state", "from ..tabs.head.head_tab import HeadTab"))
     assert "gui.state.view_state imports gui.tabs.head.head_tab" in upward_imports(g)
     assert "gui.state.view_state imports gui.tabs.head.head_tab" in tab_importers(g)
-    assert any("gui.state.view_state" in cycle and "gui.tabs.head.head_tab" in cycle for cycle in cycles(g))
+    assert any("gui.state.view_state" in cycle and "gui.tabs.head.head_tab" in cycle for cycle in import_cycles(g))
 
 
 def test_the_check_catches_a_tab_importing_another_tab(tmp_path):
