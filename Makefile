@@ -23,7 +23,7 @@ test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow" -n auto --dist loadfile $(PYTEST_ARGS)
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory system-deps

@@ -180,7 +180,7 @@ def settings(tmp_path):
 
 @pytest.fixture(scope="module")
 def shared_window(tmp_path_factory, tiny_model_dir):
-    """One window for the module's tests (creating one costs seconds): each test gets it reset."""
+    """One window for the module's tests (creating one costs seconds): each test gets it reset (``window``)."""
     from PySide6 import QtCore
 
     from gui.chrome.window import MainWindow
