@@ -247,3 +247,18 @@ def import_cycles(g: dict) -> list:
             visit(u)
     return found
 
+
+def layer_violations(g: dict, unit_of) -> list:
+    """Every import in ``g`` of a module by one in a lower layer, or by a same-layer peer (the base layer's, layer
+    0, may import each other). ``unit_of(module)`` is (layer, unit) or None (a module outside the table)."""
+    bad = []
+    for m in sorted(g):
+        here = unit_of(m)
+        for d in sorted(g[m]):
+            there = unit_of(d)
+            if here is None or there is None or here[1] == there[1]:
+                continue
+            if there[0] > here[0] or (there[0] == here[0] and here[0] > 0):
+                bad.append(f"{m} imports {d}")
+    return bad
+

@@ -22,7 +22,7 @@ import ast
 import functools
 from pathlib import Path
 
-from helpers import import_cycles, imports_of, package_modules
+from helpers import import_cycles, imports_of, layer_violations, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "gui"
@@ -74,16 +74,7 @@ def unit_of(module: str) -> tuple[int, str] | None:
 
 def upward_imports(g: dict[str, set[str]]) -> list[str]:
     """Every import of a module by one in a lower layer, or by a same-layer peer (the base layer's may)."""
-    bad = []
-    for m in sorted(g):
-        here = unit_of(m)
-        for d in sorted(g[m]):
-            there = unit_of(d)
-            if here is None or there is None or here[1] == there[1]:
-                continue
-            if there[0] > here[0] or (there[0] == here[0] and here[0] > 0):
-                bad.append(f"{m} imports {d}")
-    return bad
+    return layer_violations(g, unit_of)
 
 
 def tab_importers(g: dict[str, set[str]]) -> list[str]:
