@@ -37,17 +37,17 @@ slow = os.environ.get("ATTNSCOPE_TEST_SLOW")
 if slow:
     real = inference.forward_with_capture
 
-    def long_forward(loaded, ids):
+    def long_forward(loaded, ids, **kwargs):
         import torch
         deadline = time.monotonic() + 120
         if slow == "modules":  # many forwards: torch module calls, one after another
             while time.monotonic() < deadline:
-                real(loaded, ids)
-        else:  # one step of plain torch operations, no module call in it: nothing can interrupt it
-            a = torch.randn(400, 400)
-            for _ in range(int(slow)):
+                real(loaded, ids, **kwargs)
+        else:  # plain torch operations for ``slow`` ms, no module call in them: nothing can interrupt them
+            a, until = torch.randn(400, 400), time.monotonic() + int(slow) / 1000
+            while time.monotonic() < until:
                 a = torch.tanh(a @ a)
-        return real(loaded, ids)
+        return real(loaded, ids, **kwargs)
 
     inference.forward_with_capture = long_forward
 
@@ -153,11 +153,12 @@ def test_ctrl_c_while_the_window_is_built_ends_the_app_cleanly(tmp_path):
     assert err == "", err  # no traceback from the slot, no Qt warning
 
 
-@pytest.mark.parametrize("forward", ["modules", "modules", "modules", "300"])
+@pytest.mark.parametrize("forward", ["modules", "modules", "modules", "3000"])
 def test_closing_the_window_mid_run_exits_0_without_an_abort(tmp_path, forward):
     """Closing the window during a long run exits 0, never "terminate called without an active exception" (the
     worker thread inside torch when Python finalises): the run is interrupted at its next module call, or, for a
-    step that cannot be (``300``: plain torch operations), waited for, before Qt and Python go away."""
+    step that cannot be (``3000``: 3 s of plain torch operations; the window closes 0.3 s after the run starts),
+    waited for, before Qt and Python go away."""
     app = launch(tmp_path, "--model", "bundled", "--text", "The cat sat on the mat. " * 20, ATTNSCOPE_TEST_SLOW=forward)
     wait_for_line(app, "running")
     code, err = ended(app)
