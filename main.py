@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""AttnScope: look inside the attention of GPT-2.
+"""AttnScope: look inside the attention of transformers (GPT-2, Llama-style, GPT-NeoX, BERT-style).
 
     python main.py                         open the app (bundled model, or GPT-2 if cached)
     python main.py --model gpt2 --text "…" open the app on a model and a text
