@@ -63,10 +63,9 @@ def write_attention_npz(result: AttentionResult, path: Path, layer: int | None =
     """``attentions`` float32 (layer, head, query, key) — or one head's (query, key) — with ``tokens``
     (display strings, never empty) and ``token_ids`` int64. The same result gives the same bytes.
 
-    ``lenses``: the lens arrays to write after ``attentions``, {name: array} as ``lenses.npz_arrays`` gives
-    them (every head's, or the one head's when ``npz_arrays`` was given its layer and head) — e.g.
-    ``value_norms`` float32 (layer, head, query, key), A[i, j] · ‖f_h(x_j)‖, and ``rollout`` float32
-    (layer, query, key)."""
+    ``lenses``: the lens arrays to write after ``attentions`` (every head's export), {name: array} as
+    ``lenses.npz_arrays`` gives them — e.g. ``value_norms`` float32 (layer, head, query, key),
+    A[i, j] · ‖f_h(x_j)‖, and ``rollout`` float32 (layer, query, key)."""
     one = layer is not None and head is not None
     arrays = {"attentions": np.asarray(result.attentions[layer, head] if one else result.attentions, dtype=np.float32)}
     arrays.update(lenses or {})

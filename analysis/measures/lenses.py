@@ -236,7 +236,6 @@ class Lens:
     compute: Callable[[LensInputs], Any]  # the lens of one result (ValueNorms, an array, SinkRate …)
     needs_model: bool = False  # reads the model's weights, not only the result: computed where the model is
     npz_array: Callable[[Any], np.ndarray] | None = None  # the array attention.npz holds (its first axis: layer)
-    npz_head: Callable[[np.ndarray, int, int], np.ndarray] | None = None  # that array's part for one (layer, head)
     summary: Callable[[Any], dict] | None = None  # the entries summary.json holds
 
 
@@ -247,12 +246,12 @@ LENSES: tuple[Lens, ...] = (
          "value-weighted attention (Kobayashi et al. 2020): N[i, j] = A[i, j] · ‖f_h(x_j)‖ with "
          "f_h(x) = (x W_V^h + b_V^h) W_O^h, how much key j really moves query i's output",
          lambda i: value_norms(i.loaded, i.result), needs_model=True,
-         npz_array=lambda norms: norms.value_norms, npz_head=lambda a, layer, head: a[layer, head]),
+         npz_array=lambda norms: norms.value_norms),
     Lens("rollout",
          "attention rollout (Abnar & Zuidema 2020): Â(l) = 0.5 · mean_h A(l) + 0.5 · I, rows renormalised; "
          "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l",
          lambda i: rollout(i.result.attentions),
-         npz_array=lambda r: r, npz_head=lambda a, layer, head: a[layer]),
+         npz_array=lambda r: r),
     Lens("sink_rate",
          "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "
          "exceeds ε",
@@ -274,16 +273,10 @@ def compute_lenses(inputs: LensInputs, lenses: Sequence[Lens] = LENSES) -> dict[
     return {lens.name: lens.compute(inputs) for lens in lenses}
 
 
-def npz_arrays(values: Mapping[str, Any], layer: int | None = None, head: int | None = None) -> dict[str, np.ndarray]:
-    """The float32 arrays attention.npz holds of the lenses in ``values`` ({name: value}), in ``LENSES`` order;
-    with ``layer`` and ``head``, each lens's part for that one head."""
-    one = layer is not None and head is not None
-    arrays = {}
-    for lens in LENSES:
-        if lens.npz_array is not None and lens.name in values:
-            array = lens.npz_array(values[lens.name])
-            arrays[lens.name] = np.asarray(lens.npz_head(array, layer, head) if one else array, dtype=np.float32)
-    return arrays
+def npz_arrays(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The float32 arrays attention.npz holds of the lenses in ``values`` ({name: value}), in ``LENSES`` order."""
+    return {lens.name: np.asarray(lens.npz_array(values[lens.name]), dtype=np.float32)
+            for lens in LENSES if lens.npz_array is not None and lens.name in values}
 
 
 def summary_fields(values: Mapping[str, Any]) -> dict:
