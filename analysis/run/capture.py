@@ -165,9 +165,9 @@ def forward(loaded: LoadedModel, batch_ids: list[list[int]], parts: Sequence[str
                 out = loaded.model(input_ids=input_ids, **masked, **keep, **kwargs).logits
     finally:
         hooks.close()
-    if not hooks.seen.all():
-        raise RuntimeError(f"attention weights were captured for {int(hooks.seen[0].sum())} of "
-                           f"{hooks.seen.shape[1]} layers")
+    for part, seen in zip(hooks.parts, hooks.seen):
+        if not seen.all():
+            raise RuntimeError(f"{PARTS[part]}: captured for {int(seen.sum())} of {seen.size} layers only")
     for captured in hooks.sequences:
         require_finite({name: getattr(captured, part) for part, name in PARTS.items() if part in parts},
                        dtype=loaded.dtype)
