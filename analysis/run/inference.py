@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -144,7 +145,8 @@ def bos_used(loaded: LoadedModel, bos: bool | None) -> bool:
 
 
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
-             request_id: int = 0, max_tokens: int | None = None) -> AttentionResult:
+             request_id: int = 0, max_tokens: int | None = None,
+             on_sized: Callable[[int], None] | None = None) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
 
     ``bos=None`` uses the model's default (the bundled model and encoders add their special tokens;
@@ -154,6 +156,8 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     (:func:`check_attention_memory`): a run that would not fit is refused with InputError. A leading
     byte-order mark is removed (with a warning); ``result.text`` is the text analysed, without it.
     Encoders get no predictions (``result.prediction_note`` says why) and no induction probe.
+    ``on_sized(n_tokens)`` is called once the text is tokenized, before the memory check and the forward
+    (the window says what a long run will take while it runs).
     """
     started = time.perf_counter()
     use_bos = bos_used(loaded, bos)
@@ -162,6 +166,8 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         warnings.append("This model's tokenizer has no BOS token, so none was put in front of the text.")
     cap = token_limit(loaded, max_tokens)
     ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens)
+    if on_sized is not None:
+        on_sized(len(ids))
     check_attention_memory(loaded.n_layer, loaded.n_head, len(ids))
     tokenized = time.perf_counter()
     capture, last_logits = forward_with_capture(loaded, ids)

@@ -319,19 +319,20 @@ class Worker(QtCore.QObject):
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
         from analysis.measures.head_scores import all_scores
-        from analysis.run.inference import bos_used, run_text
+        from analysis.run.inference import run_text
         from analysis.run.memory import attention_memory_bytes
-        from analysis.run.tokenize import tokenize
 
         loaded = self._loaded
         if loaded is None:
             raise AttnScopeError("No model is loaded yet.")
         self._emit(self.analysis_started, request.request_id)
         started = time.perf_counter()
-        n_tokens = len(tokenize(loaded, request.text, bos_used(loaded, request.bos), request.max_tokens)[0])
-        self._emit(self.analysis_sized, request.request_id, n_tokens,
-                                 attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
+
+        def sized(n_tokens: int) -> None:
+            self._emit(self.analysis_sized, request.request_id, n_tokens,
+                       attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
+
         result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,
-                          max_tokens=request.max_tokens)
+                          max_tokens=request.max_tokens, on_sized=sized)
         scores = all_scores(result)
         self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))

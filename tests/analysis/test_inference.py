@@ -214,3 +214,15 @@ def test_attention_npz_keeps_nul_tokens(tiny_model, tmp_path):
     r = run_text(tiny_model, "a\x00\x00b", bos=False, with_probe=False)
     with np.load(write_attention_npz(r, tmp_path / "a.npz")) as data:
         assert list(data["tokens"]) == list(r.tokens) and all(data["tokens"])
+
+
+def test_on_sized_gets_the_runs_token_count_before_the_forward(tiny_model, monkeypatch):
+    """``on_sized(n)`` is called once, with the n the result holds (a byte-order mark removed, the cap applied),
+    after tokenizing and before the forward pass: the window shows what a long run costs while it runs."""
+    from analysis.run import inference
+
+    calls, real = [], inference.forward_with_capture
+    monkeypatch.setattr(inference, "forward_with_capture", lambda *a, **k: calls.append("forward") or real(*a, **k))
+    result = run_text(tiny_model, "\ufeffone two three four five six", bos=False, max_tokens=4, with_probe=False,
+                      on_sized=lambda n: calls.append(n))
+    assert calls == [result.n_tokens, "forward"] and result.n_tokens == 4
