@@ -10,6 +10,10 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_OFFLINE"] = "1"  # no test may reach for the network
+if not os.environ.get("ATTNSCOPE_TEST_KEEP_CACHE"):  # converted GGUFs, files found: never the user's own cache
+    import tempfile
+
+    os.environ["ATTNSCOPE_CACHE"] = tempfile.mkdtemp(prefix="attnscope-test-cache-")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
