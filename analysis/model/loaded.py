@@ -77,6 +77,19 @@ class LoadedModel:
         return bool(self.family.causal)
 
     @property
+    def weights(self) -> str:
+        """What the numbers are computed from, in words: a GGUF's quantized weights dequantized to float32 (the
+        converted folder's config says so: ``attnscope_weights``), or the model files' weights run as ``dtype``."""
+        said = getattr(self.config, "attnscope_weights", None)
+        return said if isinstance(said, str) and said else f"the model files' weights, run as {self.dtype}"
+
+    @property
+    def quantization(self) -> str:
+        """The GGUF file's quantization the weights were dequantized from (``Q4_1``), or "" for any other model."""
+        said = getattr(self.config, "attnscope_gguf_quantization", None)
+        return said if isinstance(said, str) else ""
+
+    @property
     def sliding_windows(self) -> tuple[int | None, ...]:
         """Per layer, the sliding window of its causal mask (Mistral, Qwen2's sliding layers), or None."""
         return tuple(self.family.sliding_window(self.model.config, layer) for layer in range(self.n_layer))
@@ -110,7 +123,8 @@ class LoadedModel:
             n_kv_head=shape.n_kv_head, d_head=shape.d_head, token_style=self.token_style,
             bos_token=self.bos_token, predicts_next_token=self.predicts_next_token,
             steps=tuple(self.family.steps), model_type=str(self.config.model_type),
-            n_special=len(self.special_ids([], special=True)),
+            n_special=len(self.special_ids([], special=True)), weights=self.weights,
+            quantization=self.quantization,
         )
 
     def attention_weights(self, layer: int) -> AttentionWeights:
@@ -156,4 +170,6 @@ class ModelInfo:
     steps: tuple[str, ...] = ()  # the family's recompute steps, in order (see analysis.families.steps)
     model_type: str = "gpt2"  # config.model_type: gpt2, llama, qwen2, mistral, gpt_neox, bert, roberta, distilbert
     n_special: int = 1  # special tokens BOS on puts around a text (special_ids): 0 without a BOS, 2 for [CLS] … [SEP]
+    weights: str = ""  # what the numbers are computed from (LoadedModel.weights)
+    quantization: str = ""  # a GGUF's quantization (Q4_1) its float32 weights were dequantized from; "" otherwise
 

@@ -31,6 +31,7 @@ from .checks import (check_config, check_forward, check_regular_files, check_spe
                      check_weight_count, check_weights, is_unsafe_pickle, read_config, shape_mismatches, shape_text,
                      weights_format)
 from .devices import resolve_device, resolve_dtype
+from .gguf_convert import converted_folder
 from .hub import DownloadCancelled, ProgressCallback, cached_hub_folder, download_hub_model
 from .loaded import LoadedModel
 from .safetensors_headers import safetensors_names
@@ -60,10 +61,13 @@ def load_model(
     device_name = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device_name.split(":")[0])
 
+    gguf_info = None
     if src.kind == "hub":
         folder = cached_hub_folder(src)
         if folder is None:
             folder = download_hub_model(src, progress=progress, cancel=cancel)
+    elif src.is_gguf:  # dequantized once into the cache, then a folder like any other (gguf_convert)
+        folder, gguf_info, _ = converted_folder(src.path, progress=progress, cancel=cancel)
     else:
         folder = src.path
         if src.kind == "bundled" and not (folder / "config.json").exists():

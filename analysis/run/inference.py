@@ -80,6 +80,7 @@ class AttentionResult:
     prediction_note: str = ""  # why there are no predictions (an encoder predicts no next token), else ""
     max_tokens: int = DEFAULT_MAX_TOKENS  # the cap this run was analysed under (beside the model's context)
     sliding_windows: tuple = ()  # per layer: keys a query sees (itself included) under a sliding window, or None; () none
+    weights: str = ""  # what the numbers are computed from (LoadedModel.weights): a GGUF's dequantized Q4_1, …
 
     @property
     def n_layer(self) -> int:
@@ -187,7 +188,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
         predictions=_top_predictions(last_logits, loaded, specials), bos=use_bos, truncated=truncated,
         n_tokens_text=n_text, context_length=loaded.context_length, model_label=loaded.source.label,
-        device=loaded.device, dtype=loaded.dtype,
+        device=loaded.device, dtype=loaded.dtype, weights=loaded.weights,
         timings={"tokenize_s": tokenized - started, "forward_s": forwarded - tokenized,
                  "total_s": time.perf_counter() - started},
         warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),

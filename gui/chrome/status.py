@@ -20,8 +20,11 @@ def attention_line(n_tokens: int, n_layer: int, n_head: int) -> str:
 
 
 def model_line(info) -> str:
-    """"tiny · 4×4 heads · cpu · float32": the loaded model (a ModelInfo)."""
-    return f"{info.label} · {info.n_layer}×{info.n_head} heads · {info.device} · {info.dtype}"
+    """"tiny · 4×4 heads · cpu · float32": the loaded model (a ModelInfo); a GGUF's says what its float32 weights
+    were dequantized from: "smollm2 · 30×9 heads · cpu · Q4_1 → float32"."""
+    dtype = f"{info.quantization} → {info.dtype}" if info.quantization else info.dtype
+    return f"{Path(info.label).name if info.kind == 'gguf' else info.label} · {info.n_layer}×{info.n_head} heads · " \
+           f"{info.device} · {dtype}"
 
 
 class StatusLine:
@@ -41,7 +44,8 @@ class StatusLine:
 
     def model_loaded(self, info) -> None:
         self.model.setText(model_line(info))
-        self.model.setToolTip(BUNDLED_DESCRIPTION if info.kind == "bundled" else info.folder)
+        where = BUNDLED_DESCRIPTION if info.kind == "bundled" else info.label if info.kind == "gguf" else info.folder
+        self.model.setToolTip(f"{where}\nWeights: {info.weights}" if info.quantization else where)
 
     def still_using(self, info) -> None:
         """A load failed: back to the model still loaded (``info``), or to none."""

@@ -138,8 +138,23 @@ def test_screenshot_fails_loudly_on_a_bad_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_model_is_bundled_without_a_cached_gpt2(tmp_path):
+def test_default_model_is_not_gpt2_without_a_cached_gpt2(tmp_path):
+    """A fresh HF_HOME: SmolLM2 when its package is installed, else bundled; the GPT-2 note either way."""
+    from analysis.model.catalogue import smollm2_file
+
     out = subprocess.run([sys.executable, "-c", "from gui.app import default_model_choice as d; print(d())"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120,
                          env={**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
-    assert out.stdout.strip() == "('bundled', True)", out.stderr
+    expected = "('smollm2', True)" if smollm2_file() is not None else "('bundled', True)"
+    assert out.stdout.strip() == expected, out.stderr
+
+
+@pytest.mark.parametrize("gpt2, smollm2, expected", [(True, True, ("gpt2", False)), (False, True, ("smollm2", True)),
+                                                     (False, False, ("bundled", True))])
+def test_the_default_model_is_gpt2_then_smollm2_then_bundled(monkeypatch, tmp_path, gpt2, smollm2, expected):
+    from analysis.model import catalogue, hub
+    from gui.app import default_model_choice
+
+    monkeypatch.setattr(hub, "is_cached", lambda name: gpt2 and name == "gpt2")
+    monkeypatch.setattr(catalogue, "smollm2_file", lambda: tmp_path / "x.gguf" if smollm2 else None)
+    assert default_model_choice() == expected
