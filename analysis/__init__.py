@@ -3,7 +3,7 @@
     export/     what an export holds, the format registry, writers, path checks, atomic folders
     measures/   head scores, TL-style scores, lenses, ablation, scans, parity   │ peers
     lessons/    the GPT-2 lesson in numpy, the calculator, the lab             │
-    run/        tokenizing, the memory check, the one capture, run_text → AttentionResult
+    run/        tokenizing, the chat format, the memory check, the one capture, run_text → AttentionResult
     model/      catalogue, hub, the checks a folder passes, load_model → LoadedModel
     families/   one adapter per family, the common weight shape, the step-by-step recompute
     errors, tokens, textfiles, display   the base

@@ -18,6 +18,11 @@ class InputError(AttnScopeError):
     """The text or matrices given by the user cannot be analysed."""
 
 
+class ChatFormatError(InputError):
+    """The text cannot be run in the model's chat format (``--chat``, the app's *Chat format*): the model has
+    no chat template, or its template does not render a user turn."""
+
+
 class ExportError(AttnScopeError):
     """Something could not be written."""
 

@@ -41,10 +41,10 @@ def _ablate(args, signals: Signals) -> int:
                         progress=terminal_progress())
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
     heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
-    tokens = ablation.text_tokens(loaded, text, args.bos, args.max_tokens)  # tokenised once, for both
+    tokens = ablation.text_tokens(loaded, text, args.bos, args.max_tokens, args.chat)  # tokenised once, for both
     for warning in tokens.warnings:
         warn(warning)
-    data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated}
+    data: dict = {"mode": args.mode, "n_tokens": tokens.n_tokens, "truncated": tokens.truncated, "chat": args.chat}
     if heads:
         data.update(ablation.ablate(loaded, tokens, heads, args.mode).to_dict())
     if args.importance:

@@ -162,6 +162,15 @@ def add_bos(p: argparse.ArgumentParser) -> None:
     bos.add_argument("--no-bos", dest="bos", action="store_false")
 
 
+def add_chat(p: argparse.ArgumentParser, main_parser: bool, what: str = "the text") -> None:
+    """``--chat``; a subcommand's copy sets it only when given, so ``--chat export …`` and ``export --chat …`` mean
+    the same (as the model options)."""
+    p.add_argument("--chat", action="store_true", **({} if main_parser else {"default": argparse.SUPPRESS}),
+                   help=f"run {what} as one user turn of the model's chat template, the assistant's header after it "
+                        "(an instruct model's chat format: its tokens, e.g. <|im_start|>, are analysed too; the "
+                        "template decides the special tokens, so not with --bos/--no-bos)")
+
+
 def add_max_tokens(p: argparse.ArgumentParser, what: str = "analyse") -> None:
     p.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
                    help=f"{what} at most N tokens of a text (default 2048, or the model's context if shorter); "

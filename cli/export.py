@@ -39,7 +39,7 @@ def _export(args, signals: Signals) -> int:
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=terminal_progress())
     loaded_at = time.perf_counter()
-    result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens)
+    result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
     for warning in (*warnings, *result.warnings):
         warn(warning)
     scores = all_scores(result)

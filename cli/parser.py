@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import (BENCH_MAX_N, add_bos, add_max_tokens, add_model_options, add_sink_epsilon, bench_models,
-                        bench_ns, file_name, head_list, out_folder, path_option, positive_int, select_spec, text_file)
+from .arguments import (BENCH_MAX_N, add_bos, add_chat, add_max_tokens, add_model_options, add_sink_epsilon,
+                        bench_models, bench_ns, file_name, head_list, out_folder, path_option, positive_int,
+                        select_spec, text_file)
 from .inputs import TEXT_FILE_LIMIT
 
 HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(parser, main_parser=True)
     parser.add_argument("--text", help="text to run as soon as the model is loaded")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
+    add_chat(parser, main_parser=True)
     parser.add_argument("--screenshot", metavar="DIR", type=path_option(),
                         help="save screenshots of the main views into DIR once painted, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="output folder: new, empty, or an earlier AttnScope export (replaced as a whole)")
     export.add_argument("--format", default=IMAGE_FORMATS[0], choices=IMAGE_FORMATS, help="image format")
     add_bos(export)
+    add_chat(export, main_parser=False)
     export.add_argument("--no-head-images", action="store_true", help="write grid image only, not one per head")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
     add_max_tokens(export)
@@ -112,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="texts per forward pass (padded together; default 16)")
     add_max_tokens(scan)
     add_bos(scan)
+    add_chat(scan, main_parser=False, what="each text")
     add_sink_epsilon(scan)
 
     ablate = sub.add_parser("ablate", help="the next-token loss and top-5 with heads ablated (decoders), as JSON")
@@ -129,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
     add_max_tokens(ablate, "run")
     add_bos(ablate)
+    add_chat(ablate, main_parser=False)
 
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
     bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
@@ -148,7 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, with the model options the same before or after the command."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
+        parser.error(f"--chat takes the special tokens from the model's chat template: drop "
+                     f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
     if args.command in ("export", "scan", "ablate") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args

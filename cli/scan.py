@@ -31,7 +31,7 @@ def _scan(args, signals: Signals) -> int:
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                         progress=terminal_progress())
     result = scan_texts(loaded, texts, batch_size=args.batch, max_texts=args.max_texts, bos=args.bos,
-                        max_tokens=args.max_tokens, progress=count_progress("scanning"))
+                        max_tokens=args.max_tokens, progress=count_progress("scanning"), chat=args.chat)
     cut = result.truncation_warning()
     if cut:
         warn(cut)

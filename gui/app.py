@@ -182,7 +182,8 @@ def run_app(args) -> int:
 
 
 def start(window, args, select, screenshot_dir: Path | None, leave, status) -> None:
-    """What the launch options ask for: the device, the model, the text, the head, the screenshots."""
+    """What the launch options ask for: the device, the model, the text, the chat format, the head, the
+    screenshots."""
     if args.device and args.device != "auto":
         window.model_bar.set_device(args.device)  # not probed yet: loading will say if it is not there
     source, gpt2_missing = choose_source(args.model, window.settings)
@@ -195,6 +196,15 @@ def start(window, args, select, screenshot_dir: Path | None, leave, status) -> N
         recent = window.text_input.recent_texts()
         text = recent[0] if recent else DEFAULT_TEXT
     window.set_text(text)
+    if getattr(args, "chat", False):
+        window.state.set_chat(True)
+
+        def check_chat(_request_id) -> None:  # asked for on the command line: a model without a chat format says so
+            window.result_shown.disconnect(check_chat)
+            if window.state.chat_problem is not None:
+                window.show_error(f"--chat: {window.state.chat_problem} The text ran without the chat format.")
+
+        window.result_shown.connect(check_chat)
 
     if select is not None:
         def apply_select(_request_id):

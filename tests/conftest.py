@@ -37,6 +37,29 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
 
 
 @pytest.fixture(scope="session")
+def chat_model_dir(tmp_path_factory) -> Path:
+    """The tiny GPT-2's shape (3 layers × 4 heads × d 64, context 64, random weights) with an instruct model's
+    tokenizer: ChatML's ``<|im_start|>`` and ``<|im_end|>`` as special tokens and helpers.CHATML as its chat
+    template (saved as chat_template.jinja, as save_pretrained writes it)."""
+    from analysis.model.synthetic import save_random_gpt2, tiny_tokenizer
+
+    from helpers import CHATML
+
+    chat_tokenizer = tiny_tokenizer()
+    chat_tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    chat_tokenizer.chat_template = CHATML
+    return save_random_gpt2(tmp_path_factory.mktemp("chat"), n_layer=3, n_head=4, d_model=64, n_positions=64,
+                            tokenizer=chat_tokenizer, seed=1)
+
+
+@pytest.fixture(scope="session")
+def chat_model(chat_model_dir):
+    from analysis.model.loading import load_model
+
+    return load_model(str(chat_model_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
     from analysis.model.loading import load_model
 

@@ -9,6 +9,10 @@ from contextlib import contextmanager
 
 WAIT_MS = 120_000  # the longest a test waits for the worker (a load or an analysis on a busy machine)
 TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
+#: ChatML, the chat template of Qwen2.5-Instruct and SmolLM2-Instruct (without their default system turn): the
+#: template of conftest's chat_model_dir.
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
 # ----------------------------------------------------------------------------- figures and labels

@@ -128,7 +128,7 @@ def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | 
     """The tokens, predictions and (one head's or every head's) attention as JSON."""
     attentions = result.attentions if layer is None else result.attentions[layer, head]
     data = {"text": result.text, "tokens": list(result.tokens), "token_ids": result.token_ids.tolist(),
-            "bos": result.bos, "truncated": result.truncated, "model": result.model_label,
+            "bos": result.bos, "chat": result.chat, "truncated": result.truncated, "model": result.model_label,
             "family": result.family, "causal": result.causal,
             "axes": "(query, key)" if layer is not None else "(layer, head, query, key)",
             "layer": layer, "head": head,
@@ -148,11 +148,13 @@ def summary(result: AttentionResult, timings: dict | None = None, lens_fields: M
     shape, tokens counted, warnings, predictions, timings, and ``lens_fields`` before the timings: the lenses'
     entries as ``lenses.summary_fields`` gives them (``sink_rate``: the share of heads whose first-token score
     exceeds ``sink_epsilon``, ``lenses.sink_rate``).
-    ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised)."""
+    ``n_tokens_text`` is a lower bound when ``truncated`` (only a prefix of a long text is tokenised); ``chat``:
+    the text ran as one user turn of the model's chat template (``bos`` then says whether the template put BOS
+    first)."""
     return {"generator": GENERATOR, "text": result.text, "model": result.model_label, "device": result.device, "dtype": result.dtype,
             "weights": result.weights, "n_layer": result.n_layer, "n_head": result.n_head, "n_tokens": result.n_tokens,
             "n_tokens_text": result.n_tokens_text, "context_length": result.context_length,
-            "bos": result.bos, "truncated": result.truncated, "warnings": list(result.warnings),
+            "bos": result.bos, "chat": result.chat, "truncated": result.truncated, "warnings": list(result.warnings),
             "family": result.family, "causal": result.causal,
             "max_tokens": result.max_tokens,
             "attention_bytes": attention_memory_bytes(result.n_layer, result.n_head, result.n_tokens),

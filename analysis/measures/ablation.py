@@ -181,16 +181,18 @@ class TextTokens:
         return len(self.ids)
 
 
-def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | None = None) -> TextTokens:
+def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | None = None,
+                chat: bool = False) -> TextTokens:
     """``text`` tokenised as :func:`ablate` and :func:`importance_map` run it: a leading byte-order mark
     removed and the text cut to the model's context or ``max_tokens`` exactly as ``run_text`` does, with
-    the same sentences. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
+    the same sentences; with ``chat``, as one user turn of the model's chat template (``bos`` not used), as
+    ``run_text(chat=True)`` runs it. Fewer than 2 tokens is an InputError: there is no next-token loss to measure."""
     from ..run.inference import bos_used
     from ..run.tokenize import token_limit, tokenize, truncation_warning, without_bom
 
     text, warnings = without_bom(text)
-    use_bos = bos_used(loaded, bos)
-    ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
+    use_bos = False if chat else bos_used(loaded, bos)
+    ids, _, cut = tokenize(loaded, text, use_bos, max_tokens, chat=chat)
     if len(ids) < 2:
         if loaded.context_length < 2:
             raise InputError(f"This model's context holds only {loaded.context_length} position: a next-token loss "
@@ -202,12 +204,12 @@ def text_tokens(loaded, text: str, bos: bool | None = None, max_tokens: int | No
         raise InputError("The text needs at least 2 tokens to measure a next-token loss; type a longer one.")
     if cut:
         warnings.append(truncation_warning(loaded, ids, use_bos, token_limit(loaded, max_tokens),
-                                           "run: the losses and the top-5 describe that part"))
+                                           "run: the losses and the top-5 describe that part", chat=chat))
     return TextTokens(tuple(ids), cut, tuple(warnings))
 
 
-def _tokens(loaded, text: str | TextTokens, bos: bool | None, max_tokens: int | None) -> TextTokens:
-    return text if isinstance(text, TextTokens) else text_tokens(loaded, text, bos, max_tokens)
+def _tokens(loaded, text: str | TextTokens, bos: bool | None, max_tokens: int | None, chat: bool) -> TextTokens:
+    return text if isinstance(text, TextTokens) else text_tokens(loaded, text, bos, max_tokens, chat)
 
 
 def _run(loaded, site, ids: list[int], heads: list[tuple[int, int]], mode: str) -> Outcome:
@@ -240,13 +242,14 @@ def _check_mode(mode: str) -> str:
 
 
 def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mode: AblationMode = "zero",
-           bos: bool | None = None, max_tokens: int | None = None) -> AblationResult:
+           bos: bool | None = None, max_tokens: int | None = None, chat: bool = False) -> AblationResult:
     """Run ``text`` (or the :class:`TextTokens` of :func:`text_tokens`) with and without ``heads`` ablated;
-    loss and top-5 next tokens for both."""
+    loss and top-5 next tokens for both. ``bos``, ``max_tokens`` and ``chat`` tokenise a text as
+    :func:`text_tokens` does."""
     site = heads_site(loaded)
     mode = _check_mode(mode)
     chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
-    tokens = _tokens(loaded, text, bos, max_tokens)
+    tokens = _tokens(loaded, text, bos, max_tokens, chat)
     ids = list(tokens.ids)
     return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),
                           _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated, tokens.warnings)
@@ -254,15 +257,15 @@ def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mod
 
 def importance_map(loaded, text: str | TextTokens, mode: AblationMode = "zero", bos: bool | None = None,
                    progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-                   max_tokens: int | None = None) -> ImportanceMap:
+                   max_tokens: int | None = None, chat: bool = False) -> ImportanceMap:
     """Loss change when each head alone is ablated: one forward per head (plus the baseline).
 
     ``progress(done, total)`` after each forward; setting ``cancel`` stops between forwards with
-    AnalysisCancelled.
+    AnalysisCancelled. ``bos``, ``max_tokens`` and ``chat`` tokenise a text as :func:`text_tokens` does.
     """
     site = heads_site(loaded)
     mode = _check_mode(mode)
-    tokens = _tokens(loaded, text, bos, max_tokens)
+    tokens = _tokens(loaded, text, bos, max_tokens, chat)
     ids = list(tokens.ids)
     L, H = loaded.n_layer, loaded.n_head
     total = L * H + 1

@@ -84,6 +84,7 @@ class ScanResult:
     chars: tuple[int, ...] = ()  # characters
     warnings: tuple[str, ...] = ()  # what reading the texts said (entries of a folder that were skipped)
     sources: tuple[str, ...] = ()  # per text, where it came from (``Texts.sources``); "" for texts given as a list
+    chat: bool = False  # each text ran as one user turn of the model's chat template (its tokens in ``n_tokens``)
 
     @property
     def n_texts(self) -> int:
@@ -105,7 +106,8 @@ class ScanResult:
             return None
         limit = max(cut)
         tokens = f"{limit:,} token{'' if limit == 1 else 's'}"
-        specials = ", special tokens included" if self.bos else ""
+        specials = (", the chat template's tokens included" if self.chat
+                    else ", special tokens included" if self.bos else "")
         holds = f"the {tokens} a run holds here (the model's context or the token cap{specials})"
         if self.n_texts == 1:
             return f"The text was longer than {holds} and was cut; its scores describe only its first {tokens}."
@@ -142,7 +144,8 @@ class ScanResult:
         sinks = self.sink_rate(sink_epsilon)
         return {"generator": "attnscope", "kind": "scan", "model": self.model_label, "texts": self.n_texts,
                 "tokens": self.tokens, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
-                "batch_size": self.batch_size, "bos": self.bos, "truncated_texts": int(sum(self.truncated)),
+                "batch_size": self.batch_size, "bos": self.bos, "chat": self.chat,
+                "truncated_texts": int(sum(self.truncated)),
                 "sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon,
                 "warnings": self.warning_lines(),
                 "texts_defining": {name: int(self.defined[k]) for k, name in enumerate(self.score_names)
@@ -274,16 +277,26 @@ def _prefix_end(tokenizer, text: str, window: int, n_kept: int, ran: Callable[[l
     return high - 1 if len(first(text[:high])["input_ids"]) > n_kept else high
 
 
-def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:
+def _analysed_part(loaded, text: str, ids: list[int], bos: bool, chat: bool = False) -> str:
     """The start of ``text`` that a run of ``ids`` (its first tokens, in their special tokens) analysed: up to
-    the end of its last token. Only a prefix is tokenised, doubled until it holds those tokens and more."""
+    the end of its last token. Only a prefix is tokenised, doubled until it holds those tokens and more. With
+    ``chat`` (``ids``: the text's first tokens inside the chat template, ``tokenize._chat_tokens``), the start of
+    the text as the template put it (a template may trim it)."""
+    from ..run.chat import chat_frame, render_turn
     from ..run.tokenize import CHARS_PER_TOKEN_FIRST
 
-    n_kept = len(ids) - len(loaded.special_ids([], special=bos))
+    if chat:
+        frame = chat_frame(loaded)
+        text = frame.content_of(render_turn(loaded, text)) or text  # None: never cut (tokenize refuses it)
+        n_kept, wrap = len(ids) - frame.n_ids, frame.wrap
+    else:
+        n_kept = len(ids) - len(loaded.special_ids([], special=bos))
+
+        def wrap(first: list[int]) -> list[int]:
+            return loaded.special_ids(first, special=bos)
     window = max(64, n_kept * CHARS_PER_TOKEN_FIRST)
     while True:
-        end = _prefix_end(loaded.tokenizer, text, window, n_kept,
-                          lambda first: loaded.special_ids(first, special=bos) == ids)
+        end = _prefix_end(loaded.tokenizer, text, window, n_kept, lambda first: wrap(first) == ids)
         if end is not None or window >= len(text):
             return text if end is None else text[:end]
         window *= 2
@@ -291,16 +304,18 @@ def _analysed_part(loaded, text: str, ids: list[int], bos: bool) -> str:
 
 def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, max_texts: int | None = None,
                progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-               bos: bool | None = None, max_tokens: int | None = None) -> ScanResult:
+               bos: bool | None = None, max_tokens: int | None = None, chat: bool = False) -> ScanResult:
     """Score every head on every text; per-head mean and std over the texts.
 
     ``bos=None`` uses the model's default; ``max_tokens`` caps the tokens of a text as a run's cap does
-    (default ``run.tokenize.DEFAULT_MAX_TOKENS``). ``progress(done, total)`` after each batch; setting
-    ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
+    (default ``run.tokenize.DEFAULT_MAX_TOKENS``); ``chat`` runs each text as one user turn of the model's chat
+    template, as ``run_text(chat=True)`` does (``bos`` is then not used). ``progress(done, total)`` after each
+    batch; setting ``cancel`` stops between texts while tokenising and between batches, with AnalysisCancelled. An empty
     text is an InputError, and so is a text whose attention alone exceeds the memory budget (export's
     rule and sentence, naming the text). ``texts`` read by :func:`read_texts` lend their warnings and sources to
     the result.
     """
+    from ..run.chat import starts_with_bos
     from ..run.inference import bos_used, run_probe
     from ..run.memory import attention_memory_budget, check_attention_memory
     from ..run.tokenize import tokenize
@@ -317,19 +332,19 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     if not texts:
         raise InputError("No texts to scan.")
     budget = attention_memory_budget()  # before the slow part: a mistyped budget is said at once
-    use_bos = bos_used(loaded, bos)  # the run's rule: what the summary's "bos" says is what was used
+    use_bos = False if chat else bos_used(loaded, bos)  # the run's rule: the summary's "bos" says what was used
     token_ids, truncated, parts, chars = [], [], [], []
     for k, text in enumerate(texts):
         _cancelled(cancel)
         if text is None or not text.strip():
             raise InputError(f"Text {k + 1} is empty; every text needs at least one token.")
         try:
-            ids, _, cut = tokenize(loaded, text, use_bos, max_tokens)
+            ids, _, cut = tokenize(loaded, text, use_bos, max_tokens, chat=chat)
         except InputError as exc:  # e.g. a text with no tokens: say which text
             raise InputError(f"Text {k + 1}: {exc}") from None
         token_ids.append(ids)
         truncated.append(cut)
-        parts.append(_analysed_part(loaded, text, ids, use_bos) if cut else text)
+        parts.append(_analysed_part(loaded, text, ids, use_bos, chat) if cut else text)
         chars.append(len(text))
     L, H = loaded.n_layer, loaded.n_head
     lengths = [len(ids) for ids in token_ids]
@@ -361,7 +376,9 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
         if progress:
             progress(done, len(texts))
     mean, std, defined = _mean_std(per_text)
+    if chat:  # the template decides the special tokens: "bos" says whether it puts BOS first
+        use_bos = starts_with_bos(loaded, token_ids[0])
     return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
-                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources)
+                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources, chat)

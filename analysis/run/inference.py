@@ -8,7 +8,8 @@ order ``(layer, head, query, key)``.
 
 Every model family is run the same way: the family adapter (``loaded.family``) says where the
 blocks, the attention modules and the output projections are, and which special tokens wrap a
-text. A run that would not fit in memory is refused with a sentence before the forward.
+text; with ``chat`` the model's chat template wraps it instead (analysis/run/chat.py). A run that would
+not fit in memory is refused with a sentence before the forward.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 from ..families.tokens import display_token as family_display_token
 from ..model.loaded import LoadedModel
 from .capture import forward_with_capture
+from .chat import starts_with_bos
 from .memory import check_attention_memory
 from .tokenize import DEFAULT_MAX_TOKENS, token_limit, tokenize, truncation_warning, without_bom
 
@@ -63,7 +65,9 @@ class AttentionResult:
     layer_inputs: np.ndarray  # (layer, n, d_model) float32: residual stream entering each block (before its norm)
     attention_outputs: np.ndarray  # (layer, n, d_model) float32: the attention sub-layer output, after W_O
     predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position; () for an encoder
-    bos: bool  # whether the special tokens were added: BOS in front (decoders), [CLS] … [SEP] (encoders)
+    # whether the special tokens were added: BOS in front (decoders), [CLS] … [SEP] (encoders); with ``chat``,
+    # whether the chat template put the tokenizer's BOS first (the template decides the special tokens)
+    bos: bool
     truncated: bool  # the text was longer than the context and was cut
     n_tokens_text: int  # the text's tokens (without BOS); when truncated, a lower bound: only a prefix is tokenised
     context_length: int
@@ -81,6 +85,7 @@ class AttentionResult:
     max_tokens: int = DEFAULT_MAX_TOKENS  # the cap this run was analysed under (beside the model's context)
     sliding_windows: tuple = ()  # per layer: keys a query sees (itself included) under a sliding window, or None; () none
     weights: str = ""  # what the numbers are computed from (LoadedModel.weights): a GGUF's dequantized Q4_1, …
+    chat: bool = False  # the text ran as one user turn of the model's chat template (its tokens are in ``tokens``)
 
     @property
     def n_layer(self) -> int:
@@ -147,7 +152,7 @@ def bos_used(loaded: LoadedModel, bos: bool | None) -> bool:
 
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
              request_id: int = 0, max_tokens: int | None = None,
-             on_sized: Callable[[int], None] | None = None) -> AttentionResult:
+             on_sized: Callable[[int], None] | None = None, chat: bool = False) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
 
     ``bos=None`` uses the model's default (the bundled model and encoders add their special tokens;
@@ -159,14 +164,21 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     Encoders get no predictions (``result.prediction_note`` says why) and no induction probe.
     ``on_sized(n_tokens)`` is called once the text is tokenized, before the memory check and the forward
     (the window says what a long run will take while it runs).
+
+    ``chat``: the text runs as one user turn of the model's chat template, the assistant's header after it
+    (``apply_chat_template(..., add_generation_prompt=True, tokenize=True)``; analysis/run/chat.py), so the
+    predictions are the reply's first token. The template decides the special tokens: ``bos`` is not used, and
+    ``result.bos`` says whether the template put BOS first. A model without a chat template, or one whose
+    template fails to render, is refused (ChatFormatError, one sentence). A text too long is cut inside the
+    template, which is kept whole (``tokenize._chat_tokens``).
     """
     started = time.perf_counter()
-    use_bos = bos_used(loaded, bos)
+    use_bos = False if chat else bos_used(loaded, bos)
     text, warnings = without_bom(text)
-    if bos and not use_bos:
+    if bos and not use_bos and not chat:
         warnings.append("This model's tokenizer has no BOS token, so none was put in front of the text.")
     cap = token_limit(loaded, max_tokens)
-    ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens)
+    ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens, chat=chat)
     if on_sized is not None:
         on_sized(len(ids))
     check_attention_memory(loaded.n_layer, loaded.n_head, len(ids))
@@ -176,7 +188,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
     if truncated:
-        warnings.append(truncation_warning(loaded, ids, use_bos, cap))
+        warnings.append(truncation_warning(loaded, ids, use_bos, cap, chat=chat))
     probe = run_probe(loaded) if with_probe and loaded.causal else None
     note = "" if loaded.predicts_next_token else (
         "An encoder predicts no next token: it reads the whole text at once." if not loaded.causal
@@ -186,14 +198,15 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         text=text, tokens=tokens, raw_tokens=raw,
         token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=_frozen(capture.attentions),
         layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
-        predictions=_top_predictions(last_logits, loaded, specials), bos=use_bos, truncated=truncated,
+        predictions=_top_predictions(last_logits, loaded, specials),
+        bos=starts_with_bos(loaded, ids) if chat else use_bos, truncated=truncated,
         n_tokens_text=n_text, context_length=loaded.context_length, model_label=loaded.source.label,
         device=loaded.device, dtype=loaded.dtype, weights=loaded.weights,
         timings={"tokenize_s": tokenized - started, "forward_s": forwarded - tokenized,
                  "total_s": time.perf_counter() - started},
         warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),
         causal=loaded.causal, family=loaded.family.name, prediction_note=note, max_tokens=cap,
-        sliding_windows=loaded.sliding_windows if any(loaded.sliding_windows) else (),
+        sliding_windows=loaded.sliding_windows if any(loaded.sliding_windows) else (), chat=bool(chat),
     )
 
 

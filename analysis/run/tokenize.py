@@ -2,7 +2,8 @@
 
 A text is refused when it is empty or not UTF-8 (:func:`check_text`); a leading byte-order mark is removed with a
 warning (:func:`without_bom`); at most :func:`token_limit` ids come back, wrapped in the family's special tokens,
-and a cut text gets the sentence of :func:`truncation_warning`.
+or, in the chat format, in the model's chat template (analysis/run/chat.py), and a cut text gets the sentence of
+:func:`truncation_warning`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model.loaded import LoadedModel
+from .chat import chat_frame, chat_ids, render_turn
 
 #: The most tokens a run analyses unless the caller says otherwise (``max_tokens``, ``--max-tokens``):
 #: the attention of every layer and head is held in memory, L·H·n²·4 bytes.
@@ -131,9 +133,11 @@ def _settled_tokens(tokenizer, prefix: str, encoded) -> int:
     return first
 
 
-def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None = None) -> tuple[list[int], int, bool]:
+def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None = None,
+             chat: bool = False) -> tuple[list[int], int, bool]:
     """Token ids to run (wrapped in the family's special tokens if ``bos``: BOS in front for a decoder,
-    [CLS] … [SEP] for an encoder), the text's token count, and whether it was truncated.
+    [CLS] … [SEP] for an encoder; in the model's chat template if ``chat``, which decides the special tokens
+    itself: ``bos`` is not used), the text's token count, and whether it was truncated.
 
     At most :func:`token_limit` ids come back. Only what that can hold is tokenised: a prefix of the
     text sized from the limit, doubled until its first ``limit`` tokens are known to be the whole text's
@@ -147,10 +151,12 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
     under WordPiece, whose long word becomes an [UNK] only at its end. A Python tokenizer (no words) stops at a
     prefix ending with a space after a word, or at the end of an added token, or when two prefixes agree.
     When the text is cut, the count is a lower bound: the text has *more than* that many tokens. Memory and
-    time thus depend on the limit, not on the length of the text.
+    time thus depend on the limit, not on the length of the text. The chat format's rule is :func:`_chat_tokens`.
     """
     check_text(text)
     total = token_limit(loaded, max_tokens)
+    if chat:
+        return _chat_tokens(loaded, text, total)
     n_special = len(loaded.special_ids([], special=bos))
     limit = total - n_special  # text tokens that fit beside the special tokens
     if limit < 1:
@@ -161,7 +167,15 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
                              f"room for text beside {specials}; run the text without them (--no-bos, or untick BOS).")
         raise InputError(f"A cap of {total} token{'' if total == 1 else 's'} leaves no room for text beside "
                          f"the model's {n_special} special token{'' if n_special == 1 else 's'}; raise the cap.")
-    tokenizer = loaded.tokenizer
+    ids, n_text = _first_tokens(loaded.tokenizer, text, limit, total)
+    truncated = n_text > limit
+    return loaded.special_ids(list(ids[:limit]), special=bos), n_text, truncated
+
+
+def _first_tokens(tokenizer, text: str, limit: int, total: int) -> tuple[list[int], int]:
+    """The tokens of a prefix of ``text`` whose first ``limit`` are the whole text's (all of them when the prefix
+    is the whole text), and the text's token count (a lower bound when it is more than ``limit``); the first
+    prefix is sized from ``total``, the tokens of the whole run. See :func:`tokenize`."""
     fast = getattr(tokenizer, "is_fast", False)
     wordpiece = fast and hasattr(tokenizer.backend_tokenizer.model, "max_input_chars_per_word")
     window, shorter = max(64, total * CHARS_PER_TOKEN_FIRST), None
@@ -193,8 +207,47 @@ def tokenize(loaded: LoadedModel, text: str, bos: bool, max_tokens: int | None =
     if n_text == 0:  # a WordPiece tokenizer drops zero-width and control characters
         raise InputError("The text has no tokens once tokenised (this tokenizer drops all of its characters, "
                          "such as zero-width or control characters); type some words.")
-    truncated = n_text > limit
-    return loaded.special_ids(list(ids[:limit]), special=bos), n_text, truncated
+    return list(ids), n_text
+
+
+def _chat_tokens(loaded: LoadedModel, text: str, total: int) -> tuple[list[int], int, bool]:
+    """``text`` as one user turn of the model's chat template (analysis/run/chat.py), in at most ``total`` ids.
+
+    A text that fits gets exactly ``apply_chat_template(..., add_generation_prompt=True, tokenize=True)``. A text
+    that does not is cut, and the template kept whole: the ids are the template's opening tokens, the text's first
+    ``total`` − (the template's tokens) tokens and the template's closing tokens (the end of the user's turn and
+    the assistant's header), each part tokenised alone (:class:`~analysis.run.chat.ChatFrame`), so the model
+    still reads a complete turn and the predictions are still the reply's first token. The count is the text's
+    own tokens, without the template's (as the text as the template put it: a template may trim it). A template
+    that writes something else around this text than around another (it reads the text) is run whole when it
+    fits, and refused when it would have to be cut."""
+    frame = chat_frame(loaded)
+    rendered = render_turn(loaded, text)
+    limit = total - frame.n_ids  # text tokens that fit inside the template
+    if limit < 1:
+        around = f"its chat template's {counted(frame.n_ids, 'token')}"
+        if total == loaded.context_length:
+            raise InputError(f"This model's context holds only {counted(total, 'position')}, no room for text "
+                             f"beside {around}; run the text without --chat (untick Chat format).")
+        raise InputError(f"A cap of {counted(total, 'token')} leaves no room for text beside the model's chat "
+                         f"template ({counted(frame.n_ids, 'token')}); raise the cap.")
+    content = frame.content_of(rendered)
+    tokenizer = loaded.tokenizer
+    if content is None:  # the template reads the text: the frame is not what surrounds it
+        _, n_text = _first_tokens(tokenizer, text, limit, total)
+        _, n_all = _first_tokens(tokenizer, rendered, total, total)
+        if n_all > total:
+            raise InputError(f"The chat template of {loaded.source.label} writes something else around this text "
+                             f"than around others, so it cannot be cut to the {counted(total, 'token')} a run holds "
+                             "keeping the template whole; shorten the text, or run it without --chat.")
+        return chat_ids(loaded, text), n_text, False
+    text_ids, n_text = _first_tokens(tokenizer, content, limit, total)
+    if n_text <= limit:
+        ids = chat_ids(loaded, text)
+        if len(ids) <= total:
+            return ids, n_text, False
+        # tokenised whole, the seams between the template and the text made more tokens than apart: apart, it fits
+    return frame.wrap(text_ids[:limit]), n_text, n_text > limit
 
 
 def without_bom(text: str) -> tuple[str, list[str]]:
@@ -211,10 +264,17 @@ def counted(n: int, noun: str) -> str:
 
 
 
-def truncation_warning(loaded: LoadedModel, ids: list[int], bos: bool, cap: int, done: str = "analysed") -> str:
-    """The sentence for a text cut to ``ids`` (special tokens included) by ``cap`` or the model's context."""
-    n_kept = len(ids) - len(loaded.special_ids([], special=bos))
-    with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if bos else ""
+def truncation_warning(loaded: LoadedModel, ids: list[int], bos: bool, cap: int, done: str = "analysed",
+                       chat: bool = False) -> str:
+    """The sentence for a text cut to ``ids`` (special tokens, or the chat template's tokens, included) by ``cap``
+    or the model's context."""
+    if chat:
+        n_around = chat_frame(loaded).n_ids
+        with_specials = f" with the chat template's {counted(n_around, 'token')}"
+    else:
+        n_around = len(loaded.special_ids([], special=bos))
+        with_specials = (" with BOS" if loaded.causal else " with [CLS] and [SEP]") if bos else ""
+    n_kept = len(ids) - n_around
     if cap < loaded.context_length:
         holds = (f"AttnScope analyses at most {counted(cap, 'token')}{with_specials} (the token cap; the model's "
                  f"context holds {loaded.context_length:,})")

@@ -1,4 +1,4 @@
-"""Help dialogs: About / the bundled model's card, and every keyboard shortcut."""
+"""Help dialogs: About / the bundled model's card, and every keyboard shortcut (with what the run row's switches do)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -82,9 +82,22 @@ def shortcuts_of(window: QtWidgets.QWidget) -> list[tuple[str, str]]:
     return rows
 
 
+#: The run row beside the text box, as F1 explains it below the shortcuts (Tab visits it in this order).
+RUN_ROW = ("## The run row\n\n"
+           "- **Run** (Ctrl+Enter) runs the text; **Examples** holds texts that show typical heads, and Recent texts.\n"
+           "- **BOS** puts the model's special tokens around the text (BOS in front of a decoder's, [CLS] … [SEP] "
+           "around an encoder's).\n"
+           "- **Auto** runs the text again shortly after you stop typing.\n"
+           "- **Chat format** runs the text as one user turn of an instruct model's own chat template, the "
+           "assistant's header after it: the attention over the prompt as the model sees it in a chat. The "
+           "template's tokens (such as `<|im_start|>`) are in the token strip, the predictions are the reply's "
+           "first token, and the template decides the special tokens (BOS is disabled meanwhile). It is disabled when "
+           "the model has no chat template (its tooltip says so); `--chat` on the command line.")
+
+
 def keyboard_dialog(window) -> QtWidgets.QDialog:
     table = "| keys | what |\n| --- | --- |\n" + "\n".join(f"| {k} | {w} |" for k, w in shortcuts_of(window))
-    return text_dialog(window, "Keyboard", "## Keyboard shortcuts\n\n" + table)
+    return text_dialog(window, "Keyboard", "## Keyboard shortcuts\n\n" + table + "\n\n" + RUN_ROW)
 
 
 def with_shortcut_tooltips(menu_bar: QtWidgets.QMenuBar) -> None:

@@ -3,10 +3,10 @@ tabs, lays them out (gui/chrome/window_layout.py), adds the menus (gui/chrome/me
 (gui/chrome/status.py), sets the Tab order (gui/chrome/focus_order.py), and wires the worker to the one view state
 (gui/state/view_state.py); every view draws from the state and writes user edits back to it.
 
-A text's way to the screen: TextInput.run_requested → MainWindow._analyse → Worker.analyse (worker
-thread: analysis.run.inference.run_text + every head score) → Worker.analysis_ready → MainWindow._analysis_ready
-(drops an answer to an older request) → ViewState.set_bundle → each view's subscriber paints (token strip,
-grid, head map, score table, from-scratch). Exports: File → Export… → gui/export/exporting.py.
+A text's way to the screen: TextInput.run_requested → MainWindow._analyse (with the view state's chat_used) →
+Worker.analyse (worker thread: analysis.run.inference.run_text + every head score) → Worker.analysis_ready →
+MainWindow._analysis_ready (drops an answer to an older request) → ViewState.set_bundle → each view's subscriber
+paints (token strip, grid, head map, score table, from-scratch). Exports: File → Export… → gui/export/exporting.py.
 
 Layout: the model bar (a toolbar); then a vertical splitter: above it the input area (the notes, the
 text box, the predictions and the token strip), below it the grid beside the tabs.
@@ -116,6 +116,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.load_started.connect(self._load_started)
         w.analysis_sized.connect(self._analysis_sized)
         w.load_progress.connect(bar.show_progress)
+        w.chat_format_checked.connect(self._chat_format_checked)
         w.model_loaded.connect(self._model_loaded)
         w.analysis_started.connect(self._analysis_started)
         w.analysis_ready.connect(self._analysis_ready)
@@ -178,6 +179,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.model_bar.loading(source)
         if request_id == self.latest_load_id:
             self.status.loading(source)
+
+    def _chat_format_checked(self, request_id: int, problem) -> None:
+        """Whether the model now loading has a chat format (sent just before its model_loaded, which runs the text)."""
+        if not self.closed and request_id == self.latest_load_id:
+            self.state.set_chat_problem(problem)
 
     def _model_loaded(self, request_id: int, info) -> None:
         if self.closed or request_id != self.latest_load_id:
@@ -244,7 +250,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _analyse(self, text: str, bos: bool) -> None:
         if self.model_info is None:
             return  # runs when the model arrives
-        self.latest_analyse_id = self.worker.analyse(text, bos, self.max_tokens())
+        self.latest_analyse_id = self.worker.analyse(text, bos, self.max_tokens(), chat=self.state.chat_used)
         waiting = running_jobs(self.worker)  # long jobs a new text does not end: it runs after them
         self._wait_for(waiting[0] if waiting else None)
         if not waiting:

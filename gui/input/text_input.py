@@ -1,10 +1,15 @@
-"""The text input: the text box with Run / BOS / Auto, Examples and Recent texts, the warning and
+"""The text input: the text box with Run / BOS / Auto / Chat format, Examples and Recent texts, the warning and
 stale lines, the next-token predictions and the token strip.
 
 It asks for runs through ``run_requested(text, bos, explicit)`` (explicit: Run, Ctrl+Enter, an
-example or a recent text; not an auto-run or a BOS toggle) and shows what the view state holds:
+example or a recent text; not an auto-run or a BOS or Chat format toggle) and shows what the view state holds:
 the result's tokens and predictions, and whether the text still matches the result shown. An
 example that names a head asks for it with ``head_requested(layer, head)`` once its result is shown.
+
+*Chat format* is the view state's ``chat`` (the window sends ``state.chat_used`` with each run): the text runs as
+one user turn of the model's chat template. It is disabled, the reason as its tooltip, while the loaded model has
+no chat template (``state.chat_problem``); while it is used the template decides the special tokens, and BOS is
+disabled.
 
 A text with a line longer than LONG_LINE_CHARS (gui/input/text_box.py; a 5 MB one-line paste, a --text) is
 held here, not put in the box: Qt lays a line out whole at every change and paints it whole at every blink of the
@@ -100,6 +105,9 @@ class TextInput(QtWidgets.QWidget):
         self.bos_box = QtWidgets.QCheckBox("BOS", self)
         self.bos_box.setToolTip("Prepend <|endoftext|> as the first token")
         self.bos_box.toggled.connect(lambda _: self.run(explicit=False))
+        self.chat_box = QtWidgets.QCheckBox("Chat format", self)
+        self.chat_box.setChecked(state.chat)
+        self.chat_box.toggled.connect(self._chat_toggled)
         self.auto_box = QtWidgets.QCheckBox("Auto", self)
         self.auto_box.setChecked(str(settings.value("texts/auto", "true")).lower() != "false")
         self.auto_box.setToolTip("Run again shortly after typing stops")
@@ -132,9 +140,10 @@ class TextInput(QtWidgets.QWidget):
         buttons = QtWidgets.QGridLayout()
         buttons.setSpacing(2)
         buttons.addWidget(self.run_button, 0, 0)
-        buttons.addWidget(self.examples_button, 0, 1)
+        buttons.addWidget(self.examples_button, 0, 1, 1, 2)
         buttons.addWidget(self.bos_box, 1, 0)
         buttons.addWidget(self.auto_box, 1, 1)
+        buttons.addWidget(self.chat_box, 1, 2)
         buttons.setRowStretch(2, 1)
         text_row = QtWidgets.QHBoxLayout()
         text_row.addWidget(self.text_edit, 1)
@@ -173,11 +182,15 @@ class TextInput(QtWidgets.QWidget):
         self.examples_button.setMenu(self.examples_menu)
         self.setFocusProxy(self.text_edit)
         state.bundle_changed.connect(self._bundle_changed)
+        state.chat_changed.connect(self._show_chat)
+        state.chat_problem_changed.connect(self._show_chat)
+        self._show_chat()
         self._refresh_recent_menu()
 
     def focus_order(self) -> list[QtWidgets.QWidget]:
         """The widgets Tab visits here, in order: the text, the run row, the token strip."""
-        return [self.text_edit, self.run_button, self.examples_button, self.bos_box, self.auto_box, self.token_strip]
+        return [self.text_edit, self.run_button, self.examples_button, self.bos_box, self.auto_box, self.chat_box,
+                self.token_strip]
 
     # ----------------------------------------------------------------- text and runs
     def text(self) -> str:
@@ -208,6 +221,27 @@ class TextInput(QtWidgets.QWidget):
         self.bos_box.blockSignals(True)
         self.bos_box.setChecked(bool(bos))
         self.bos_box.blockSignals(False)
+
+    def _chat_toggled(self, on: bool) -> None:
+        self.state.set_chat(on)
+        self.run(explicit=False)
+
+    def _show_chat(self, *_changed) -> None:
+        """The Chat format box and BOS as the state has them: the box disabled, the reason its tooltip, while the
+        model has no chat format; BOS disabled while the chat template decides the special tokens."""
+        problem, state = self.state.chat_problem, self.state
+        self.chat_box.blockSignals(True)
+        self.chat_box.setChecked(state.chat)
+        self.chat_box.blockSignals(False)
+        self.chat_box.setEnabled(problem is None)
+        self.chat_box.setToolTip(
+            problem if problem is not None else
+            "Chat format: run the text as one user turn of the model's chat template, the assistant's header after "
+            "it, as an instruct model reads a chat (the template's tokens, such as <|im_start|>, are in the strip; "
+            "the predictions are the reply's first token)")
+        self.bos_box.setEnabled(not state.chat_used)
+        self.bos_box.setToolTip("The chat template decides the special tokens while Chat format is on"
+                                if state.chat_used else "Prepend <|endoftext|> as the first token")
 
     def run_example(self, example: Example) -> None:
         """Run an example (an explicit run); the head it names is asked for once its result is shown."""

@@ -5,12 +5,14 @@ selected layer/head and query row, the drawing options (colormap, scale, hide-fi
 badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
 threshold ε), the lenses of the bundle on screen as they arrive from the worker (value norms,
 rollout; see gui/state/lens_data.py), and what the views say while there is nothing to draw (the
-placeholder: "loading the model…"). Views take it in their constructor, connect to the signals they care about and
-write user edits back through the setters; no view reads another widget.
+placeholder: "loading the model…"), and the *Chat format* switch of the runs (whether a text runs as one user turn of
+the model's chat template, and why the loaded model cannot, when it has no template). Views take it in their
+constructor, connect to the signals they care about and write user edits back through the setters; no view reads
+another widget.
 
 Setters validate their argument (``ValueError`` for a name that does not exist) and emit only
 when the value really changes, so a view that writes back what it was just told causes no echo.
-The drawing options are saved to and restored from ``QSettings`` (keys under ``view/``).
+The drawing options and the chat switch are saved to and restored from ``QSettings`` (keys under ``view/``).
 
 A lens answer is kept only when it belongs to the bundle on screen (its request id); a new bundle
 clears them, so a late answer computed for an older result is dropped, never drawn.
@@ -57,6 +59,8 @@ class ViewState(QtCore.QObject):
     tl_options_changed = QtCore.Signal(object)  # dict: TL's error_measure, exclude_bos, exclude_current_token
     placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
     running_changed = QtCore.Signal(bool)  # a newer text is being analysed: the bundle on screen is the previous one
+    chat_changed = QtCore.Signal(bool)  # the Chat format switch, as the user set it
+    chat_problem_changed = QtCore.Signal(object)  # str | None: why the loaded model has no chat format (None: it has)
 
     def __init__(self, settings: QtCore.QSettings | None = None, parent: QtCore.QObject | None = None):
         super().__init__(parent)
@@ -77,6 +81,8 @@ class ViewState(QtCore.QObject):
         self._tl_options = TL_DEFAULTS
         self._placeholder: str | None = None
         self._running = False
+        self._chat = False
+        self._chat_problem: str | None = None
         if settings is not None:
             self.load_settings()
 
@@ -152,6 +158,22 @@ class ViewState(QtCore.QObject):
     def running(self) -> bool:
         """True while the newest text asked for is being analysed: what views show is the previous text's."""
         return self._running
+
+    @property
+    def chat(self) -> bool:
+        """The *Chat format* switch as the user set it (remembered), whether or not the loaded model has a template."""
+        return self._chat
+
+    @property
+    def chat_problem(self) -> str | None:
+        """Why the loaded model cannot run a text in its chat format (one sentence: it has no chat template, or
+        the template does not render), or None when it can (or no model was checked yet)."""
+        return self._chat_problem
+
+    @property
+    def chat_used(self) -> bool:
+        """Whether a run now goes in the chat format: the switch is on and the loaded model has a chat format."""
+        return self._chat and self._chat_problem is None
 
     def lens(self, kind: str):
         """The lens ``kind`` of the bundle on screen, or None while it is not (yet) computed."""
@@ -264,6 +286,13 @@ class ViewState(QtCore.QObject):
     def set_running(self, running: bool) -> None:
         self._change("running", bool(running), self.running_changed)
 
+    def set_chat(self, chat: bool) -> None:
+        self._change("chat", bool(chat), self.chat_changed)
+
+    def set_chat_problem(self, problem: str | None) -> None:
+        """What the worker found of the model just loaded (``Worker.chat_format_checked``)."""
+        self._change("chat_problem", str(problem) if problem else None, self.chat_problem_changed)
+
     def set_lens(self, request_id: int, kind: str, value) -> bool:
         """Keep ``value`` as the lens ``kind`` of the result with ``request_id``; False (dropped) when that
         result is no longer on screen."""
@@ -305,6 +334,7 @@ class ViewState(QtCore.QObject):
                 except ValueError:
                     pass
         self.set_hide_first(str(s.value("view/hide_first", "false")).lower() == "true")
+        self.set_chat(str(s.value("view/chat", "false")).lower() == "true")
         try:
             self.set_sink_epsilon(float(s.value("view/sink_epsilon", SINK_EPSILON)))
         except (TypeError, ValueError):
@@ -318,5 +348,6 @@ class ViewState(QtCore.QObject):
         s.setValue("view/scale", self._scale)
         s.setValue("view/badge_score", self._badge_score or "")
         s.setValue("view/hide_first", "true" if self._hide_first else "false")
+        s.setValue("view/chat", "true" if self._chat else "false")
         s.setValue("view/attention_view", self._attention_view)
         s.setValue("view/sink_epsilon", self._sink_epsilon)

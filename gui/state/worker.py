@@ -65,6 +65,7 @@ class AnalyseRequest:
     text: str
     bos: bool | None
     max_tokens: int | None = None  # the token cap (None: inference.DEFAULT_MAX_TOKENS)
+    chat: bool = False  # the text as one user turn of the model's chat template (run_text's chat; bos not used)
     cancel: threading.Event = _event()  # set: a newer analysis or load, or the worker stopping
 
 
@@ -143,6 +144,9 @@ class Worker(QtCore.QObject):
     devices_found = QtCore.Signal(list)
     load_started = QtCore.Signal(int, str)
     load_progress = QtCore.Signal(str, object, object)  # message, done bytes, total bytes (ints may exceed 2^31)
+    # request id, why the model just loaded has no chat format to run a text in (analysis.run.chat.chat_problem,
+    # one sentence) or None when it has one: sent just before its model_loaded
+    chat_format_checked = QtCore.Signal(int, object)
     model_loaded = QtCore.Signal(int, object)  # request id, ModelInfo
     analysis_started = QtCore.Signal(int)
     # request id, tokens to run, bytes their attention will take (inference.attention_memory_bytes): sent
@@ -179,8 +183,8 @@ class Worker(QtCore.QObject):
                 if isinstance(request, LoadRequest):
                     request.cancel.set()
 
-    def analyse(self, text: str, bos: bool | None = None, max_tokens: int | None = None) -> int:
-        return self._put(AnalyseRequest(self.next_id(), text, bos, max_tokens), RequestKind.ANALYSE)
+    def analyse(self, text: str, bos: bool | None = None, max_tokens: int | None = None, chat: bool = False) -> int:
+        return self._put(AnalyseRequest(self.next_id(), text, bos, max_tokens, bool(chat)), RequestKind.ANALYSE)
 
     def submit(self, name: str, task, cancel: threading.Event | None = None, ended_by=(), label: str = "") -> int:
         """Queue ``task(loaded)``; with ``cancel`` it can be interrupted, and the newer requests of the
@@ -302,6 +306,7 @@ class Worker(QtCore.QObject):
 
     def _do_load(self, request: LoadRequest) -> None:
         from analysis.model.loading import load_model
+        from analysis.run.chat import chat_problem
 
         self._emit(self.load_started, request.request_id, request.source)
         last = [0.0]
@@ -314,7 +319,9 @@ class Worker(QtCore.QObject):
 
         loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,
                             progress=progress, cancel=request.cancel)
+        problem = chat_problem(loaded)
         self._loaded = loaded  # the previous model is released here, after the new one loaded
+        self._emit(self.chat_format_checked, request.request_id, problem)
         self._emit(self.model_loaded, request.request_id, loaded.info)
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
@@ -333,6 +340,6 @@ class Worker(QtCore.QObject):
                        attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
 
         result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,
-                          max_tokens=request.max_tokens, on_sized=sized)
+                          max_tokens=request.max_tokens, on_sized=sized, chat=request.chat)
         scores = all_scores(result)
         self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))

@@ -26,7 +26,7 @@ def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path,
                             "--heads", "1.0,2.3", "--mode", "mean", "--bos", "--json", target)
     assert code == 0, err
     data = json.loads(stdout)
-    assert set(data) == {"mode", "n_tokens", "truncated", "heads", "baseline", "ablated"}
+    assert set(data) == {"mode", "n_tokens", "truncated", "chat", "heads", "baseline", "ablated"}
     assert data["mode"] == "mean" and data["heads"] == [[1, 0], [2, 3]]
     assert data["n_tokens"] == direct_n_tokens(tiny_model, SHORT) and data["truncated"] is False
     direct = ablation.ablate(tiny_model, SHORT, [(1, 0), (2, 3)], mode="mean", bos=True)
@@ -43,7 +43,7 @@ def test_ablate_importance_lists_the_heads_that_matter(tiny_model_dir, tiny_mode
                             "--bos")
     assert code == 0, err
     data = json.loads(stdout)
-    assert set(data) == {"mode", "n_tokens", "truncated", "importance"} and data["mode"] == "zero"
+    assert set(data) == {"mode", "n_tokens", "truncated", "chat", "importance"} and data["mode"] == "zero"
     assert data["n_tokens"] == direct_n_tokens(tiny_model, SHORT) and data["truncated"] is False
     direct = ablation.importance_map(tiny_model, SHORT, "zero", bos=True)
     assert data["importance"]["baseline_loss"] == pytest.approx(direct.baseline_loss, abs=1e-9)

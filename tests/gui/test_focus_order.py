@@ -1,5 +1,5 @@
 """Tab and Shift+Tab through the whole window: every control once, in the README's order (model bar → text →
-run row → token strip → grid → tabs → the tab's controls → the notes' buttons, top to bottom, each left to
+run row (Run, Examples, BOS, Auto, Chat format: the window's model has a chat template) → token strip → grid → tabs → the tab's controls → the notes' buttons, top to bottom, each left to
 right → back)."""
 import pytest
 
@@ -35,7 +35,7 @@ def walk(qtbot, window, start, key, limit=80) -> list[QtWidgets.QWidget]:
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, tiny_model_dir):
+def window(qtbot, tmp_path, chat_model_dir):
     from gui.chrome.downloads import offer_gpt2_download
     from gui.qt import ensure_qapp
     from gui.chrome.window import MainWindow
@@ -46,7 +46,7 @@ def window(qtbot, tmp_path, tiny_model_dir):
     w.resize(1366, 740)
     w.show()
     with qtbot.waitSignal(w.model_ready, timeout=WAIT_MS):
-        w.load_model(str(tiny_model_dir))
+        w.load_model(str(chat_model_dir))
     offer_gpt2_download(w)  # the first start's note and its buttons: Tab must not lose the model bar there
     w.set_text("The cat sat on the mat")
     with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
@@ -66,11 +66,11 @@ def test_tab_walks_the_whole_window_in_the_readme_order_each_control_once(qtbot,
     assert set(cycle) == set(tab_stops(window))  # … and every one of them
     model_bar = [bar.model_choice, bar.device_choice, bar.load_button]
     assert all(w in cycle for w in model_bar + note.action_buttons())  # Tab reaches them too
-    # README: model bar → text → Run/Examples/BOS/Auto → token strip → grid → Badges → tabs → the tab's controls
-    # → a note's buttons → back to the model bar. The cycle read from the model bar:
+    # README: model bar → text → Run/Examples/BOS/Auto/Chat format → token strip → grid → Badges → tabs → the tab's
+    # controls → a note's buttons → back to the model bar. The cycle read from the model bar:
     first = cycle.index(bar.model_choice)
     from_bar = cycle[first:] + cycle[:first]
-    readme = model_bar + [box, text.run_button, text.examples_button, text.bos_box, text.auto_box,
+    readme = model_bar + [box, text.run_button, text.examples_button, text.bos_box, text.auto_box, text.chat_box,
                           text.token_strip, grid.plot, grid.badge_choice, window.tabs.tabBar(),
                           window.head_tab.plot]
     positions = [from_bar.index(w) for w in readme]

@@ -44,7 +44,7 @@ class AblationTab(QtWidgets.QWidget):
         self.state, self.worker = state, worker
         self.ablation = None  # AblationResult shown, of self._key
         self.importance = None  # ImportanceMap shown, of self._key
-        self._key = None  # (text, bos, model generation) the results belong to
+        self._key = None  # (text, bos, chat, model generation) the results belong to
         self._model_generation = 0
         self._followed = ""  # the head text the heads box took from the selection (it follows while unchanged)
         # a new text or model ends them at once (their answers would be for the text or model no longer shown)
@@ -164,7 +164,7 @@ class AblationTab(QtWidgets.QWidget):
     # ----------------------------------------------------------------- what the results belong to
     def _current_key(self):
         r = self.state.result
-        return None if r is None else (r.text, bool(r.bos), self._model_generation)
+        return None if r is None else (r.text, bool(r.bos), r.chat, self._model_generation)
 
     def _usable(self) -> str:
         """"" when the tab can run on the result on screen, else why not (one sentence)."""
@@ -250,12 +250,12 @@ class AblationTab(QtWidgets.QWidget):
         except InputError as exc:
             self._show_message(str(exc), error=True)
             return None
-        text, bos, mode, cap = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens
+        text, bos, mode, cap, chat = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens, r.chat
         self.message.hide()
         self.ablate_button.setEnabled(False)
         self.ablated_box.setTitle("Ablated: running…")
         return self.ablate_job.start(
-            lambda loaded, _progress, _cancel: ablate(loaded, text, heads, mode, bos, max_tokens=cap))
+            lambda loaded, _progress, _cancel: ablate(loaded, text, heads, mode, bos, max_tokens=cap, chat=chat))
 
     def _ablated(self, result) -> None:
         self.ablate_button.setEnabled(not self._usable())
@@ -286,7 +286,7 @@ class AblationTab(QtWidgets.QWidget):
         r = self.state.result
         if self._usable():
             return None
-        text, bos, mode, cap = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens
+        text, bos, mode, cap, chat = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens, r.chat
         self.progress.setRange(0, r.n_layer * r.n_head + 1)
         self.progress.setValue(0)
         self.progress.show()
@@ -294,7 +294,8 @@ class AblationTab(QtWidgets.QWidget):
         self.importance_cancel.setEnabled(True)
         self.importance_label.setText(f"Ablating each of the {r.n_layer * r.n_head} heads alone ({mode})…")
         return self.importance_job.start(
-            lambda loaded, progress, cancel: importance_map(loaded, text, mode, bos, progress, cancel, max_tokens=cap))
+            lambda loaded, progress, cancel: importance_map(loaded, text, mode, bos, progress, cancel, max_tokens=cap,
+                                                            chat=chat))
 
     def _importance_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, total)

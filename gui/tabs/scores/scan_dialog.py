@@ -33,14 +33,17 @@ def _sample_count() -> int:
 
 class ScanDialog(QtWidgets.QDialog):
     """Where the texts come from, how many, then a progress bar and Cancel. ``bos`` is the BOS choice
-    of the text on screen (None: the model's default), so the scan's scores compare with the table's."""
+    of the text on screen (None: the model's default) and ``chat`` its chat format (each text then runs as one user
+    turn of the model's chat template), so the scan's scores compare with the table's."""
 
     scan_ready = QtCore.Signal(object, str)  # ScanResult, where its texts came from (in words)
 
-    def __init__(self, worker, bos: bool | None = None, parent=None, max_tokens: int | None = None):
+    def __init__(self, worker, bos: bool | None = None, parent=None, max_tokens: int | None = None,
+                 chat: bool = False):
         super().__init__(parent)
         self.setWindowTitle("Scores over many texts")
         self.bos, self.max_tokens = bos, max_tokens  # max_tokens: the token cap (None: the default)
+        self.chat = bool(chat)
         self._in_flight = 0  # the latest scan's request until the worker has let it go (dropped or not)
         self._close_when_done = False
         worker.task_done.connect(self._worker_done)
@@ -88,8 +91,10 @@ class ScanDialog(QtWidgets.QDialog):
         form.addRow("Batch", self.batch_spin)
         bos_text = {None: "the model's default", True: "prepended, as for the text on screen",
                     False: "not prepended, as for the text on screen"}[bos]
+        if self.chat:
+            bos_text = "each text as one user turn of the model's chat template, as for the text on screen"
         self.bos_label = QtWidgets.QLabel(bos_text)
-        form.addRow("BOS", self.bos_label)
+        form.addRow("Chat format" if self.chat else "BOS", self.bos_label)
 
         self.progress = QtWidgets.QProgressBar()
         self.progress.setRange(0, 1)
@@ -152,7 +157,8 @@ class ScanDialog(QtWidgets.QDialog):
             self._stopped("Choose a text file or a folder of .txt files first.", error=True)
             return None
         self._source_text = "the bundled sample" if path == SAMPLE_TEXTS else path.name
-        max_texts, batch, bos, cap = self.max_spin.value(), self.batch_spin.value(), self.bos, self.max_tokens
+        max_texts, batch, bos, cap, chat = (self.max_spin.value(), self.batch_spin.value(), self.bos, self.max_tokens,
+                                            self.chat)
 
         def work(loaded, progress, cancel):
             def report(done: int, total: int) -> None:
@@ -160,7 +166,7 @@ class ScanDialog(QtWidgets.QDialog):
                     progress(done, total)
 
             return scan_texts(loaded, read_texts(path), batch_size=batch, max_texts=max_texts, progress=report,
-                              cancel=cancel, bos=bos, max_tokens=cap)
+                              cancel=cancel, bos=bos, max_tokens=cap, chat=chat)
 
         self.message.hide()
         self.progress.setRange(0, 0)  # busy until the first batch says how many texts there are

@@ -264,7 +264,8 @@ class ScoresTab(QtWidgets.QWidget):
             return open_one
         result = self.state.result
         dialog = ScanDialog(self.worker, None if result is None else bool(result.bos), self.window(),
-                            max_tokens=None if result is None else result.max_tokens)
+                            max_tokens=None if result is None else result.max_tokens,
+                            chat=result is not None and result.chat)
         dialog.scan_ready.connect(self.show_scan)
         dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose, True)
         # modeless: while a scan runs the window stays usable (a new model stops the scan and the dialog says
