@@ -127,7 +127,7 @@ def test_a_remembered_model_that_is_gone_falls_back_to_the_default(tiny_model_di
     assert choose_source(None, settings) == (str(folder), False)
     sh.rmtree(folder)
     assert not still_available(str(folder)) and still_available("bundled") and not still_available("gpt2-xl")
-    assert choose_source(None, settings)[0] in ("bundled", "gpt2")  # the default instead of failing
+    assert choose_source(None, settings)[0] in ("bundled", "smollm2", "gpt2")  # the default instead of failing
     assert choose_source("gpt2-xl", settings) == ("gpt2-xl", False)  # asked for by name: loading will say
 
 
