@@ -1,24 +1,32 @@
 """The example texts of the Examples menu (resources/texts/examples.txt), each with what to look for and,
-where its label names one, the head to open."""
+where its label names one, the head to open — a head of the model its section of the file is for."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "resources" / "texts" / "examples.txt"
 
 
+#: The models examples.txt has a section for (``[smollm2]`` starts one), as the menu names them; lines before any
+#: section are the bundled model's.
+EXAMPLE_MODELS = {"bundled": "the bundled model", "smollm2": "SmolLM2-135M-Instruct"}
+
+
 @dataclass(frozen=True)
 class Example:
-    """One example text: what to look for (``label``), the text, and the head it names (or None)."""
+    """One example text: what to look for (``label``), the text, the head it names (or None) and the model
+    (``source`` name, a key of :data:`EXAMPLE_MODELS`) whose head that is."""
 
     label: str
     text: str
     head: tuple[int, int] | None = None
+    model: str = "bundled"
 
 
 HEAD_FIELD = re.compile(r"^(\d+)\.(\d+)$")
+SECTION = re.compile(r"^\[(\w+)\]\s*$")
 
 
 def parse_example(line: str) -> Example | None:
@@ -37,9 +45,19 @@ def parse_example(line: str) -> Example | None:
 
 
 def example_texts() -> list[Example]:
-    """The examples of resources/texts/examples.txt, in file order (see :func:`parse_example`)."""
+    """The examples of resources/texts/examples.txt, in file order (see :func:`parse_example`), each with the
+    model of its section (``[smollm2]`` starts SmolLM2's; before any section: the bundled model's)."""
     try:
         lines = EXAMPLES_FILE.read_text(encoding="utf-8").splitlines()
     except OSError:
         lines = ["The cat sat on the mat because it was tired."]
-    return [e for e in map(parse_example, lines) if e is not None]
+    examples, model = [], "bundled"
+    for line in lines:
+        section = SECTION.match(line)
+        if section and section[1] in EXAMPLE_MODELS:
+            model = section[1]
+            continue
+        example = parse_example(line)
+        if example is not None:
+            examples.append(replace(example, model=model))
+    return examples

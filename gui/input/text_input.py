@@ -28,10 +28,9 @@ import re
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.model.catalogue import BUNDLED
 
 from ..state.view_state import ViewState
-from .examples import Example, example_texts
+from .examples import EXAMPLE_MODELS, Example, example_texts
 from .notes import NoteBar
 from .text_box import TextBox, has_long_line
 from .token_strip import TokenStrip
@@ -85,7 +84,7 @@ class TextInput(QtWidgets.QWidget):
         super().__init__(parent)
         self.state = state
         self.settings = settings
-        self._pending_head: tuple[str, tuple[int, int]] | None = None  # (example text, head) until it is shown
+        self._pending_head: tuple[str, tuple[int, int], str] | None = None  # (example text, head, model) until shown
         # Children are made with their parent: a widget reparented by a layout after a child window
         # (a menu) was made lands in a focus chain of its own, and Tab then circles inside this widget.
         self._held: str | None = None  # a text too long for the box (see the module docstring), else None
@@ -163,9 +162,15 @@ class TextInput(QtWidgets.QWidget):
         # the menus are made last: see the note on the focus chain above
         self.examples_menu = QtWidgets.QMenu(self)
         self.examples_menu.setToolTipsVisible(True)
-        header = self.examples_menu.addAction("What to look for (the heads named are the bundled model's)")
-        header.setEnabled(False)
+        model = None
         for example in example_texts():
+            if example.model != model:  # a heading per model: the heads named are that model's
+                model = example.model
+                if self.examples_menu.actions():
+                    self.examples_menu.addSeparator()
+                header = self.examples_menu.addAction(f"What to look for in {EXAMPLE_MODELS[model]} (its heads "
+                                                      "open with it)")
+                header.setEnabled(False)
             label, text = example.label, example.text
             action = self.examples_menu.addAction(
                 f"{label} — {menu_label(text, max(24, MENU_CHARS + 17 - len(label)))}" if label else menu_label(text))
@@ -246,7 +251,7 @@ class TextInput(QtWidgets.QWidget):
     def run_example(self, example: Example) -> None:
         """Run an example (an explicit run); the head it names is asked for once its result is shown."""
         self.set_text(example.text)
-        self._pending_head = (example.text, example.head) if example.head else None
+        self._pending_head = (example.text, example.head, example.model) if example.head else None
         self.run(explicit=True)
 
     def run(self, explicit: bool = True) -> bool:
@@ -315,9 +320,9 @@ class TextInput(QtWidgets.QWidget):
         self.predictions.setVisible(bool(pieces))
         self._update_stale()
         if self._pending_head is not None and self._pending_head[0] == r.text:
-            (layer, head), self._pending_head = self._pending_head[1], None
-            if r.model_label == BUNDLED and layer < r.n_layer and head < r.n_head:
-                self.head_requested.emit(layer, head)  # the heads named are the bundled model's, not another's
+            (_, (layer, head), model), self._pending_head = self._pending_head, None
+            if r.model_label == model and layer < r.n_layer and head < r.n_head:
+                self.head_requested.emit(layer, head)  # the heads named are the example's model's, not another's
 
     def is_stale(self) -> bool:
         """The result shown is of another text than the one in the box (and no auto-run will follow)."""

@@ -67,3 +67,23 @@ def test_its_previous_token_head_is_found(long_run):
     layer, head = np.unravel_index(int(np.argmax(previous)), previous.shape)
     assert previous[layer, head] > 0.7, previous.max()
     assert (layer, head) == (16, 0), (layer, head, previous[layer, head])
+
+
+SCORE_OF_LABEL = {"previous token": "previous_token", "induction": "induction", "sink": "sink"}
+
+
+def test_the_apps_smollm2_examples_show_the_heads_they_name(smollm2):
+    """Each SmolLM2 example (resources/texts/examples.txt, [smollm2]) re-measured: on its text the head it names
+    scores ≥ 0.8 for the score its label names and is among the five highest of the 270 heads."""
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import run_text
+    from gui.input.examples import example_texts
+
+    examples = [e for e in example_texts() if e.model == "smollm2"]
+    assert len(examples) == 3 and all(e.head is not None for e in examples)
+    for example in examples:
+        name = SCORE_OF_LABEL[example.label.split(":")[0]]
+        values = np.nan_to_num(all_scores(run_text(smollm2, example.text)).values[name], nan=-1)
+        layer, head = example.head
+        rank = int((values > values[layer, head]).sum())
+        assert values[layer, head] >= 0.8 and rank < 5, (example.label, values[layer, head], rank)

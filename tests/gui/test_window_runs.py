@@ -139,10 +139,11 @@ def test_pasting_a_5_mb_line_holds_it_and_a_short_paste_goes_in_the_box(qtbot, w
     assert not window.text_input.held() and window.text_input.text() == "Start: 🙂 short"
 
 
-def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
+def test_an_example_that_names_a_head_opens_it(qtbot, window):
     """"induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
     bundled model, whose heads the examples name; on another model it only runs the text."""
-    from gui.input import text_input
+    from dataclasses import replace
+
     from gui.input.examples import example_texts, parse_example
 
     assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
@@ -151,7 +152,8 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
     assert parse_example("# a comment") is None and parse_example("   ") is None
     examples = [e for e in example_texts() if e.head is not None]
     assert len(examples) >= 3 and all(f"layer {e.head[0]}" in e.label for e in examples)
-    example = next(e for e in examples if e.head == (1, 3))
+    assert {e.model for e in examples} == {"bundled", "smollm2"}
+    example = next(e for e in examples if e.head == (1, 3) and e.model == "bundled")
     window.tabs.setCurrentIndex(1)
     window.state.select(0, 0)
     action = next(a for a in window.text_input.examples_menu.actions() if a.text().startswith(example.label))
@@ -159,10 +161,10 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window, monkeypatch):
         action.trigger()  # the tiny test model is not the bundled one: its heads are not the ones named
     qtbot.wait(50)
     assert (window.state.layer, window.state.head) == (0, 0) and window.tabs.currentIndex() == 1
-    monkeypatch.setattr(text_input, "BUNDLED", window.state.result.model_label)  # as if it were
     window.text_input.set_text("")
+    as_if = replace(example, model=window.state.result.model_label)  # as if it were the example's model
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
-        action.trigger()
+        window.text_input.run_example(as_if)
     qtbot.waitUntil(lambda: (window.state.layer, window.state.head) == (1, 3))
     assert window.tabs.currentWidget() is window.head_tab
     window.state.select(0, 0)
