@@ -244,6 +244,7 @@ class _Headers:
     def __init__(self, cache_file: Path | None):
         self.cache_file, self.read, self.entries = cache_file, 0, {}
         self.seen: set[str] = set()
+        self.exists = cache_file is not None and cache_file.is_file()
         if cache_file is not None:
             self.entries = _load_cache(cache_file)
 
@@ -266,6 +267,8 @@ class _Headers:
         if self.cache_file is None:
             return
         keep = {k: v for k, v in self.entries.items() if k in self.seen or os.path.exists(k)}
+        if self.exists and self.read == 0 and len(keep) == len(self.entries):
+            return  # nothing new to write
         seen_first = sorted(keep, key=lambda k: k not in self.seen)[:MAX_CACHED]
         _save_cache(self.cache_file, {k: keep[k] for k in seen_first})
 
@@ -293,18 +296,24 @@ def _load_cache(path: Path) -> dict:
 
 
 def _save_cache(path: Path, files: dict) -> None:
-    """Write the cache whole or not at all (a temporary file renamed over it); a cache that cannot be written
-    (read-only, full disk) is left as it was: the next scan reads the headers again."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write the cache whole or not at all (a temporary file of its own renamed over it, so two scans writing at
+    once leave one whole file); a cache that cannot be written (read-only, full disk) is left as it was: the
+    next scan reads the headers again."""
+    import tempfile
+
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"reader": _reader_stamp(), "files": files}, ensure_ascii=False), encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"reader": _reader_stamp(), "files": files}, f, ensure_ascii=False)
         os.replace(tmp, path)
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def _stat(path: Path):

@@ -227,8 +227,11 @@ def test_a_rescan_reads_only_new_or_changed_headers(tmp_path, ggufs, monkeypatch
     places = folder_places([folder])
     first = scan(places, cache_file=cache)
     assert first.read == 2 and cache.is_file()
+    written = cache.stat().st_mtime_ns
+    os.utime(cache, ns=(written - 10**9, written - 10**9))
     again = scan(places, cache_file=cache)
     assert again.read == 0 and again.files == first.files  # the problems and names come back the same
+    assert cache.stat().st_mtime_ns == written - 10**9  # nothing new: not written again
     read = []
     original = gguf_scan._read
     monkeypatch.setattr(gguf_scan, "_read", lambda real: read.append(real.name) or original(real))
