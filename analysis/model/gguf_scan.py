@@ -3,23 +3,24 @@
 The places looked in, in this order (the first place that finds a file names it; a file seen again through
 another place or a link is listed once):
 
-    where      folder                                                        layout
-    HF cache   $HF_HUB_CACHE, else $HF_HOME/hub, else                        models--org--name/snapshots/<rev>/**.gguf
-               $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub  named ``org/name/<file>``
-    llama.cpp  $LLAMA_CACHE, else $XDG_CACHE_HOME/llama.cpp, else             flat ``*.gguf``, named by the file
-               ~/.cache/llama.cpp
-    LM Studio  ~/.lmstudio/models, ~/.cache/lm-studio/models (older)        <publisher>/<repo>/*.gguf, named
-                                                                              ``publisher/repo/<file>``
-    Ollama     $OLLAMA_MODELS, else ~/.ollama/models; and                    manifests/<registry>/<namespace>/
-               /usr/share/ollama/.ollama/models (Linux's system service)      <model>/<tag> → blobs/sha256-<hex>,
-                                                                              named ``model:tag``
-    folder     each folder the caller adds (the app's *Model folders*,       any depth up to MAX_DEPTH, named by
-               ``main.py models --folder``)                                   the path under the folder
+    where      folder                                          layout, and how an entry is named
+    HF cache   $HF_HUB_CACHE, else $HF_HOME/hub, else          models--org--name/snapshots/<rev>/**.gguf,
+               $XDG_CACHE_HOME/huggingface/hub, else           named ``org/name/<file>``
+               ~/.cache/huggingface/hub
+    llama.cpp  $LLAMA_CACHE, else $XDG_CACHE_HOME/llama.cpp,   flat ``*.gguf``, named by the file
+               else ~/.cache/llama.cpp
+    LM Studio  ~/.lmstudio/models, ~/.cache/lm-studio/models   <publisher>/<repo>/*.gguf, named
+               (older)                                         ``publisher/repo/<file>``
+    Ollama     $OLLAMA_MODELS, else ~/.ollama/models; and      manifests/<registry>/<namespace>/<model>/<tag>
+               /usr/share/ollama/.ollama/models (Linux's       → blobs/sha256-<hex>, named ``model:tag``
+               system service)
+    folder     each folder the caller adds (the app's *Model   any depth up to MAX_DEPTH, named by the path
+               folders*, ``main.py models --folder``)          under the folder
 
 ``ATTNSCOPE_SCAN_HOME`` set to a folder: the default places are looked for under it instead of the home folder,
 and the environment variables above and /usr/share/ollama are not consulted (the tests point it at a folder
-that is not there, so no test looks at the user's own files). Every place also takes ``environ`` and ``home``
-parameters (:func:`default_places`).
+that is not there, so no test looks at the user's own files). :func:`default_places` also takes the environment,
+the home folder and the system Ollama folder as parameters.
 
 An Ollama manifest names its model layer (mediaType ``application/vnd.ollama.image.model``) by a digest
 ``sha256:<hex>``, the blob ``blobs/sha256-<hex>``; projector and adapter layers are not models and are not
