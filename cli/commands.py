@@ -8,6 +8,7 @@ from .app import cmd_gui
 from .bench.command import cmd_bench
 from .calc import cmd_calc
 from .export import cmd_export
+from .models import cmd_models
 from .output import fail, user_message
 from .parser import parse_args
 from .scan import cmd_scan
@@ -17,7 +18,7 @@ def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the process's arguments when None), run the command, and return the exit code."""
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
-               "bench": cmd_bench}.get(args.command, cmd_gui)
+               "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

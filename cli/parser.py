@@ -135,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bos(ablate)
     add_chat(ablate, main_parser=False)
 
+    models = sub.add_parser("models", help="list the GGUF files already on this computer (Hugging Face cache, "
+                                           "llama.cpp, LM Studio, Ollama) and whether AttnScope can open each")
+    models.add_argument("--folder", action="append", metavar="DIR", type=path_option(blank="a folder name"),
+                        help="also look in DIR and the folders under it (repeatable)")
+    models.add_argument("--json", type=file_name, metavar="FILE", help="also write the list to FILE as JSON")
+
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
     bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
     bench.add_argument("--xl", action="store_true", help="also a GPT-2-xl-shaped model (48×25×1600; slow, ~20 GB)")

@@ -244,10 +244,13 @@ def close_down(window) -> bool:
     then the window and every widget in it are destroyed while the QApplication still exists. Left to
     Python's exit, PySide destroys what is left in no particular order, a pyqtgraph item after the scene
     it belonged to (SIGSEGV), and kills a worker thread still inside torch (SIGABRT). Returns whether the
-    worker thread has ended."""
+    worker thread (and the GGUF search's) has ended."""
     if shiboken6.isValid(window) and not window.closed:
         window.close()
     ended = window.worker.stop(STOP_WAIT_S)
+    # the GGUF search was cancelled by the close and ends at its next folder; a first search may be importing
+    # torch (transformers' table of the types it dequantizes), which Python's exit must not kill half-way
+    ended = window.model_files.scanner.wait(STOP_WAIT_S) and ended
     if shiboken6.isValid(window):
         window.deleteLater()
         QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)

@@ -14,6 +14,7 @@ if not os.environ.get("ATTNSCOPE_TEST_KEEP_CACHE"):  # converted GGUFs, files fo
     import tempfile
 
     os.environ["ATTNSCOPE_CACHE"] = tempfile.mkdtemp(prefix="attnscope-test-cache-")
+os.environ["ATTNSCOPE_SCAN_HOME"] = str(Path(__file__).parent / "no-home")  # the GGUF scan: never the user's files
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 

@@ -32,6 +32,8 @@ def build_menus(window) -> MenuActions:
     bar, tabs, text_input = window.menuBar(), window.tabs, window.text_input
     file_menu = bar.addMenu("&File")
     action(file_menu, "Open model folder…", QtGui.QKeySequence.StandardKey.Open, window.open_folder)
+    action(file_menu, "Open GGUF file…", None, window.model_files.open_gguf_file)
+    action(file_menu, "Model folders…", None, window.model_files.manage_folders)
     download = action(file_menu, "Download GPT-2 (550 MB)…", None, lambda: download_gpt2(window))
     file_menu.addSeparator()
     action(file_menu, "Export…", "Ctrl+E", window.exporter.open_dialog)

@@ -1,6 +1,7 @@
 """AttnScope's main window: assembly only. It builds the model bar, the text input, the grid and the
 tabs, lays them out (gui/chrome/window_layout.py), adds the menus (gui/chrome/menus.py) and the status bar
-(gui/chrome/status.py), sets the Tab order (gui/chrome/focus_order.py), and wires the worker to the one view state
+(gui/chrome/status.py), sets the Tab order (gui/chrome/focus_order.py), starts the search for GGUF files once it
+shows (gui/chrome/model_files.py), and wires the worker to the one view state
 (gui/state/view_state.py); every view draws from the state and writes user edits back to it.
 
 A text's way to the screen: TextInput.run_requested → MainWindow._analyse (with the view state's chat_used) →
@@ -37,6 +38,7 @@ from ..tabs.scores.scores_tab import ScoresTab
 from ..tabs.scratch.scratch_tab import ScratchTab
 from .focus_order import set_tab_order, wrap_focus
 from .menus import build_menus
+from .model_files import ModelFiles
 from .status import StatusLine
 from .window_layout import MainArea
 
@@ -68,11 +70,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.model_info = None
         self.loading_source: str | None = None
         self.latest_analyse_id = self.latest_load_id = 0
-        self.closed = False
+        self.closed = self._shown = False
         self._waiting_for = None  # the Job the newest analysis waits behind (the status bar follows its progress)
 
         self.model_bar = ModelBar(self.settings)
         self.addToolBar(self.model_bar)
+        self.model_files = ModelFiles(self)  # the GGUF files on this computer: scanned once the window shows
         self.note, self.error = NoteBar(one_line=True), NoteBar()
         self.cap_note = NoteBar(one_line=True)  # the result shown was analysed under another token limit
         self.text_input = TextInput(self.state, self.settings)
@@ -147,6 +150,12 @@ class MainWindow(QtWidgets.QMainWindow):
         s.sync()
 
     # ================================================================= Qt events
+    def showEvent(self, event):  # noqa: N802
+        super().showEvent(event)
+        if not self._shown:  # the first time: the GGUF scan starts after the window is on screen, on its own thread
+            self._shown = True
+            QtCore.QTimer.singleShot(0, self, self.model_files.scan)
+
     def resizeEvent(self, event):  # noqa: N802
         super().resizeEvent(event)
         self.area.fit_input_area()
@@ -350,6 +359,7 @@ class MainWindow(QtWidgets.QMainWindow):
     # ================================================================= closing
     def closeEvent(self, event):  # noqa: N802
         self.closed = self.exporter.closed = True
+        self.model_files.stop()
         self.save_settings()
         self.text_input.auto_timer.stop()
         # the run in flight is interrupted at its next module call; the close itself never waits for it (the

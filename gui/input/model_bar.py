@@ -7,6 +7,13 @@ Llama-style, GPT-NeoX, BERT-style: a header row each, not selectable); hub model
 are (from ``analysis.model.catalogue.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
 picking one that is not asks before downloading. ``minilm`` (all-MiniLM-L6-v2 from an optional
 package) says when it is not installed, and how to install it.
+
+Below the families, *GGUF files on this computer*: what the background scan found (gui/state/gguf_scanner.py,
+set with :meth:`ModelBar.set_gguf_files`), one entry each, ``name · 1.21 GiB · Q4_K_M · Ollama``; a file
+AttnScope cannot open is greyed (a disabled item), ends in "· cannot be opened", and has the reason as its
+tooltip; picking one loads it by its absolute path, as a folder is loaded. A GGUF opened with *Open GGUF file…*
+that the scan did not find joins the group once it has loaded. The group ends with *Open GGUF file…* and *Add model folder…*
+(``open_gguf_requested``, ``add_folder_requested``: the window opens the choosers).
 """
 from __future__ import annotations
 
@@ -17,8 +24,19 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.families import family_named
 from analysis.model.catalogue import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
+from analysis.model.gguf_file import is_gguf_path
+from analysis.model.gguf_scan import short_bytes
 
 OPEN_FOLDER = "Open folder…"
+OPEN_GGUF = "Open GGUF file…"
+ADD_FOLDER = "Add model folder…"
+ACTIONS = (OPEN_FOLDER, OPEN_GGUF, ADD_FOLDER)  # entries that open a chooser, not a model
+GGUF_GROUP = "GGUF files on this computer"
+GGUF_LOOKING = "looking for GGUF files…"
+GGUF_NONE = "no GGUF files found"
+CANNOT_OPEN = "cannot be opened"  # the end of a greyed entry (its tooltip says why)
+GGUF_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1  # True on the group's entries (rebuilt after every scan)
+GGUF_HEADER_ROLE = QtCore.Qt.ItemDataRole.UserRole + 2  # True on the group's header
 #: parameters and download size of each hub model (safetensors weights), from the loading table
 HUB_SIZES = {m.name: (m.parameters, m.download) for m in HUB_MODEL_TABLE}
 #: the family the packaged MiniLM is listed under
@@ -44,6 +62,19 @@ def hub_cached(name: str) -> bool:
     from analysis.model.hub import is_cached
 
     return is_cached(name)
+
+
+#: where a found GGUF lies, in words, for its tooltip
+FOUND_IN = {"HF cache": "in the Hugging Face cache", "llama.cpp": "in llama.cpp's cache",
+            "LM Studio": "in LM Studio's models", "Ollama": "in Ollama's models", "folder": "in a folder you added"}
+
+
+def gguf_tooltip(found) -> str:
+    """A found GGUF's tooltip: why it cannot be opened, or what it is (its own name, architecture,
+    quantization, size); then where it was found."""
+    facts = ", ".join(part for part in (found.architecture, found.quantization, short_bytes(found.size)) if part)
+    about = found.problem or (f"{found.title} ({facts})" if found.title else facts)
+    return f"{about}\nFound {FOUND_IN.get(found.where, 'here')}: {found.path}"
 
 
 def ask(parent, title: str, text: str, info: bool = False) -> bool:
@@ -77,8 +108,10 @@ class ElidedComboBox(QtWidgets.QComboBox):
 
 
 class ModelBar(QtWidgets.QToolBar):
-    load_requested = QtCore.Signal(str)  # a source: bundled, a hub id, a folder
+    load_requested = QtCore.Signal(str)  # a source: bundled, a hub id, a folder, a GGUF file's absolute path
     open_folder_requested = QtCore.Signal()
+    open_gguf_requested = QtCore.Signal()
+    add_folder_requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
 
     def __init__(self, settings: QtCore.QSettings, parent=None):
@@ -101,12 +134,26 @@ class ModelBar(QtWidgets.QToolBar):
             if family == MINILM_FAMILY:
                 self.model_choice.addItem(MINILM, MINILM)
         self.model_choice.insertSeparator(self.model_choice.count())
+        self._add_header(GGUF_GROUP)
+        self.model_choice.setItemData(self.model_choice.count() - 1, True, GGUF_HEADER_ROLE)
+        self.model_choice.addItem(OPEN_GGUF, OPEN_GGUF)
+        self.model_choice.setItemData(self.model_choice.count() - 1, "Open a .gguf model file (llama.cpp's format)",
+                                      QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.model_choice.addItem(ADD_FOLDER, ADD_FOLDER)
+        self.model_choice.setItemData(self.model_choice.count() - 1, "A folder whose GGUF files are listed here too "
+                                      "(File → Model folders… removes one)", QtCore.Qt.ItemDataRole.ToolTipRole)
+        self._gguf_found: dict[str, object] = {}  # path → FoundGguf, of the latest scan
+        self._gguf_opened: list[str] = []  # GGUF files loaded that no scan found
+        self._gguf_scanned = False
+        self._gguf_places: tuple = ()  # the places the latest scan looked in
+        self.model_choice.insertSeparator(self.model_choice.count())
         self.model_choice.addItem(OPEN_FOLDER, OPEN_FOLDER)
         self.model_choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_choice.setMinimumContentsLength(18)
         self.model_choice.setToolTip("The model to look inside")
         self.model_choice.activated.connect(self._model_chosen)
         self.refresh_cached()
+        self._fill_gguf_group()
         self.device_choice = QtWidgets.QComboBox()
         self.device_choice.addItems(["auto", "cpu"])
         self.device_choice.setToolTip("Where the model runs; a change applies when you press Load")
@@ -167,18 +214,78 @@ class ModelBar(QtWidgets.QToolBar):
         self.model_choice.setItemData(index, "all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) from an optional package"
                                       if installed else MINILM_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
 
+    # ----------------------------------------------------------------- GGUF files on this computer
+    def gguf_scanning(self) -> None:
+        """A scan has started: the group says so until its answer comes (the entries found before stay)."""
+        self._fill_gguf_group(looking=True)
+
+    def set_gguf_files(self, result) -> None:
+        """Show what a scan found (an ``analysis.model.gguf_scan.ScanResult``): one entry per file, in its order."""
+        self._gguf_found = {f.path: f for f in result.files}
+        self._gguf_places = tuple(result.looked_in)
+        self._gguf_scanned = True
+        self._fill_gguf_group()
+
+    def gguf_entries(self) -> list[tuple[str, str, bool, str]]:
+        """The group's entries as shown: (text, path or None, enabled, tooltip) — for tests and screenshots."""
+        c = self.model_choice
+        return [(c.itemText(i), c.itemData(i), bool(c.model().item(i).flags() & QtCore.Qt.ItemFlag.ItemIsEnabled),
+                 c.itemData(i, QtCore.Qt.ItemDataRole.ToolTipRole) or "")
+                for i in range(c.count()) if c.itemData(i, GGUF_ROLE)]
+
+    def _fill_gguf_group(self, looking: bool = False) -> None:
+        """Rebuild the entries between the group's header and Open GGUF file…, keeping the current choice."""
+        c = self.model_choice
+        current = c.currentData()
+        for i in reversed(range(c.count())):
+            if c.itemData(i, GGUF_ROLE):
+                c.removeItem(i)
+        at = c.findData(OPEN_GGUF)
+        rows = [(f.label if f.ok else f"{f.label} · {CANNOT_OPEN}", f.path, f.ok, gguf_tooltip(f))
+                for f in self._gguf_found.values()]
+        rows += [(f"{Path(p).name} · opened", p, True, p) for p in self._gguf_opened if p not in self._gguf_found]
+        if not rows:
+            places = "; ".join(f"{p.where}: {p.path}" for p in self._gguf_places)
+            rows = [(GGUF_LOOKING if looking or not self._gguf_scanned else GGUF_NONE, None, False,
+                     "AttnScope looks in the Hugging Face cache, llama.cpp's cache, LM Studio's and Ollama's model "
+                     "folders and the folders you add" + (f" (looked in: {places})" if places else ""))]
+        for offset, (text, path, enabled, tip) in enumerate(rows):
+            c.insertItem(at + offset, text, path)
+            c.setItemData(at + offset, True, GGUF_ROLE)
+            c.setItemData(at + offset, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
+            if not enabled:
+                item = c.model().item(at + offset)
+                item.setFlags(item.flags() & ~(QtCore.Qt.ItemFlag.ItemIsEnabled | QtCore.Qt.ItemFlag.ItemIsSelectable))
+        header = c.findData(True, GGUF_HEADER_ROLE)
+        c.setItemText(header, f"{GGUF_GROUP} (looking…)" if looking and self._gguf_scanned else GGUF_GROUP)
+        index = c.findData(current) if current is not None else -1
+        if index >= 0 and c.currentIndex() != index:
+            c.setCurrentIndex(index)
+        elif index < 0 and self.loaded_source is not None and c.findData(self.loaded_source) >= 0:
+            c.setCurrentIndex(c.findData(self.loaded_source))
+
+    def _is_gguf(self, source: str) -> bool:
+        return source in self._gguf_found or is_gguf_path(source)
+
+    # ----------------------------------------------------------------- choosing
     def current_source(self) -> str:
         data = self.model_choice.currentData()
-        return self.loaded_source or BUNDLED if data in (None, OPEN_FOLDER) else str(data)
+        return self.loaded_source or BUNDLED if data is None or data in ACTIONS else str(data)
 
     def sources(self) -> list[str]:
-        """Every model the list offers, in order (headers and Open folder… left out)."""
-        items = (self.model_choice.itemData(i) for i in range(self.model_choice.count()))
-        return [str(d) for d in items if d not in (None, OPEN_FOLDER)]
+        """Every model the list offers, in order (headers, notes, greyed files and the entries that open a chooser
+        left out)."""
+        c, enabled = self.model_choice, QtCore.Qt.ItemFlag.ItemIsEnabled
+        items = (c.itemData(i) for i in range(c.count()) if c.model().item(i).flags() & enabled)
+        return [str(d) for d in items if d is not None and d not in ACTIONS]
 
     def show_source(self, source: str) -> None:
-        """Select ``source`` in the list, adding a folder that has loaded (never one that has not)."""
+        """Select ``source`` in the list, adding a folder or GGUF file that has loaded (never one that has not)."""
         index = self.model_choice.findData(source)
+        if index < 0 and self._is_gguf(source):
+            self._gguf_opened.append(source)
+            self._fill_gguf_group()
+            index = self.model_choice.findData(source)
         if index < 0:
             self.model_choice.insertItem(self.model_choice.count() - 1, Path(source).name or source, source)
             index = self.model_choice.findData(source)
@@ -187,12 +294,14 @@ class ModelBar(QtWidgets.QToolBar):
 
     def _model_chosen(self, index: int) -> None:
         source = self.model_choice.itemData(index)
-        if source is None:  # a family's header
+        enabled = bool(self.model_choice.model().item(index).flags() & QtCore.Qt.ItemFlag.ItemIsEnabled)
+        if source is None or not enabled:  # a family's header, a note, a GGUF file AttnScope cannot open
             self._show_loaded()
             return
-        if source == OPEN_FOLDER:
+        if source in ACTIONS:
             self._show_loaded()
-            self.open_folder_requested.emit()
+            {OPEN_FOLDER: self.open_folder_requested, OPEN_GGUF: self.open_gguf_requested,
+             ADD_FOLDER: self.add_folder_requested}[source].emit()
             return
         source = str(source)
         if source == MINILM and not minilm_installed():
