@@ -95,8 +95,20 @@ class ModelSource:
 
     @property
     def is_gguf(self) -> bool:
-        """Whether the model is read from a GGUF file (``path`` is that file)."""
-        return self.path is not None and self.path.suffix.lower() == ".gguf"
+        """Whether the model is read from a GGUF file (``path`` is that file: a ``.gguf``, or an Ollama blob)."""
+        return self.kind == "gguf" or (self.path is not None and self.path.suffix.lower() == ".gguf")
+
+
+def looks_like_gguf(path: Path) -> bool:
+    """A file named ``*.gguf``, or one that starts with GGUF's magic bytes (Ollama keeps its models as blobs named
+    by digest, ``sha256-…``, without the suffix)."""
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _package_locations(module: str) -> list[Path]:
@@ -160,7 +172,7 @@ def resolve_source(source: str) -> ModelSource:
     path = Path(text).expanduser()
     if path.is_dir():
         return ModelSource("folder", text, path.resolve())
-    if path.is_file() and path.suffix.lower() == ".gguf":
+    if path.is_file() and looks_like_gguf(path):
         return ModelSource("gguf", text, path.resolve())
     if path.exists():
         raise ModelLoadError(f"'{text}' is a file; a model is a folder (with config.json and model.safetensors) "

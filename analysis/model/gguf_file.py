@@ -277,6 +277,10 @@ def _problem(header: GgufHeader, path: Path) -> str | None:
     if arch == "clip" or kind in ("mmproj", "clip") or any(k.startswith("clip.") for k in header.metadata):
         return (f"{name} is a vision projector (mmproj) for a multimodal model, not a language model: open the "
                 "language model's GGUF beside it.")
+    split = header.get("split.count")
+    if isinstance(split, int) and split > 1:
+        return (f"{name} is part {int(header.get('split.no', 0)) + 1} of a GGUF split into {split} files, which "
+                "transformers cannot read: merge them first (llama-gguf-split --merge FIRST-PART OUT.gguf).")
     if arch not in ARCHITECTURES:
         return (f"{name} is a '{arch or 'unknown'}' model; AttnScope opens GGUF files of {SUPPORTED_TEXT} "
                 "models.")

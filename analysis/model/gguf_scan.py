@@ -50,7 +50,7 @@ WHERE = ("HF cache", "llama.cpp", "LM Studio", "Ollama", "folder")
 SCAN_HOME = "ATTNSCOPE_SCAN_HOME"
 SYSTEM_OLLAMA = Path("/usr/share/ollama/.ollama/models")
 CACHE_NAME = "gguf-files.json"
-CACHE_FORMAT = 1  # raise when what is cached, or how a problem is worded, changes
+CACHE_FORMAT = 2  # raise when what is cached, or how a problem is worded, changes
 #: limits of a walk through one place: folder levels below it, directory entries looked at, files listed
 MAX_DEPTH = 8
 MAX_ENTRIES = 100_000

@@ -5,8 +5,9 @@ worker and tells the bar what happened (``loading``, ``progress``, ``loaded``, `
 folder appears in the Model list only once it has loaded. The list is grouped by family (GPT-2,
 Llama-style, GPT-NeoX, BERT-style: a header row each, not selectable); hub models say how big they
 are (from ``analysis.model.catalogue.HUB_MODEL_TABLE``; nothing when unknown) and whether they are downloaded;
-picking one that is not asks before downloading. ``minilm`` (all-MiniLM-L6-v2 from an optional
-package) says when it is not installed, and how to install it.
+picking one that is not asks before downloading. ``smollm2`` (SmolLM2-135M-Instruct, first among the
+Llama-style decoders) and ``minilm`` (all-MiniLM-L6-v2), each from an optional package, say when they are not
+installed, and how to install them.
 
 Below the families, *GGUF files on this computer*: what the background scan found (gui/state/gguf_scanner.py,
 set with :meth:`ModelBar.set_gguf_files`), one entry each, ``name · 1.21 GiB · Q4_K_M · Ollama``; a file
@@ -23,7 +24,8 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.families import family_named
-from analysis.model.catalogue import BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING
+from analysis.model.catalogue import (BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING, SMOLLM2,
+                                     SMOLLM2_MISSING, SMOLLM2_TITLE)
 from analysis.model.gguf_file import is_gguf_path
 from analysis.model.gguf_scan import short_bytes
 
@@ -41,8 +43,15 @@ GGUF_HEADER_ROLE = QtCore.Qt.ItemDataRole.UserRole + 2  # True on the group's he
 HUB_SIZES = {m.name: (m.parameters, m.download) for m in HUB_MODEL_TABLE}
 #: the family the packaged MiniLM is listed under
 MINILM_FAMILY = family_named("bert").title  # minilm is listed with the BERT-style encoders
+SMOLLM2_FAMILY = family_named("llama").title  # smollm2 first among the Llama-style decoders
 BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained offline for this app, with its own "
                        "4,096-token vocabulary and a 256-token context (not OpenAI's GPT-2; see Help → Model card)")
+
+
+def smollm2_installed() -> bool:
+    from analysis.model.catalogue import smollm2_file
+
+    return smollm2_file() is not None
 
 
 def minilm_installed() -> bool:
@@ -128,6 +137,8 @@ class ModelBar(QtWidgets.QToolBar):
         for family in families:
             self.model_choice.insertSeparator(self.model_choice.count())
             self._add_header(family)
+            if family == SMOLLM2_FAMILY:
+                self.model_choice.addItem(SMOLLM2_TITLE, SMOLLM2)
             for model in HUB_MODEL_TABLE:
                 if model.group == family:
                     self.model_choice.addItem(model.name, model.name)
@@ -207,6 +218,13 @@ class ModelBar(QtWidgets.QToolBar):
                                             f"not downloaded yet ({download} to download)" if download
                                             else "not downloaded yet"),
                 QtCore.Qt.ItemDataRole.ToolTipRole)
+        index = self.model_choice.findData(SMOLLM2)
+        installed = smollm2_installed()
+        self.model_choice.setItemText(index, f"smollm2 · {SMOLLM2_TITLE} · 135 M params · "
+                                      + ("installed" if installed else "not installed (make smollm2)"))
+        self.model_choice.setItemData(index, "SmolLM2-135M-Instruct (a Llama-style decoder, 30 layers × 9 heads, 8k "
+                                      "context) from an optional package, as a Q4_1 GGUF: its weights dequantized "
+                                      "to float32" if installed else SMOLLM2_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
         index = self.model_choice.findData(MINILM)
         installed = minilm_installed()
         self.model_choice.setItemText(index, "minilm · all-MiniLM-L6-v2 · 22.7 M params · "
@@ -304,6 +322,10 @@ class ModelBar(QtWidgets.QToolBar):
              ADD_FOLDER: self.add_folder_requested}[source].emit()
             return
         source = str(source)
+        if source == SMOLLM2 and not smollm2_installed():
+            self._show_loaded()
+            self.ask(self, "SmolLM2-135M-Instruct is not installed", SMOLLM2_MISSING, info=True)
+            return
         if source == MINILM and not minilm_installed():
             self._show_loaded()
             self.ask(self, "all-MiniLM-L6-v2 is not installed", MINILM_MISSING, info=True)

@@ -148,6 +148,7 @@ REFUSALS = {
     "truncated data": (lambda p: write_tiny_gguf(p, truncate=5000), "is truncated: its tensors need"),
     "empty": (lambda p: write_tiny_gguf(p, truncate=10 ** 9), "is empty"),
     "cut in the header": (lambda p: (write_tiny_gguf(p), os.truncate(p, 2000))[0], "ends inside its header"),
+    "split": (lambda p: write_tiny_gguf(p, extra={"split.count": 3, "split.no": 0}), "is part 1 of a GGUF split into 3"),
     "no tokenizer": (lambda p: write_tiny_gguf(p, tokenizer_too=False), "has no tokenizer"),
     "not gguf": (lambda p: (p.write_text("hello, this is a text file\n" * 20), p)[1], "is not a GGUF file"),
     "corrupt": (lambda p: (p.write_bytes(b"GGUF" + np.uint32(3).tobytes() + b"\xff" * 200), p)[1],
@@ -182,6 +183,19 @@ def test_a_missing_tensor_is_refused_not_filled_with_random_numbers(tmp_path, ca
     path = write_gguf(tmp_path / "m.gguf", Without(), tokenizer, "llama")
     with pytest.raises(WeightsMismatchError, match=r"m\.gguf lacks 1 tensor\(s\) the model needs"):
         load_model(str(path), device="cpu")
+
+
+def test_an_ollama_blob_opens_by_its_magic_bytes(tmp_path, cache):
+    """Ollama keeps a model as blobs/sha256-<hex>, no suffix: recognised by GGUF's magic, loaded as a GGUF."""
+    blob = write_tiny_gguf(tmp_path / "m.gguf", "qwen2", "Q8_0").rename(tmp_path / "sha256-0123abcd")
+    assert resolve_source(str(blob)).kind == "gguf"
+    loaded = load_model(str(blob), device="cpu")
+    result = run_text(loaded, TEXT, bos=False)
+    np.testing.assert_allclose(result.attentions, transformers_attention(blob, result.token_ids.tolist()), atol=1e-6)
+    other = tmp_path / "notes"
+    other.write_text("not a model")
+    with pytest.raises(ModelLoadError, match="is a file; a model is a folder"):
+        resolve_source(str(other))
 
 
 def test_a_gguf_is_only_a_file_source():

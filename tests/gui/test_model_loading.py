@@ -125,6 +125,28 @@ def test_model_list_is_grouped_by_family_with_sizes_and_explains_minilm(qtbot, w
     bar.refresh_cached()
 
 
+def test_smollm2_is_first_among_the_llama_style_decoders_and_says_how_to_install_it(qtbot, window, monkeypatch):
+    from analysis.model.catalogue import SMOLLM2_MISSING
+    from gui.input import model_bar
+
+    bar, choice = window.model_bar, window.model_bar.model_choice
+    index = choice.findData("smollm2")
+    assert choice.itemText(index - 1) == "Llama-style decoder"
+    monkeypatch.setattr(model_bar, "smollm2_installed", lambda: True)
+    bar.refresh_cached()
+    assert choice.itemText(index) == "smollm2 · SmolLM2-135M-Instruct (offline) · 135 M params · installed"
+    assert "dequantized to float32" in choice.itemData(index, QtCore.Qt.ItemDataRole.ToolTipRole)
+    monkeypatch.setattr(model_bar, "smollm2_installed", lambda: False)
+    bar.refresh_cached()
+    assert "make smollm2" in choice.itemText(index)
+    told, load_id = [], window.latest_load_id
+    bar.ask = lambda _parent, title, text, info=False: told.append((text, info)) or True
+    bar._model_chosen(index)
+    assert told == [(SMOLLM2_MISSING, True)] and window.latest_load_id == load_id  # explained, nothing loads
+    monkeypatch.undo()
+    bar.refresh_cached()
+
+
 @pytest.mark.slow
 def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings, tiny_model_dir):
     """"loading …" in the status bar and over the grid instead of empty axes; the token line
