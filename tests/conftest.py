@@ -254,3 +254,20 @@ def window(qtbot, shared_window, tiny_model_dir):
     w.tabs.setCurrentWidget(w.head_tab)
     w.error.hide(), w.note.hide()
     return w
+
+
+@pytest.fixture
+def text_input(qtbot, tmp_path):
+    """The text input alone (its own view state and settings file), shown, Auto off."""
+    from PySide6 import QtCore
+
+    from gui.input.text_input import TextInput
+    from gui.state.view_state import ViewState
+
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    widget = TextInput(ViewState(), settings)
+    qtbot.addWidget(widget)
+    widget.auto_box.setChecked(False)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget

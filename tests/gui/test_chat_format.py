@@ -43,20 +43,6 @@ def test_the_switch_is_validated_saved_and_emits_only_on_a_change(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the run row
-@pytest.fixture
-def text_input(qtbot, tmp_path):
-    from gui.input.text_input import TextInput
-    from gui.state.view_state import ViewState
-
-    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
-    widget = TextInput(ViewState(), settings)
-    qtbot.addWidget(widget)
-    widget.auto_box.setChecked(False)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
-
-
 def test_the_box_writes_the_state_and_runs_and_bos_gives_way(qtbot, text_input):
     state, box, bos = text_input.state, text_input.chat_box, text_input.bos_box
     text_input.set_text(TEXT)

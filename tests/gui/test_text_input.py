@@ -2,21 +2,6 @@
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtCore  # noqa: E402
-
-
-@pytest.fixture
-def text_input(qtbot, tmp_path):
-    from gui.input.text_input import TextInput
-    from gui.state.view_state import ViewState
-
-    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
-    widget = TextInput(ViewState(), settings)
-    qtbot.addWidget(widget)
-    widget.auto_box.setChecked(False)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
 
 
 def test_the_empty_text_hint_goes_once_the_box_has_text(qtbot, text_input):
