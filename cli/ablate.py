@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .inputs import check_apart, read_text_file
-from .output import compact_json, count_progress, terminal_progress, warn
+from .inputs import check_apart, load_model_of, read_text_file
+from .output import compact_json, count_progress, warn
 from .signals import Signals, stopped
 
 
@@ -31,14 +31,12 @@ def _ablate(args, signals: Signals) -> int:
 
         check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
     from analysis.measures import ablation
-    from analysis.model.loading import load_model
     from analysis.run.tokenize import check_text
 
     check_text(text)
     for warning in warnings:
         warn(warning)
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
-                        progress=terminal_progress())
+    loaded = load_model_of(args)
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
     heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None
     tokens = ablation.text_tokens(loaded, text, args.bos, args.max_tokens, args.chat)  # tokenised once, for both

@@ -56,7 +56,8 @@ text_file = path_option()  # ``--text-file``
 
 #: The model options' defaults. They are set once, on the main parser: a subcommand's copy of an option
 #: only overrides when it is given, so ``--model X export …`` and ``export --model X …`` mean the same.
-MODEL_DEFAULTS = {"model": None, "device": "auto", "dtype": "float32", "allow_pickle": False}
+MODEL_DEFAULTS = {"model": None, "device": "auto", "dtype": "float32", "allow_pickle": False, "device_map": None,
+                  "max_memory": None}
 
 
 device_name = not_blank("a device: auto, cpu, cuda, cuda:N or mps")  # which exists is checked when loading
@@ -121,6 +122,11 @@ def add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
     p.add_argument("--device", **unset, type=device_name, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", **unset, choices=("float32", "float16", "bfloat16"),
                    help="float16/bfloat16 only on a GPU")
+    p.add_argument("--device-map", **unset, choices=("auto", "balanced", "balanced_low_0", "sequential"),
+                   help="split the model across the GPUs, the CPU and the disk as accelerate places it (for a "
+                        "model larger than a GPU or than memory); --device is then ignored")
+    p.add_argument("--max-memory", **unset, metavar="DEVICE=SIZE,…",
+                   help="with --device-map: what each device may hold, e.g. 0=10GiB,cpu=20GiB (the rest goes to disk)")
     p.add_argument("--allow-pickle", action="store_true", **unset,
                    help="allow a folder with only pickle weights (*.bin); pickle can run code: only for folders you trust")
 

@@ -5,8 +5,8 @@ import os
 import time
 from pathlib import Path
 
-from .inputs import check_apart, read_text_file
-from .output import counted, terminal_progress, warn
+from .inputs import check_apart, load_model_of, read_text_file
+from .output import counted, warn
 from .signals import Signals, stopped
 
 
@@ -30,14 +30,12 @@ def _export(args, signals: Signals) -> int:
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
-    from analysis.model.loading import load_model
     from analysis.run.inference import run_text
     from analysis.run.tokenize import check_text
 
     check_text(text)
     started = time.perf_counter()
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
-                        progress=terminal_progress())
+    loaded = load_model_of(args)
     loaded_at = time.perf_counter()
     result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
     for warning in (*warnings, *result.warnings):

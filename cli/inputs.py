@@ -63,3 +63,16 @@ def check_apart(args) -> None:
     if getattr(args, "json", None) is not None:
         outputs.append(("--json", args.json, "file"))
     check_outputs_apart(inputs, outputs)
+
+
+def load_model_of(args):
+    """The model the command's options name (``--model``, ``--device``, ``--dtype``, ``--allow-pickle``,
+    ``--device-map``, ``--max-memory``), loaded with the terminal's progress line."""
+    from analysis.model.device_map import parse_max_memory
+    from analysis.model.loading import load_model
+
+    from .output import terminal_progress
+
+    return load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
+                      progress=terminal_progress(), device_map=args.device_map,
+                      max_memory=parse_max_memory(args.max_memory))

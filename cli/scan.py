@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .inputs import check_apart
-from .output import count_progress, counted, terminal_progress, warn
+from .inputs import check_apart, load_model_of
+from .output import count_progress, counted, warn
 from .signals import Signals, stopped
 
 
@@ -26,10 +26,7 @@ def _scan(args, signals: Signals) -> int:
     for warning in texts.warnings:  # what a folder held that is not a text (links to nothing, pipes, …)
         warn(warning)
     check_export_target(args.out)  # fail before the slow part (creates nothing)
-    from analysis.model.loading import load_model
-
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
-                        progress=terminal_progress())
+    loaded = load_model_of(args)
     result = scan_texts(loaded, texts, batch_size=args.batch, max_texts=args.max_texts, bos=args.bos,
                         max_tokens=args.max_tokens, progress=count_progress("scanning"), chat=args.chat)
     cut = result.truncation_warning()

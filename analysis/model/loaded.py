@@ -133,7 +133,10 @@ class LoadedModel:
         if not 0 <= layer < self.n_layer:
             raise IndexError(f"layer {layer} out of range 0..{self.n_layer - 1}")
         if layer not in self._weights:
-            self._weights[layer] = self.family.attention_weights(self.model, layer)
+            from .device_map import onloaded
+
+            with onloaded(self.family.blocks(self.model)[layer]):  # a split model's block may be on the disk
+                self._weights[layer] = self.family.attention_weights(self.model, layer)
         return self._weights[layer]
 
     def recompute(self, layer: int, layer_input: np.ndarray, dtype: type = np.float32) -> FamilyRecomputation:

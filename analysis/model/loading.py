@@ -30,6 +30,7 @@ from .catalogue import ModelSource, resolve_source
 from .checks import (check_config, check_forward, check_regular_files, check_special_tokens, check_tokenizer,
                      check_weight_count, check_weights, is_unsafe_pickle, read_config, shape_mismatches, shape_text,
                      weights_format)
+from .device_map import check_device_map, execution_device
 from .devices import resolve_device, resolve_dtype
 from .gguf_convert import converted_folder
 from .hub import DownloadCancelled, ProgressCallback, cached_hub_folder, download_hub_model
@@ -46,6 +47,8 @@ def load_model(
     allow_pickle: bool = False,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    device_map: str | None = None,
+    max_memory: dict | None = None,
 ) -> LoadedModel:
     """Load a model of any supported family and its tokenizer, ready to return attention weights.
 
@@ -55,11 +58,26 @@ def load_model(
     are not the config's) and ModelCheckError (bad config, tokenizer ids past the embedding, a test
     forward that is not finite) — or DeviceError. Nothing is half-loaded: the caller's previous
     model is untouched unless this returns.
+
+    ``device_map`` (``"auto"``, …; ``analysis.model.device_map``) splits the model across the GPUs, the CPU and
+    the disk as accelerate places it, each capped by ``max_memory`` (``{0: bytes, "cpu": bytes}``); ``device``
+    is then where its input goes (the first block's device).
     """
     started = time.perf_counter()
     src = resolve_source(source) if isinstance(source, str) else source
     device_name = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device_name.split(":")[0])
+    device_map = check_device_map(device_map)
+    split = {}
+    if device_map is not None:
+        import atexit
+        import shutil
+        import tempfile
+
+        # accelerate writes what fits nowhere else here (safetensors weights are read in place when they can be)
+        offload = tempfile.mkdtemp(prefix="attnscope-offload-")
+        atexit.register(shutil.rmtree, offload, ignore_errors=True)
+        split = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload}
 
     gguf_info = None
     if src.kind == "hub":
@@ -90,6 +108,11 @@ def load_model(
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report is checked below, not printed
     hf_logging.disable_progress_bar()
+    import logging
+
+    accelerate_log = logging.getLogger("accelerate")  # "Some parameters are on the meta device…": that is the point
+    accelerate_level = accelerate_log.level
+    accelerate_log.setLevel(logging.ERROR)
     try:
         try:
             model_config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
@@ -104,6 +127,7 @@ def load_model(
             model, loading_info = model_class.from_pretrained(
                 folder, config=model_config, attn_implementation="eager", use_safetensors=(fmt == "safetensors"),
                 dtype=torch_dtype, local_files_only=True, trust_remote_code=False, output_loading_info=True,
+                **split,
             )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except Exception as exc:  # OSError, ValueError, safetensors' own SafetensorError, …: all mean "cannot read it"
@@ -121,15 +145,19 @@ def load_model(
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+        accelerate_log.setLevel(accelerate_level)
     check_weights(model, loading_info, folder)
     check_special_tokens(tokenizer, family, folder)
     check_tokenizer(tokenizer, model, folder)
-    try:
-        model.to(device_name)
-    except Exception as exc:
-        from ..errors import DeviceError
+    if split:
+        device_name = execution_device(model)  # accelerate placed every block; the input goes to the first
+    else:
+        try:
+            model.to(device_name)
+        except Exception as exc:
+            from ..errors import DeviceError
 
-        raise DeviceError(f"Cannot move the model to {device_name}: {one_line(exc, 200)}") from None
+            raise DeviceError(f"Cannot move the model to {device_name}: {one_line(exc, 200)}") from None
     model.eval()
     model.requires_grad_(False)
     check_forward(model, tokenizer, folder, device_name, family)
