@@ -13,9 +13,9 @@ The eager capture (capture.py) copies every head's n × n map, L·H·n²·4 byte
     key_norms  (H, n)      ‖f_h(x_j)‖ = ‖v_j W_O^h‖, the value-output norms of lenses.value_norms (float32)
     scaling, causal, window, softcap: the rest of the model's arithmetic, as the model passed it
 
-L·n·((H + g)·dk·s + 4·H) bytes, s = 4 (float32) or 2 (float16): SmolLM2 at 8,192 tokens, 764 MB
-(:func:`qk_capture_bytes`). A head's weights for query rows i are then computed as transformers' eager attention
-computes them (``matmul(q, kᵀ) * scaling``, ``+ mask``, ``softmax(dtype=float32)``):
+L·n·((H + g)·dk·s + 4·H) bytes, s = 4 (float32) or 2 (float16): SmolLM2 at 8,192 tokens, 764 MB (728 MiB;
+:func:`qk_capture_bytes`) against 72 GB of maps. A head's weights for query rows i are then computed as
+transformers' eager attention computes them (``matmul(q, kᵀ) * scaling``, ``+ mask``, ``softmax(dtype=float32)``):
 
     s[i, j] = (q_h[i] · k_h[j]) · scaling             (b, n) float32
     s       = softcap · tanh(s / softcap)              only where the model soft-caps (Gemma 2's attention)
@@ -34,7 +34,7 @@ name (so the model builds the masks it builds for sdpa), switches the model to i
 afterwards. The registered function computes each layer's output with transformers' sdpa path (the fast kernel;
 for a soft-capping model, which sdpa refuses, with the same arithmetic as above in torch) and copies q and k.
 
-The mask is not copied: it is checked. A mask the kernel is given (a sliding window longer than the text, a padded
+The mask is not copied: it is checked. A mask the kernel is given (a sliding window shorter than the text, a padded
 batch) is compared with the one (causal, window, the sequence's length) describes, and the layer is refused when
 they differ; with no mask the kernel applies the causal rule of the module itself (sdpa's ``is_causal``). A padded
 batch is right-padded (capture.forward's ``pad_id``): each sequence keeps its own n_b real tokens only, and since
