@@ -75,6 +75,11 @@ class Family:
         """The module whose output is the attention sub-layer's output before the residual (W_O)."""
         raise NotImplementedError
 
+    def output_weight(self, block):
+        """W_O as the torch tensor the model holds, laid out ``x @ W`` (in = h·dk, out = d): rows h·dk … (h+1)·dk
+        read head h. A view of the model's own parameter (no copy); an ``nn.Linear`` stores (out, in)."""
+        return self.output_module(block).weight.T
+
     def attention_weights(self, model, layer: int) -> AttentionWeights:
         raise NotImplementedError
 

@@ -48,6 +48,10 @@ class GPT2Family(Family):
     def output_module(self, block):
         return block.attn.c_proj
 
+    def output_weight(self, block):
+        """c_proj is a ``Conv1D``: its weight is already (in, out)."""
+        return block.attn.c_proj.weight
+
     def bos_token(self, tokenizer) -> str | None:
         return tokenizer.bos_token or "<|endoftext|>"
 
