@@ -7,10 +7,11 @@ in both directions. A text is wrapped as [CLS] … [SEP] (RoBERTa: <s> … </s>)
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .family import Family, config_get
-from .weights import AttentionWeights, linear_in_out
+from .weights import AttentionWeights, ModelShape, linear_in_out
 
 
 class BertFamily(Family):
@@ -37,6 +38,15 @@ class BertFamily(Family):
         if kind == "bert" and has_mlm_head and any(k.startswith("cls.seq_relationship.") for k in names):
             return transformers.BertForPreTraining
         return getattr(transformers, f"{prefix}ForMaskedLM" if has_mlm_head else f"{prefix}Model")
+
+    def shape(self, config: Any) -> ModelShape:
+        """BERT's sizes; RoBERTa numbers its positions from its padding id + 1, so it holds ``pad_token_id + 1``
+        fewer tokens than ``max_position_embeddings`` (514 → 512): one more is an index past its position table."""
+        shape = super().shape(config)
+        if config_get(config, "model_type") == "roberta":
+            offset = int(config_get(config, "pad_token_id", 1) or 0) + 1
+            shape = replace(shape, context_length=max(1, shape.context_length - offset))
+        return shape
 
     def blocks(self, model):
         return model.base_model.encoder.layer

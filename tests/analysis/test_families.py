@@ -393,3 +393,17 @@ def test_bert_loads_its_masked_lm_head_when_the_weights_have_one(tmp_path):
     assert type(loaded.model).__name__ == "BertForMaskedLM"
     assert loaded.family.model_class(loaded.config, frozenset({"embeddings.word_embeddings.weight"})).__name__ == \
         "BertModel"
+
+
+def test_roberta_runs_a_text_as_long_as_its_context(tmp_path):
+    """RoBERTa's positions start after its padding id: its context is max_position_embeddings − (pad id + 1), and a
+    text that long runs (one more token was an index past the position table: a raw torch error)."""
+    from analysis.model.loading import load_model
+    from analysis.model.synthetic import save_random_family
+    from analysis.run.inference import run_text
+
+    loaded = load_model(str(save_random_family(tmp_path / "r", "roberta")), device="cpu")
+    pad = loaded.config.pad_token_id
+    assert loaded.context_length == loaded.config.max_position_embeddings - (pad + 1)
+    result = run_text(loaded, "the cat sat on the mat " * 40)
+    assert result.n_tokens == loaded.context_length and result.truncated
