@@ -48,11 +48,18 @@ def compact_json(data) -> str:
 
 
 def terminal_progress():
-    last = {"t": 0.0}
+    """A load's progress on stderr: a byte count that rewrites its line; a long step without one (``total`` < 0,
+    ``hub.LONG_STEP``: "dequantizing Q4_1 weights") on a line of its own, once; quick steps (``total`` 0) not."""
+    last = {"t": 0.0, "step": ""}
 
     def report(message: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if total and (now - last["t"] > 0.5 or done >= total):
+        if total < 0:
+            if message != last["step"]:
+                last["step"] = message
+                print(f"{message}…", file=sys.stderr, flush=True)
+            return
+        if now - last["t"] > 0.5 or done >= total:
             last["t"] = now
             print(f"\r{message}: {done / 1e6:.1f} / {total / 1e6:.1f} MB", end="\n" if done >= total else "",
                   file=sys.stderr, flush=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import ModelLoadError, WeightsMismatchError, one_line
 from .gguf_file import GgufFileError, GgufInfo, check_gguf
 from .hub import DownloadCancelled as ConversionCancelled  # one "cancelled" type for every load, whatever it did
-from .hub import ProgressCallback
+from .hub import LONG_STEP, ProgressCallback
 from .user_cache import user_cache_dir
 
 SOURCE_FILE = "attnscope-gguf.json"  # in a converted folder: what it was converted from
@@ -124,7 +124,7 @@ def _convert(path: Path, info: GgufInfo, digest: str, folder: Path, progress: Pr
     from transformers.utils import logging as hf_logging
 
     if progress:
-        progress(f"dequantizing {info.quantization} weights (once; kept in the cache)", 0, 0)
+        progress(f"dequantizing {info.quantization} weights (once; kept in the cache)", 0, LONG_STEP)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # what matters in its load report is checked in _read, not printed
     hf_logging.disable_progress_bar()

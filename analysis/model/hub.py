@@ -15,6 +15,8 @@ HUB_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json",
              "special_tokens_map.json", "added_tokens.json", "generation_config.json"]
 
 ProgressCallback = Callable[[str, int, int], None]  # (message, done_bytes, total_bytes)
+#: ``total`` of a step that has no count and takes a while (dequantizing a GGUF): say it; 0 is a quick step.
+LONG_STEP = -1
 
 
 def hub_offline() -> bool:

@@ -65,7 +65,7 @@ def model_card_dialog(parent) -> QtWidgets.QDialog:
         card = f"The model card is missing ({MODEL_CARD})."
     info = getattr(parent, "model_info", None)
     loaded = loaded_model_card(info) + "\n\n---\n\n" if info is not None and info.kind != "bundled" else ""
-    return text_dialog(parent, "About AttnScope and the bundled model", ABOUT + "\n\n---\n\n" + loaded + card)
+    return text_dialog(parent, "About AttnScope and the models", ABOUT + "\n\n---\n\n" + loaded + card)
 
 
 def shortcuts_of(window: QtWidgets.QWidget) -> list[tuple[str, str]]:

@@ -58,7 +58,7 @@ def build_menus(window) -> MenuActions:
                lambda w=tabs.widget(index): tabs.setCurrentWidget(w))
     help_menu = bar.addMenu("&Help")
     action(help_menu, "Keyboard shortcuts", "F1", lambda: help_dialogs.keyboard_dialog(window).exec())
-    action(help_menu, "About AttnScope and the bundled model", None,
+    action(help_menu, "About AttnScope and the models", None,
            lambda: help_dialogs.model_card_dialog(window).exec())
     help_dialogs.with_shortcut_tooltips(bar)
     return MenuActions(download, token_limit)

@@ -179,19 +179,20 @@ class ModelBar(QtWidgets.QToolBar):
         self.load_button.clicked.connect(lambda: self.load_requested.emit(self.current_source()))
         self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.clicked.connect(self._cancel)
-        self.cancel_button.hide()
         self.progress = QtWidgets.QProgressBar()
         self.progress.setMaximumWidth(200)
         self.progress.setTextVisible(True)
-        self.progress.hide()
         self.progress_label = QtWidgets.QLabel("")
         self.progress_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         for label, widget in (("Model", self.model_choice), ("Device", self.device_choice), ("dtype", self.dtype_choice)):
             self.addWidget(QtWidgets.QLabel(f" {label} "))
             self.addWidget(widget)
         self.addWidget(self.load_button)
-        self.addWidget(self.cancel_button)
-        self.addWidget(self.progress)
+        # a toolbar shows a widget through its action: the widget's own show() after it was hidden does nothing
+        self.cancel_action = self.addWidget(self.cancel_button)
+        self.progress_action = self.addWidget(self.progress)
+        self.cancel_action.setVisible(False)
+        self.progress_action.setVisible(False)
         self.addWidget(self.progress_label)
 
     # ----------------------------------------------------------------- the model list
@@ -384,9 +385,11 @@ class ModelBar(QtWidgets.QToolBar):
     # ----------------------------------------------------------------- loading
     def loading(self, source: str) -> None:
         self._download_samples = []
+        if self.model_choice.findData(source) >= 0:  # the list says what is loading (back to the loaded one if it fails)
+            self.model_choice.setCurrentIndex(self.model_choice.findData(source))
         self.progress.setRange(0, 0)  # busy
-        self.progress.show()
-        self.cancel_button.show()
+        self.progress_action.setVisible(True)
+        self.cancel_action.setVisible(True)
         self.load_button.setEnabled(False)
         self.progress_label.setText(f"loading {Path(source).name or source}…")
 
@@ -410,8 +413,8 @@ class ModelBar(QtWidgets.QToolBar):
         self.progress_label.setText("cancelling…")
 
     def _done(self) -> None:
-        self.progress.hide()
-        self.cancel_button.hide()
+        self.progress_action.setVisible(False)
+        self.cancel_action.setVisible(False)
         self.load_button.setEnabled(True)
         self.progress_label.setText("")
 

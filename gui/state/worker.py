@@ -309,12 +309,13 @@ class Worker(QtCore.QObject):
         from analysis.run.chat import chat_problem
 
         self._emit(self.load_started, request.request_id, request.source)
-        last = [0.0]
+        last = [0.0, ""]
 
         def progress(message: str, done: int, total: int) -> None:
+            # at most ten a second, but never a new step's first message (it may be the last for a while)
             now = time.monotonic()
-            if now - last[0] > 0.1 or (total and done >= total):
-                last[0] = now
+            if now - last[0] > 0.1 or (total and done >= total) or message != last[1]:
+                last[0], last[1] = now, message
                 self._emit(self.load_progress, message, int(done), int(total))
 
         loaded = load_model(request.source, request.device, request.dtype, request.allow_pickle,

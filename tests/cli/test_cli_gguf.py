@@ -22,6 +22,7 @@ def test_export_scan_and_ablate_open_a_gguf_file(gguf_file, tmp_path, capsys):
     code, out, err = run(capsys, "export", "--model", gguf_file, "--text", TEXT, "--out", tmp_path / "x",
                          "--no-head-images")
     assert code == 0, err
+    assert "dequantizing Q8_0 weights (once; kept in the cache)…" in err.splitlines()  # the 20 s step, said once
     summary = json.loads((tmp_path / "x" / "summary.json").read_text())
     assert summary["model"] == str(gguf_file) and summary["family"] == "llama"
     assert summary["weights"].startswith("the GGUF file's Q8_0 weights dequantized to float32")

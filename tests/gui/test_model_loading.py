@@ -216,3 +216,18 @@ def test_open_folder_and_about_name_every_family_not_gpt2_alone(qtbot, window, m
     window.open_folder()
     assert titles == ["Open a model folder (save_pretrained)"]
     assert all(family.title in ABOUT for family in FAMILIES) and "GPT-2-family" not in ABOUT
+
+
+def test_cancel_and_the_progress_bar_show_while_a_model_loads(qtbot, window):
+    """A toolbar shows a widget through its action: the widget's own show() after a hide() did nothing, so a load
+    (SmolLM2's first open: 20 s) showed neither Cancel nor a progress bar."""
+    bar = window.model_bar
+    assert not bar.cancel_button.isVisible() and not bar.progress.isVisible()
+    bar.loading("smollm2")
+    qtbot.waitUntil(lambda: bar.cancel_button.isVisible() and bar.progress.isVisible())
+    assert bar.model_choice.currentData() == "smollm2"  # the list says what is loading
+    bar.show_progress("dequantizing Q4_1 weights (once; kept in the cache)", 0, -1)
+    assert bar.progress_label.text().startswith("dequantizing")
+    bar.load_failed()
+    qtbot.waitUntil(lambda: not bar.cancel_button.isVisible() and not bar.progress.isVisible())
+    assert bar.model_choice.currentData() == bar.loaded_source
