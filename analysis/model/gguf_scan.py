@@ -50,7 +50,7 @@ WHERE = ("HF cache", "llama.cpp", "LM Studio", "Ollama", "folder")
 SCAN_HOME = "ATTNSCOPE_SCAN_HOME"
 SYSTEM_OLLAMA = Path("/usr/share/ollama/.ollama/models")
 CACHE_NAME = "gguf-files.json"
-CACHE_FORMAT = 2  # raise when what is cached, or how a problem is worded, changes
+CACHE_FORMAT = 3  # raise when what is cached, or how a problem is worded, changes
 #: limits of a walk through one place: folder levels below it, directory entries looked at, files listed
 MAX_DEPTH = 8
 MAX_ENTRIES = 100_000
@@ -470,6 +470,35 @@ def _scan_ollama(place: Place, headers: _Headers, cancel) -> list[FoundGguf]:
         if found is not None:
             out.append(found)
     return out
+
+
+OLLAMA_NAME = re.compile(r"^(?:(?P<registry>[\w.\-]+)/(?=[\w.\-]+/))?(?:(?P<namespace>[\w.\-]+)/)?"
+                         r"(?P<model>[\w.\-]+):(?P<tag>[\w.\-]+)$")
+
+
+def ollama_model(name: str, environ: Mapping[str, str] | None = None) -> tuple[Path | None, str | None]:
+    """``(blob, problem)`` for a model as ``ollama list`` names it (``llama3.2:1b``, ``user/model:tag``,
+    ``hf.co/org/repo:Q4_K_M``): the blob its manifest's model layer names, in the first Ollama folder of
+    :func:`default_places` that has the manifest; else None and the sentence saying why."""
+    match = OLLAMA_NAME.match(name.strip())
+    if not match:
+        return None, None
+    registry = match["registry"] or OLLAMA_REGISTRY
+    namespace = match["namespace"] or OLLAMA_LIBRARY
+    places = [p for p in default_places(environ) if p.layout == "ollama"]
+    for place in places:
+        manifest = place.path / "manifests" / registry / namespace / match["model"] / match["tag"]
+        if not manifest.is_file():
+            continue
+        digest, _, readable = _model_digest(manifest)
+        if not readable or digest is None:
+            return None, f"{name}: its Ollama manifest ({manifest}) names no model file; pull it again (ollama pull {name})."
+        blob = place.path / "blobs" / f"sha256-{digest.split(':', 1)[-1]}"
+        if not blob.is_file():
+            return None, f"{name}: its model file ({blob.name[:19]}…) is missing from Ollama's folder; pull it again."
+        return blob, None
+    return None, (f"No Ollama model named {name} here (looked in {', '.join(str(p.path) for p in places)}); "
+                  "`main.py models` lists the models found.")
 
 
 def _manifests(root: Path, cancel) -> Iterator[Path]:

@@ -124,7 +124,7 @@ class LoadedModel:
             bos_token=self.bos_token, predicts_next_token=self.predicts_next_token,
             steps=tuple(self.family.steps), model_type=str(self.config.model_type),
             n_special=len(self.special_ids([], special=True)), weights=self.weights,
-            quantization=self.quantization,
+            quantization=self.quantization, file=str(self.source.path) if self.source.is_gguf else "",
         )
 
     def attention_weights(self, layer: int) -> AttentionWeights:
@@ -175,4 +175,5 @@ class ModelInfo:
     n_special: int = 1  # special tokens BOS on puts around a text (special_ids): 0 without a BOS, 2 for [CLS] … [SEP]
     weights: str = ""  # what the numbers are computed from (LoadedModel.weights)
     quantization: str = ""  # a GGUF's quantization (Q4_1) its float32 weights were dequantized from; "" otherwise
+    file: str = ""  # the GGUF file it was read from ("" for a folder; ``folder`` is then the converted copy)
 

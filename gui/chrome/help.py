@@ -44,7 +44,7 @@ SMOLLM2_CARD = ("SmolLM2-135M-Instruct (Hugging Face, Apache-2.0): a Llama-style
 
 def loaded_model_card(info) -> str:
     """Markdown: what the loaded model is (a ModelInfo), and what its numbers are computed from."""
-    where = info.label if info.kind == "gguf" else info.folder
+    where = info.file or info.folder
     lines = [f"## The loaded model: {info.label}", "",
              f"- {info.family_title}, {info.n_layer} layers × {info.n_head} heads"
              + (f" ({info.n_kv_head} key/value heads)" if info.n_kv_head and info.n_kv_head != info.n_head else "")

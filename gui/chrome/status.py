@@ -44,7 +44,7 @@ class StatusLine:
 
     def model_loaded(self, info) -> None:
         self.model.setText(model_line(info))
-        where = BUNDLED_DESCRIPTION if info.kind == "bundled" else info.label if info.kind == "gguf" else info.folder
+        where = BUNDLED_DESCRIPTION if info.kind == "bundled" else info.file or info.folder
         self.model.setToolTip(f"{where}\nWeights: {info.weights}" if info.quantization else where)
 
     def still_using(self, info) -> None:

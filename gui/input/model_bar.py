@@ -48,6 +48,12 @@ BUNDLED_DESCRIPTION = ("bundled: a 4-layer × 4-head GPT-2-style model trained o
                        "4,096-token vocabulary and a 256-token context (not OpenAI's GPT-2; see Help → Model card)")
 
 
+def gguf_source(found) -> str:
+    """What picking a found GGUF loads: an Ollama model by its name (``llama3.2:1b``: the window, the status bar
+    and summary.json then say that, not the blob's digest), any other file by its absolute path."""
+    return found.name if found.where == "Ollama" and found.ok else found.path
+
+
 def smollm2_installed() -> bool:
     from analysis.model.catalogue import smollm2_file
 
@@ -153,7 +159,7 @@ class ModelBar(QtWidgets.QToolBar):
         self.model_choice.addItem(ADD_FOLDER, ADD_FOLDER)
         self.model_choice.setItemData(self.model_choice.count() - 1, "A folder whose GGUF files are listed here too "
                                       "(File → Model folders… removes one)", QtCore.Qt.ItemDataRole.ToolTipRole)
-        self._gguf_found: dict[str, object] = {}  # path → FoundGguf, of the latest scan
+        self._gguf_found: dict[str, object] = {}  # source (gguf_source) → FoundGguf, of the latest scan
         self._gguf_opened: list[str] = []  # GGUF files loaded that no scan found
         self._gguf_scanned = False
         self._gguf_places: tuple = ()  # the places the latest scan looked in
@@ -240,7 +246,7 @@ class ModelBar(QtWidgets.QToolBar):
 
     def set_gguf_files(self, result) -> None:
         """Show what a scan found (an ``analysis.model.gguf_scan.ScanResult``): one entry per file, in its order."""
-        self._gguf_found = {f.path: f for f in result.files}
+        self._gguf_found = {gguf_source(f): f for f in result.files}
         self._gguf_places = tuple(result.looked_in)
         self._gguf_scanned = True
         self._fill_gguf_group()
@@ -260,8 +266,8 @@ class ModelBar(QtWidgets.QToolBar):
             if c.itemData(i, GGUF_ROLE):
                 c.removeItem(i)
         at = c.findData(OPEN_GGUF)
-        rows = [(f.label if f.ok else f"{f.label} · {CANNOT_OPEN}", f.path, f.ok, gguf_tooltip(f))
-                for f in self._gguf_found.values()]
+        rows = [(f.label if f.ok else f"{f.label} · {CANNOT_OPEN}", source, f.ok, gguf_tooltip(f))
+                for source, f in self._gguf_found.items()]
         rows += [(f"{Path(p).name} · opened", p, True, p) for p in self._gguf_opened if p not in self._gguf_found]
         if not rows:
             places = "; ".join(f"{p.where}: {p.path}" for p in self._gguf_places)

@@ -243,7 +243,8 @@ class TextInput(QtWidgets.QWidget):
             problem if problem is not None else
             "Chat format: run the text as one user turn of the model's chat template, the assistant's header after "
             "it, as an instruct model reads a chat (the template's tokens, such as <|im_start|>, are in the strip; "
-            "the predictions are the reply's first token)")
+            "the predictions are the reply's first token). A template may add turns of its own: SmolLM2's puts its "
+            "default system prompt first")
         self.bos_box.setEnabled(not state.chat_used)
         self.bos_box.setToolTip("The chat template decides the special tokens while Chat format is on"
                                 if state.chat_used else "Prepend <|endoftext|> as the first token")

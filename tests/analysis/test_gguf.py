@@ -300,3 +300,28 @@ def test_an_unreadable_header_is_a_gguf_file_error(tmp_path):
     path.write_bytes(b"GG")
     with pytest.raises(GgufFileError, match="x.gguf is not a GGUF file"):
         inspect_gguf(path)
+
+
+def test_an_ollama_model_opens_by_its_name(tmp_path, cache, monkeypatch):
+    """``--model tinyllama:q4`` as ``ollama list`` names it: the manifest's model layer → the blob, labelled by name."""
+    import hashlib
+    import json
+
+    home = tmp_path / "home"
+    models = home / ".ollama" / "models"
+    blob = write_tiny_gguf(tmp_path / "t.gguf", "llama", "Q8_0")
+    digest = hashlib.sha256(blob.read_bytes()).hexdigest()
+    (models / "blobs").mkdir(parents=True)
+    blob = blob.rename(models / "blobs" / f"sha256-{digest}")
+    manifest = models / "manifests" / "registry.ollama.ai" / "library" / "tinyllama" / "q4"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
+                                                "digest": f"sha256:{digest}", "size": blob.stat().st_size}]}))
+    monkeypatch.setenv("ATTNSCOPE_SCAN_HOME", str(home))
+    source = resolve_source("tinyllama:q4")
+    assert (source.kind, source.path, source.label) == ("gguf", blob.resolve(), "tinyllama:q4")
+    assert load_model("tinyllama:q4", device="cpu").source.label == "tinyllama:q4"
+    with pytest.raises(ModelLoadError, match="No Ollama model named tinyllama:q8 here"):
+        resolve_source("tinyllama:q8")
+    with pytest.raises(ModelLoadError, match="'not a model!' is not a model: use bundled"):
+        resolve_source("not a model!")

@@ -28,6 +28,7 @@ def test_export_scan_and_ablate_open_a_gguf_file(gguf_file, tmp_path, capsys):
     assert summary["weights"].startswith("the GGUF file's Q8_0 weights dequantized to float32")
     code, _, err = run(capsys, "scan", "--model", gguf_file, "--out", tmp_path / "s", "--max-texts", "4")
     assert code == 0, err
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["weights"] == summary["weights"]
     code, _, err = run(capsys, "ablate", "--model", gguf_file, "--text", TEXT, "--heads", "1.0",
                        "--json", tmp_path / "a.json")
     assert code == 0, err

@@ -95,7 +95,7 @@ def test_the_list_shows_each_file_and_greys_the_ones_that_cannot_be_opened_with_
     entries = bar.gguf_entries()
     assert [(text, path, enabled) for text, path, enabled, _ in entries] == [
         ("bartowski/SmolLM2-GGUF/SmolLM2-135M-Q4_K_M.gguf · 100 MiB · Q4_K_M · HF cache", HF.path, True),
-        ("llama3.2:1b · 1.23 GiB · Q8_0 · Ollama", OK.path, True),
+        ("llama3.2:1b · 1.23 GiB · Q8_0 · Ollama", "llama3.2:1b", True),  # an Ollama model loads by its name
         ("pub/repo/lora.gguf · 11.4 MiB · F16 · LM Studio · cannot be opened", GREY.path, False),
     ]
     assert entries[2][3].startswith(GREY.problem) and GREY.path in entries[2][3]  # the reason as tooltip
@@ -117,21 +117,21 @@ def test_picking_a_file_asks_for_its_path_and_a_greyed_one_for_nothing(qtbot, ba
     c = bar.model_choice
     bar.set_gguf_files(FOUND)
     with qtbot.waitSignal(bar.load_requested) as blocker:
-        c.setCurrentIndex(c.findData(OK.path))
-        bar._model_chosen(c.findData(OK.path))
-    assert blocker.args == [OK.path]
-    bar.loaded(OK.path)
-    assert bar.current_source() == OK.path
+        c.setCurrentIndex(c.findData(OK.name))
+        bar._model_chosen(c.findData(OK.name))
+    assert blocker.args == [OK.name]
+    bar.loaded(OK.name)
+    assert bar.current_source() == OK.name
     with qtbot.assertNotEmitted(bar.load_requested):
         bar._model_chosen(c.findData(GREY.path))
-    assert c.currentData() == OK.path  # back on the loaded one
+    assert c.currentData() == OK.name  # back on the loaded one
     with qtbot.waitSignal(bar.open_gguf_requested):
         bar._model_chosen(c.findData(OPEN_GGUF))
     with qtbot.waitSignal(bar.add_folder_requested):
         bar._model_chosen(c.findData(ADD_FOLDER))
-    assert c.currentData() == OK.path
+    assert c.currentData() == OK.name
     bar.set_gguf_files(ScanResult((HF, OK), (), 0))  # a rescan keeps the choice on screen
-    assert c.currentData() == OK.path
+    assert c.currentData() == OK.name
 
 
 def test_a_gguf_opened_from_its_file_joins_the_group_once_loaded(bar):
@@ -143,7 +143,7 @@ def test_a_gguf_opened_from_its_file_joins_the_group_once_loaded(bar):
     assert bar.gguf_entries()[-1][:3] == ("my-model.gguf · opened", "/elsewhere/my-model.gguf", True)
     assert c.currentData() == "/elsewhere/my-model.gguf"
     bar.set_gguf_files(ScanResult((OK,), (), 0))
-    assert [e[1] for e in bar.gguf_entries()] == [OK.path, "/elsewhere/my-model.gguf"]
+    assert [e[1] for e in bar.gguf_entries()] == [OK.name, "/elsewhere/my-model.gguf"]
     found_later = FoundGguf("my-model.gguf", "/elsewhere/my-model.gguf", 2048, "Q8_0", "folder")
     bar.set_gguf_files(ScanResult((found_later,), (), 0))
     assert [e[0] for e in bar.gguf_entries()] == ["my-model.gguf · 2.00 KiB · Q8_0 · folder"]  # once, as found

