@@ -6,6 +6,8 @@ as a folder is (``window.load_model``).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6 import QtCore, QtWidgets
 
 from ..state.gguf_scanner import GgufScanner
@@ -13,16 +15,25 @@ from ..state.gguf_scanner import GgufScanner
 FOLDERS_KEY = "model/gguf_folders"
 
 
-def choose_gguf_file(parent) -> str | None:
-    """The GGUF file the user picks, or None (tests replace it)."""
-    path, _ = QtWidgets.QFileDialog.getOpenFileName(parent, "Open a GGUF model file", "",
+def choose_gguf_file(parent, start: str = "") -> str | None:
+    """The GGUF file the user picks, starting in ``start`` (the last folder used), or None (tests replace it).
+    "All files" too: Ollama keeps its models as blobs without the suffix."""
+    path, _ = QtWidgets.QFileDialog.getOpenFileName(parent, "Open a GGUF model file", start,
                                                     "GGUF models (*.gguf *.GGUF);;All files (*)")
     return path or None
 
 
-def choose_folder(parent) -> str | None:
-    """The folder the user picks to be searched for GGUF files, or None (tests replace it)."""
-    return QtWidgets.QFileDialog.getExistingDirectory(parent, "Add a folder of GGUF models") or None
+def choose_folder(parent, start: str = "") -> str | None:
+    """The folder the user picks to be searched for GGUF files, starting in ``start``, or None (tests replace it)."""
+    return QtWidgets.QFileDialog.getExistingDirectory(parent, "Add a folder of GGUF models", start) or None
+
+
+START_KEY = "model/gguf_dialog_folder"  # where the last GGUF or folder was picked: the next dialog starts there
+
+
+def _start(settings: QtCore.QSettings) -> str:
+    start = str(settings.value(START_KEY, "") or "")
+    return start if start and Path(start).is_dir() else str(Path.home())
 
 
 def saved_folders(settings: QtCore.QSettings) -> list[str]:
@@ -56,13 +67,17 @@ class ModelFiles(QtCore.QObject):
         self.scanner.stop()
 
     def open_gguf_file(self) -> None:
-        path = choose_gguf_file(self.window)
+        path = choose_gguf_file(self.window, _start(self.settings))
         if path:
+            self.settings.setValue(START_KEY, str(Path(path).parent))
             self.window.load_model(path)
 
     def add_folder(self, folder: str | None = None) -> None:
         """Add ``folder`` (None: ask for one) to the folders searched, remember it, and scan again."""
-        folder = folder or choose_folder(self.window)
+        if not folder:
+            folder = choose_folder(self.window, _start(self.settings))
+            if folder:
+                self.settings.setValue(START_KEY, str(Path(folder).parent))
         if not folder:
             return
         folders = self.folders()

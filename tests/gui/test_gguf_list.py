@@ -206,7 +206,7 @@ def test_found_files_are_listed_and_added_folders_are_remembered_and_removable(q
     mine = tmp_path / "mine"
     (mine / "deep").mkdir(parents=True)
     shutil.copyfile(tiny_gguf, mine / "deep" / "mine.gguf")
-    monkeypatch.setattr(model_files, "choose_folder", lambda parent: str(mine))
+    monkeypatch.setattr(model_files, "choose_folder", lambda parent, start="": str(mine))
     try:
         with qtbot.waitSignal(files.scanner.finished, timeout=WAIT_MS):
             bar._model_chosen(bar.model_choice.findData(ADD_FOLDER))
@@ -234,14 +234,26 @@ def test_open_gguf_file_in_the_menu_and_the_list_loads_the_chosen_file(qtbot, wi
     from gui.input.model_bar import OPEN_GGUF
 
     asked = []
-    monkeypatch.setattr(model_files, "choose_gguf_file", lambda parent: "/models/chosen.gguf")
+    monkeypatch.setattr(model_files, "choose_gguf_file", lambda parent, start="": "/models/chosen.gguf")
     monkeypatch.setattr(window, "load_model", lambda source, *a, **k: asked.append(source))
     actions = {a.text(): a for menu in window.menuBar().actions() for a in menu.menu().actions()}
     actions["Open GGUF file…"].trigger()
     bar = window.model_bar
     bar._model_chosen(bar.model_choice.findData(OPEN_GGUF))
     assert asked == ["/models/chosen.gguf", "/models/chosen.gguf"]
-    monkeypatch.setattr(model_files, "choose_gguf_file", lambda parent: None)  # cancelled: nothing loads
+    monkeypatch.setattr(model_files, "choose_gguf_file", lambda parent, start="": None)  # cancelled: nothing loads
     actions["Open GGUF file…"].trigger()
     assert len(asked) == 2
     assert "Model folders…" in actions
+
+
+def test_the_dialogs_start_where_the_last_pick_was(qtbot, window, monkeypatch, tmp_path):
+    from gui.chrome import model_files
+
+    starts, picks = [], [str(tmp_path / "models" / "a.gguf")]
+    (tmp_path / "models").mkdir()
+    monkeypatch.setattr(model_files, "choose_gguf_file", lambda parent, start="": starts.append(start) or picks[0])
+    monkeypatch.setattr(window, "load_model", lambda path: None)
+    window.model_files.open_gguf_file()
+    window.model_files.open_gguf_file()
+    assert starts[1] == str(tmp_path / "models")  # the first starts at home (not the working folder)
