@@ -20,6 +20,7 @@ def llama_dir(tmp_path_factory):
     return save_random_family(tmp_path_factory.mktemp("llama"), "llama")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [60_000, 400_000])  # everything on the disk; part in memory, the rest on the disk
 def test_a_model_split_onto_the_disk_gives_the_same_numbers(llama_dir, limit):
     from analysis.measures.parity import parity_report

@@ -79,6 +79,7 @@ def test_inspect_names_the_quantization(tmp_path, quant):
     assert info.quantization == quant and info.ok
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "gpt2"])
 def test_a_float_gguf_is_the_model_it_was_written_from(tmp_path, cache, arch):
     """F32: the GGUF path (writer, transformers' reader, the converted folder) gives the source model's attention."""
@@ -94,6 +95,7 @@ def test_a_float_gguf_is_the_model_it_was_written_from(tmp_path, cache, arch):
     assert loaded.source.kind == "gguf" and loaded.family.name == ("gpt2" if arch == "gpt2" else "llama")
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 @pytest.mark.parametrize("arch,quant", [("llama", "Q8_0"), ("llama", "Q4_1"), ("llama", "F16"), ("mistral", "Q4_0"),
                                         ("qwen2", "Q8_0"), ("qwen2", "Q4_1"), ("gpt2", "Q8_0"), ("gpt2", "Q4_1")])
 def test_a_quantized_gguf_has_transformers_own_attention(tmp_path, cache, arch, quant):
@@ -105,6 +107,7 @@ def test_a_quantized_gguf_has_transformers_own_attention(tmp_path, cache, arch, 
     assert result.weights == loaded.weights == loaded.info.weights
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_the_weights_are_said_in_the_summary(tmp_path, cache):
     from analysis.export.writers import summary
 
@@ -169,6 +172,7 @@ def test_every_refusal_is_one_sentence_and_leaves_nothing(tmp_path, cache, case)
     assert not any(p.is_dir() for p in (cache / "gguf").glob("*")), "nothing converted, nothing partial"
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_a_missing_tensor_is_refused_not_filled_with_random_numbers(tmp_path, cache):
     model, tokenizer = tiny_model("llama")
     state = model.state_dict()
@@ -185,6 +189,7 @@ def test_a_missing_tensor_is_refused_not_filled_with_random_numbers(tmp_path, ca
         load_model(str(path), device="cpu")
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_an_ollama_blob_opens_by_its_magic_bytes(tmp_path, cache):
     """Ollama keeps a model as blobs/sha256-<hex>, no suffix: recognised by GGUF's magic, loaded as a GGUF."""
     blob = write_tiny_gguf(tmp_path / "m.gguf", "qwen2", "Q8_0").rename(tmp_path / "sha256-0123abcd")
@@ -211,6 +216,7 @@ def test_smollm2_says_how_to_install_it(monkeypatch):
         resolve_source("smollm2")
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 # ----------------------------------------------------------------------------- the conversion cache
 def test_a_second_open_reads_the_cache_and_a_changed_file_is_converted_again(tmp_path, cache):
     path = write_tiny_gguf(tmp_path / "m.gguf", "llama", "Q8_0", seed=1)
@@ -232,6 +238,7 @@ def test_a_second_open_reads_the_cache_and_a_changed_file_is_converted_again(tmp
     assert gguf_convert.converted_folder(copy)[0] == changed
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_a_touched_file_keeps_its_digest_when_its_bytes_did_not_change(tmp_path, cache, monkeypatch):
     path = write_tiny_gguf(tmp_path / "m.gguf")
     folder, _, _ = gguf_convert.converted_folder(path)
@@ -245,6 +252,7 @@ def test_a_touched_file_keeps_its_digest_when_its_bytes_did_not_change(tmp_path,
     assert hashed == [1], "an unchanged file is not hashed again"
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_an_interrupted_conversion_leaves_nothing_a_later_open_would_take(tmp_path, cache, monkeypatch):
     path = write_tiny_gguf(tmp_path / "m.gguf")
 
@@ -279,6 +287,7 @@ def test_cancel_while_checking_the_file_keeps_nothing(tmp_path, cache):
     assert not (cache / "gguf").exists() or not any((cache / "gguf").iterdir())
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_the_converted_folder_is_a_plain_float32_model(tmp_path, cache):
     import json
 
@@ -302,6 +311,7 @@ def test_an_unreadable_header_is_a_gguf_file_error(tmp_path):
         inspect_gguf(path)
 
 
+@pytest.mark.slow  # loads a model (a conversion, then the folder): ~1 s
 def test_an_ollama_model_opens_by_its_name(tmp_path, cache, monkeypatch):
     """``--model tinyllama:q4`` as ``ollama list`` names it: the manifest's model layer → the blob, labelled by name."""
     import hashlib

@@ -18,6 +18,7 @@ def gguf_file(tmp_path_factory):
     return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.Q8_0.gguf", "llama", "Q8_0")
 
 
+@pytest.mark.slow
 def test_export_scan_and_ablate_open_a_gguf_file(gguf_file, tmp_path, capsys):
     code, out, err = run(capsys, "export", "--model", gguf_file, "--text", TEXT, "--out", tmp_path / "x",
                          "--no-head-images")
