@@ -281,6 +281,32 @@ def test_hidden_keys_by_hand():
                                   [[0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]])
 
 
+def test_hidden_keys_of_chosen_query_rows_are_those_rows_of_the_whole_mask():
+    whole = fb.hidden_keys(9, 9, causal=True, sliding_window=3)
+    np.testing.assert_array_equal(fb.hidden_keys(3, 9, True, 3, query_positions=np.array([0, 4, 8])), whole[[0, 4, 8]])
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_recomputing_some_query_rows_gives_those_rows_of_the_whole_recomputation(built, model_type):
+    """``rows``: the scores, weights and output of those query rows against every key, as the whole layer has them."""
+    from analysis.families import family_named
+
+    _, result, weights = built(model_type)
+    adapter = family_named(weights[1].family)
+    whole = adapter.recompute(weights[1], result.layer_inputs[1])
+    rows = np.array([0, 3, result.n_tokens - 1])
+    some = adapter.recompute(weights[1], result.layer_inputs[1], rows=rows)
+    np.testing.assert_array_equal(some.rows, rows)
+    np.testing.assert_array_equal(some.q, whole.q)
+    np.testing.assert_array_equal(some.hidden, whole.hidden[rows])
+    for name in ("scores", "scaled", "masked", "weights", "head_outputs", "output"):
+        mine, theirs = getattr(some, name), getattr(whole, name)
+        theirs = theirs[rows] if name == "output" else theirs[:, rows]
+        scale = max(1.0, float(np.abs(theirs[np.isfinite(theirs)]).max()))  # float32 rounding, by the magnitude
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-6 * scale, err_msg=name)
+    assert whole.rows is None
+
+
 def test_neox_fused_split_matches_the_models_own_chunking(built):
     from analysis.families.neox import split_fused_per_head
 
