@@ -19,7 +19,7 @@ from analysis.errors import InputError, ModelLoadError  # noqa: E402
 from analysis.families import FAMILIES, family_for  # noqa: E402
 from analysis.families.steps import Mistakes  # noqa: E402
 from analysis.families import steps as fb  # noqa: E402
-from analysis.families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
+from analysis.families.steps import OUTPUT_RELATIVE_TOLERANCE  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from analysis.model.loading import load_model  # noqa: E402
 from analysis.model.synthetic import save_random_family, tiny_family_config  # noqa: E402
@@ -108,7 +108,7 @@ def test_numpy_recompute_matches_the_model(built, model_type, manual_dtype):
     _, result, weights = built(model_type)
     report = parity_report(result, weights, manual_dtype)
     assert report.passed, report.to_dict()
-    assert report.max_abs_diff_weights <= WEIGHT_TOLERANCE["float32"] == 1e-5
+    assert report.max_abs_diff_weights <= 1e-5  # a short text: within the fixed tolerance parity once had
     scale = np.maximum(1, np.abs(result.attention_outputs).max(axis=(1, 2)))
     assert (report.output_max_abs_diff <= OUTPUT_RELATIVE_TOLERANCE["float32"] * scale).all()
 
