@@ -25,7 +25,7 @@ TEXT = "The server rejected the request because it was overloaded. The server"
 @pytest.mark.slow
 def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     """Every file of an export checked (a fresh process runs it in the interruption test below)."""
-    code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
+    code, out, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
     assert code == 0, err
     x = tmp_path / "x"
     with np.load(x / "attention.npz") as data:
@@ -40,6 +40,8 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     parity = json.loads((x / "parity.json").read_text())
     assert parity["passed"] is True and parity["max_abs_diff_weights"] < parity["tolerance"]["weights"]
     assert {"max_abs_diff_output", "layers"} <= set(parity) and len(parity["layers"]) == 3
+    assert (f"parity max |Δw| {parity['max_abs_diff_weights']:.2e} passed: its bound {parity['tolerance']['weights']:.1e}, "
+            f"worst |Δw|/bound {parity['max_bound_ratio']:.2g})") in out  # every query row: no count said
     summary = json.loads((x / "summary.json").read_text())
     assert summary["n_tokens"] == n and summary["truncated"] is False and summary["device"] == "cpu"
     assert {"forward_s", "load_s", "parity_s"} <= set(summary["timings"])
