@@ -52,6 +52,22 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_a_long_export_says_on_which_query_rows_parity_checked(tokenizer, tmp_path, capsys):
+    from analysis.measures.parity import SAMPLE_EDGE, SAMPLE_RANDOM
+    from analysis.model.synthetic import save_random_gpt2
+
+    model = save_random_gpt2(tmp_path / "m", n_layer=1, tokenizer=tokenizer, n_positions=600)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    code, out, err = run(capsys, "export", "--model", model, "--text", text, "--max-tokens", "600",
+                         "--no-head-images", "--out", tmp_path / "x")
+    assert code == 0, err
+    parity = json.loads((tmp_path / "x" / "parity.json").read_text())
+    checked = 2 * SAMPLE_EDGE + SAMPLE_RANDOM
+    assert parity["rows"]["all"] is False and len(parity["rows"]["checked"]) == checked
+    assert f"worst |Δw|/bound {parity['max_bound_ratio']:.2g}, on {checked} of 600 query rows)" in out
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,magic", [("svg", b"<?xml"), ("pdf", b"%PDF")])
 def test_export_vector_formats(tiny_model_dir, tmp_path, capsys, fmt, magic):
     code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", "A cat.", "--out", tmp_path / "o",
