@@ -182,7 +182,7 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
     half = r // 2
     rows = np.arange(n) if rec.rows is None else rec.rows
     f64, work = np.float64, np.float32  # small arrays in float64; the (R, n) ones need three digits, not sixteen
-    x_ln = rec.x_ln.astype(f64)  # (n, d)
+    x_ln2 = np.square(rec.x_ln, dtype=work)  # (n, d)
 
     def per_head(t: np.ndarray, heads_of: int) -> np.ndarray:  # (m, heads_of·dk) → (heads_of, m, dk)
         return t.reshape(len(t), heads_of, dk).transpose(1, 0, 2)
@@ -192,9 +192,8 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
     big_n = d + 1
 
     def accumulation(weight, bias, before, heads_of, at):  # → (heads_of, len(at), dk)
-        t2 = x_ln[at] ** 2 @ weight.astype(f64) ** 2 + bias.astype(f64) ** 2  # Σ_m t_m²
-        t2 = per_head(t2, heads_of)
-        return (big_n * (before.astype(f64) ** 2 / 3 + t2 / 6) + t2).astype(work)
+        t2 = per_head(x_ln2[at] @ np.square(weight, dtype=work) + np.square(bias, dtype=work), heads_of)  # Σ_m t_m²
+        return big_n * (np.square(before, dtype=work) / 3 + t2 / 6) + t2
 
     acc_q = accumulation(w.q_weight, w.q_bias, rec.q_before_rotation[:, rows], w.n_head, rows)  # (h, R, dk)
     acc_k = accumulation(w.k_weight, w.k_bias, rec.k_before_rotation, w.n_kv_head, np.arange(n))  # (g, n, dk)
@@ -212,8 +211,8 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
     c_elem = 0.0 if norm is None else (2.0 if norm.kind == "rmsnorm" else 4.0)
 
     def element_reach(weight, heads_of, at):  # (heads_of, len(at)) Σ_m x_ln,m²·‖W_m, head‖²
-        rows2 = (weight.astype(f64) ** 2).reshape(d, heads_of, dk).sum(axis=-1)  # (d, heads_of)
-        return (x_ln[at] ** 2 @ rows2).T.astype(work)
+        rows2 = np.square(weight, dtype=work).reshape(d, heads_of, dk).sum(axis=-1)  # (d, heads_of)
+        return np.ascontiguousarray((x_ln2[at] @ rows2).T)
 
     reach_q = element_reach(w.q_weight, w.n_head, rows) if c_elem else None  # (h, R)
     reach_k = element_reach(w.k_weight, w.n_kv_head, np.arange(n)) if c_elem else None  # (g, n)
