@@ -18,8 +18,8 @@ block input x, the weights and the positions are the same numbers on both sides.
 
 1. Projections, q₀ = x_ln·W_q + b, a sum of N = d + 1 terms t: a rounding of a partial sum s_k has coefficient
    s_k. The residual stream's coordinates can be permuted without changing the model, so their order says
-   nothing about the terms' values, and partial sums of terms in no particular order have
-   Σ_k s_k² = N·(q₀²/3 + Σt²/6) (plus Σt² for the products without FMA). A coordinate of q₀ reaches the score
+   nothing about the terms' values, and over the orders of N terms Σ_k s_k² averages N·(q₀²/3 + Σt²/6) (plus
+   Σt² for the products without FMA; an order worse than the average is left to λ). A coordinate of q₀ reaches the score
    with weight ∂s/∂q₀,c = cos·k_c ± sin·k_c′, at most κ_jc, the length of k_j's rotary pair (|k_jc| outside
    rotary):   V_proj = Σ_c acc_q,ic·κ_jc² + Σ_c κ_ic²·acc_k,jc   (acc = N·(q₀²/3 + Σt²/6) + Σt²).
 2. The norm. Its sum of squares has positive terms (partial sums ≤ the total: √(Σc²) ≤ √d, halved by the square
@@ -27,8 +27,8 @@ block input x, the weights and the positions are the same numbers on both sides.
    V_row = (d/4 + 3)·[(|s| + β_q)² + (|s| + β_k)²]. Its 2 roundings per element (4 for LayerNorm) reach the
    score through x_ln,m·Σ_c W_mc·κ_c ≤ |x_ln,m|·‖W_m‖·‖κ‖: V_elem = c·(Σ_m x_ln,m²‖W_m‖²)·‖κ_j‖² (and for the
    keys). LayerNorm's mean, Σx/d, shifts every element by γ·δμ/σ: V_mean = (dμ²/3 + mean x²/6)/σ²·(Σ_c |γW|_c κ_c)².
-3. Rotary: each rotated coordinate, q·cos ± q′·sin, has 3 roundings and cos, sin within ``TRIG_ULPS`` ulps,
-   each at most its pair's length: V_rot = (3 + TRIG_ULPS²)·Σ_c rotated (|q_pair,c|²·k_c² + q_c²·|k_pair,c|²).
+3. Rotary: each rotated coordinate, q·cos ± q′·sin, has 3 roundings and cos, sin within ``TRIG_ULPS`` ulps, each
+   at most its pair's length: V_rot = (3 + 2·TRIG_ULPS²)·Σ_c rotated (|q_pair,c|²·k_c² + q_c²·|k_pair,c|²).
    Angles θ = position·f are float32 on both sides. The two sides' frequencies f may differ by up to
    ``FREQ_ULPS`` ulps (numpy's and torch's float32 pow: ≤ 2 measured, ≤ 4 in llama3's band), and where they
    differ so do the angles' roundings (|δθ| ≤ u·θ each). A score turns with θ_i − θ_j, so in radians²
@@ -229,7 +229,7 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
     # 3. rotary: its roundings, the angles' roundings and the two sides' frequency gap
     rot = np.zeros(dk, dtype=work)
     if r:
-        rot[:r] = 3 + TRIG_ULPS ** 2
+        rot[:r] = 3 + 2 * TRIG_ULPS ** 2
         theta2 = (rec.angles.astype(f64) ** 2).astype(work)  # (n, r/2) squared radians
         gap = _frequency_gap(w)  # (r/2,)
         gap2 = (gap ** 2).astype(work)
@@ -256,7 +256,7 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
             right += [(kk ** 2).sum(-1, keepdims=True), reach_k[kv][:, None]]
         if mean_terms is not None:
             spread_q, spread_k, g_q, g_k = mean_terms
-            left += [d * spread_q[:, None] ** 2, d * (kq @ g_k[kv])[:, None] ** 2]
+            left += [spread_q[:, None] ** 2, (kq @ g_k[kv])[:, None] ** 2]
             right += [(kk @ g_q[head])[:, None] ** 2, spread_k[:, None] ** 2]
         var = np.concatenate(left, -1) @ np.concatenate(right, -1).T  # (R, n)
         var += (dk + 3) * (qa @ ka.T) ** 2  # the dot product (partial sums ≤ Σ_c |q_c k_c|) and the scale
