@@ -250,6 +250,15 @@ def test_model_vs_manual_shows_each_weights_derived_bound(qtbot, panel, family_r
     assert panel.parity.layers_table.item(1, 6).text() == "FAIL"
 
 
+def test_the_verdict_names_the_query_rows_a_long_text_was_checked_on():
+    from analysis.measures.parity import sample_rows
+    from gui.tabs.scratch.scratch_parity import rows_words
+
+    assert rows_words(sample_rows(40)) == "every query row"
+    assert rows_words(sample_rows(3000, requested=[1234])) == (
+        "129 of 3000 query rows (the first and last 16, 96 at random, seed 0 and 1 asked for)")
+
+
 def test_cost_counts_grouped_query_attention_and_the_kv_cache(qtbot, panel, family_runs):
     loaded, result, data = shown_for(panel, family_runs, "llama")
     cost, n = panel.cost.cost, result.n_tokens
