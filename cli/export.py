@@ -53,7 +53,9 @@ def _export(args, signals: Signals) -> int:
                            timings=timings, check=signals.check)
     print(f"wrote {len(written)} files to {args.out} ({counted(result.n_tokens, 'token')}, "
           f"{result.n_layer}×{result.n_head} heads, "
-          f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'})")
+          f"parity max |Δw| {parity.max_abs_diff_weights:.2e} {'passed' if parity.passed else 'FAILED'}: "
+          f"its bound {parity.weight_tolerance:.1e}, worst |Δw|/bound {parity.max_bound_ratio:.2g}"
+          f"{'' if parity.rows.complete else f', on {parity.rows.rows.size} of {result.n_tokens:,} query rows'})")
     for warning in written.warnings:
         warn(warning)
     return 0

@@ -85,8 +85,9 @@ class Family:
 
     # --- the recomputation
     def recompute(self, weights: AttentionWeights, layer_input: np.ndarray, positions: np.ndarray | None = None,
-                  dtype: type = np.float32, mistakes: Mistakes | None = None) -> FamilyRecomputation:
-        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes)
+                  dtype: type = np.float32, mistakes: Mistakes | None = None,
+                  rows: np.ndarray | None = None) -> FamilyRecomputation:
+        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes, rows)
 
     # --- tokens
     def bos_token(self, tokenizer) -> str | None:

@@ -32,8 +32,9 @@ import numpy as np
 from ..errors import InputError
 from .weights import AttentionWeights, Norm, _freeze_fields
 
-#: Largest max |manual − model| of attention weights that counts as a match, by the model's dtype.
-WEIGHT_TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
+#: Largest |manual − model| of an attention weight that counts as a match for a half-precision model. A float32
+#: model's weights each get a tolerance derived from float32 rounding instead (analysis/measures/parity.py).
+WEIGHT_TOLERANCE = {"float16": 2e-3, "bfloat16": 2e-2}
 #: Same for the attention sub-layer output, relative to max(1, max |model output|) of the layer.
 OUTPUT_RELATIVE_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 5e-2}
 
@@ -147,9 +148,12 @@ def repeat_kv(t: np.ndarray, kv_head_of: np.ndarray) -> np.ndarray:
     return t[kv_head_of]
 
 
-def hidden_keys(n_query: int, n_key: int, causal: bool, sliding_window: int | None) -> np.ndarray:
-    """(n, n) True where query i may *not* see key j: a future key (causal), or one ``sliding_window`` or more back."""
-    i = np.arange(n_query)[:, None] + (n_key - n_query)
+def hidden_keys(n_query: int, n_key: int, causal: bool, sliding_window: int | None,
+                query_positions: np.ndarray | None = None) -> np.ndarray:
+    """(n, n) True where query i may *not* see key j: a future key (causal), or one ``sliding_window`` or more back.
+
+    The queries are the last ``n_query`` positions, or those of ``query_positions`` (R,): then (R, n_key)."""
+    i = (np.arange(n_query) + (n_key - n_query) if query_positions is None else np.asarray(query_positions))[:, None]
     j = np.arange(n_key)[None, :]
     hidden = np.zeros((n_query, n_key), dtype=bool)
     if causal:
@@ -180,6 +184,7 @@ class Mistakes:
 class FamilyRecomputation:
     """Every intermediate of one layer's attention, in the dtype it was computed in.
 
+    From the scores on, only the query rows ``rows`` are there (every row when None); q, k, v have every row.
     Field names match ``manual_attention.LayerRecomputation`` where the meaning is the same: ``q``, ``k``,
     ``v`` are what each *query head* uses (after rotation and after repeating key/value heads)."""
 
@@ -198,18 +203,19 @@ class FamilyRecomputation:
     q: np.ndarray  # (h, n, dk) after rotation
     k: np.ndarray  # (h, n, dk) after rotation and repeat
     v: np.ndarray  # (h, n, dk) after repeat
-    scores: np.ndarray  # (h, n, n) QKᵀ
-    scaled: np.ndarray  # (h, n, n) QKᵀ·scale
-    hidden: np.ndarray  # (n, n) bool, True where a key is masked
-    masked: np.ndarray  # (h, n, n) scaled with −∞ on hidden keys
-    weights: np.ndarray  # (h, n, n)
-    head_outputs: np.ndarray  # (h, n, dk)
-    merged: np.ndarray  # (n, h·dk)
-    output: np.ndarray  # (n, d) after W_O, before the residual
+    scores: np.ndarray  # (h, R, n) QKᵀ; R = n query rows unless ``rows`` names fewer
+    scaled: np.ndarray  # (h, R, n) QKᵀ·scale
+    hidden: np.ndarray  # (R, n) bool, True where a key is masked
+    masked: np.ndarray  # (h, R, n) scaled with −∞ on hidden keys
+    weights: np.ndarray  # (h, R, n)
+    head_outputs: np.ndarray  # (h, R, dk)
+    merged: np.ndarray  # (R, h·dk)
+    output: np.ndarray  # (R, d) after W_O, before the residual
     scale: float
     causal: bool
     sliding_window: int | None
     rotary_dim: int  # 0 without rotary
+    rows: np.ndarray | None = None  # (R,) the query rows recomputed, ascending; None: every row (R = n)
 
     def __post_init__(self):
         _freeze_fields(self)
@@ -217,8 +223,11 @@ class FamilyRecomputation:
 
 def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[str, ...] = (),
               positions: np.ndarray | None = None, dtype: type = np.float32,
-              mistakes: Mistakes | None = None) -> FamilyRecomputation:
-    """Recompute one layer's attention from the block input with plain numpy, keeping every step."""
+              mistakes: Mistakes | None = None, rows: np.ndarray | None = None) -> FamilyRecomputation:
+    """Recompute one layer's attention from the block input with plain numpy, keeping every step.
+
+    ``rows`` (ascending query positions): compute the scores, weights and output of those query rows only, against
+    every key — what parity needs of a long text, at R·n instead of n² memory. None: every row."""
     m = mistakes or Mistakes()
     w = weights
     as_dtype = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
@@ -247,22 +256,25 @@ def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[s
     kv_head_of = np.arange(w.n_head) % w.n_kv_head if m.kv_tiled else w.kv_head_of()  # (h,)
     k = repeat_kv(k_rot, kv_head_of)  # (h, n, dk)
     v = repeat_kv(v_kv, kv_head_of)  # (h, n, dk)
-    scores = attention_scores(q_rot, k)  # (h, n, n)
-    scaled = scale_scores(scores, dtype(w.scale))  # (h, n, n)
+    if rows is not None:
+        rows = np.asarray(rows, dtype=np.int64)
+    q_rows = q_rot if rows is None else q_rot[:, rows]  # (h, R, dk)
+    scores = attention_scores(q_rows, k)  # (h, R, n)
+    scaled = scale_scores(scores, dtype(w.scale))  # (h, R, n)
     causal = w.causal if m.causal is None else m.causal
-    hidden = hidden_keys(n, n, causal, w.sliding_window)  # (n, n)
-    masked = mask(scaled, hidden)  # (h, n, n)
-    attn = softmax(masked)  # (h, n, n)
-    head_outputs = mix_values(attn, v)  # (h, n, dk)
-    merged = merge_heads(head_outputs)  # (n, h·dk)
-    output = project(merged, as_dtype(w.out_weight), as_dtype(w.out_bias))  # (n, d)
+    hidden = hidden_keys(len(rows) if rows is not None else n, n, causal, w.sliding_window, rows)  # (R, n)
+    masked = mask(scaled, hidden)  # (h, R, n)
+    attn = softmax(masked)  # (h, R, n)
+    head_outputs = mix_values(attn, v)  # (h, R, dk)
+    merged = merge_heads(head_outputs)  # (R, h·dk)
+    output = project(merged, as_dtype(w.out_weight), as_dtype(w.out_bias))  # (R, d)
     return FamilyRecomputation(
         layer=w.layer, family=w.family, steps=steps, x=x, x_ln=x_ln,
         qkv=np.concatenate([q_flat, k_flat, v_flat], axis=-1), q_before_rotation=q0, k_before_rotation=k0,
         angles=angles, k_per_kv_head=k_rot, v_per_kv_head=v_kv, kv_head_of=kv_head_of, q=q_rot, k=k, v=v,
         scores=scores, scaled=scaled, hidden=hidden, masked=masked, weights=attn, head_outputs=head_outputs,
         merged=merged, output=output, scale=float(w.scale), causal=causal, sliding_window=w.sliding_window,
-        rotary_dim=w.rotary.rotary_dim if w.rotary is not None else 0,
+        rotary_dim=w.rotary.rotary_dim if w.rotary is not None else 0, rows=rows,
     )
 
 

@@ -19,7 +19,7 @@ from analysis.errors import InputError, ModelLoadError  # noqa: E402
 from analysis.families import FAMILIES, family_for  # noqa: E402
 from analysis.families.steps import Mistakes  # noqa: E402
 from analysis.families import steps as fb  # noqa: E402
-from analysis.families.steps import OUTPUT_RELATIVE_TOLERANCE, WEIGHT_TOLERANCE  # noqa: E402
+from analysis.families.steps import OUTPUT_RELATIVE_TOLERANCE  # noqa: E402
 from analysis.measures.parity import parity_report  # noqa: E402
 from analysis.model.loading import load_model  # noqa: E402
 from analysis.model.synthetic import save_random_family, tiny_family_config  # noqa: E402
@@ -108,7 +108,7 @@ def test_numpy_recompute_matches_the_model(built, model_type, manual_dtype):
     _, result, weights = built(model_type)
     report = parity_report(result, weights, manual_dtype)
     assert report.passed, report.to_dict()
-    assert report.max_abs_diff_weights <= WEIGHT_TOLERANCE["float32"] == 1e-5
+    assert report.max_abs_diff_weights <= 1e-5  # a short text: within the fixed tolerance parity once had
     scale = np.maximum(1, np.abs(result.attention_outputs).max(axis=(1, 2)))
     assert (report.output_max_abs_diff <= OUTPUT_RELATIVE_TOLERANCE["float32"] * scale).all()
 
@@ -279,6 +279,32 @@ def test_hidden_keys_by_hand():
                                   [[0, 1, 1], [0, 0, 1], [0, 0, 0]])
     np.testing.assert_array_equal(fb.hidden_keys(4, 4, causal=True, sliding_window=2),
                                   [[0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]])
+
+
+def test_hidden_keys_of_chosen_query_rows_are_those_rows_of_the_whole_mask():
+    whole = fb.hidden_keys(9, 9, causal=True, sliding_window=3)
+    np.testing.assert_array_equal(fb.hidden_keys(3, 9, True, 3, query_positions=np.array([0, 4, 8])), whole[[0, 4, 8]])
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_recomputing_some_query_rows_gives_those_rows_of_the_whole_recomputation(built, model_type):
+    """``rows``: the scores, weights and output of those query rows against every key, as the whole layer has them."""
+    from analysis.families import family_named
+
+    _, result, weights = built(model_type)
+    adapter = family_named(weights[1].family)
+    whole = adapter.recompute(weights[1], result.layer_inputs[1])
+    rows = np.array([0, 3, result.n_tokens - 1])
+    some = adapter.recompute(weights[1], result.layer_inputs[1], rows=rows)
+    np.testing.assert_array_equal(some.rows, rows)
+    np.testing.assert_array_equal(some.q, whole.q)
+    np.testing.assert_array_equal(some.hidden, whole.hidden[rows])
+    for name in ("scores", "scaled", "masked", "weights", "head_outputs", "output"):
+        mine, theirs = getattr(some, name), getattr(whole, name)
+        theirs = theirs[rows] if name == "output" else theirs[:, rows]
+        scale = max(1.0, float(np.abs(theirs[np.isfinite(theirs)]).max()))  # float32 rounding, by the magnitude
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-6 * scale, err_msg=name)
+    assert whole.rows is None
 
 
 def test_neox_fused_split_matches_the_models_own_chunking(built):

@@ -25,7 +25,7 @@ TEXT = "The server rejected the request because it was overloaded. The server"
 @pytest.mark.slow
 def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     """Every file of an export checked (a fresh process runs it in the interruption test below)."""
-    code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
+    code, out, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
     assert code == 0, err
     x = tmp_path / "x"
     with np.load(x / "attention.npz") as data:
@@ -40,6 +40,8 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     parity = json.loads((x / "parity.json").read_text())
     assert parity["passed"] is True and parity["max_abs_diff_weights"] < parity["tolerance"]["weights"]
     assert {"max_abs_diff_output", "layers"} <= set(parity) and len(parity["layers"]) == 3
+    assert (f"parity max |Δw| {parity['max_abs_diff_weights']:.2e} passed: its bound {parity['tolerance']['weights']:.1e}, "
+            f"worst |Δw|/bound {parity['max_bound_ratio']:.2g})") in out  # every query row: no count said
     summary = json.loads((x / "summary.json").read_text())
     assert summary["n_tokens"] == n and summary["truncated"] is False and summary["device"] == "cpu"
     assert {"forward_s", "load_s", "parity_s"} <= set(summary["timings"])
@@ -47,6 +49,22 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     heads = sorted(p.name for p in (x / "heads").iterdir())
     assert len(heads) == 12 and "L2H3.png" in heads
     assert [p.name for p in tmp_path.iterdir()] == ["x"]  # no staging folder left beside it
+
+
+@pytest.mark.slow
+def test_a_long_export_says_on_which_query_rows_parity_checked(tokenizer, tmp_path, capsys):
+    from analysis.measures.parity import SAMPLE_EDGE, SAMPLE_RANDOM
+    from analysis.model.synthetic import save_random_gpt2
+
+    model = save_random_gpt2(tmp_path / "m", n_layer=1, tokenizer=tokenizer, n_positions=600)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    code, out, err = run(capsys, "export", "--model", model, "--text", text, "--max-tokens", "600",
+                         "--no-head-images", "--out", tmp_path / "x")
+    assert code == 0, err
+    parity = json.loads((tmp_path / "x" / "parity.json").read_text())
+    checked = 2 * SAMPLE_EDGE + SAMPLE_RANDOM
+    assert parity["rows"]["all"] is False and len(parity["rows"]["checked"]) == checked
+    assert f"worst |Δw|/bound {parity['max_bound_ratio']:.2g}, on {checked} of 600 query rows)" in out
 
 
 @pytest.mark.slow

@@ -209,10 +209,54 @@ def test_model_vs_manual_per_head_and_per_layer(qtbot, panel, family_runs, model
     table = parity.layers_table
     assert table.rowCount() == result.n_layer
     for layer in range(result.n_layer):
-        assert table.item(layer, 4).text() == "PASS"
-        assert table.item(layer, 2).text() == f"{data.report.output_max_abs_diff[layer]:.3e}"
+        assert table.item(layer, 6).text() == "PASS"
+        assert table.item(layer, 4).text() == f"{data.report.output_max_abs_diff[layer]:.3e}"
+        assert table.item(layer, 3).text() == f"{data.report.weights_bound_ratio[layer].max():.3g}"
     diff = np.abs(parity.manual_view.values - result.attentions[1, 1])
     np.testing.assert_allclose(parity.diff_view.values, diff, atol=1e-7)
+
+
+def test_model_vs_manual_shows_each_weights_derived_bound(qtbot, panel, family_runs):
+    """The head's verdict: its largest |diff|, the bound of that weight, and the worst |diff| / bound, all computed
+    here again; the error map shows log₁₀ of each head's worst ratio; a wrong recomputation reads FAIL."""
+    import dataclasses
+
+    from analysis.families.steps import Mistakes
+    from analysis.measures.parity import head_check, parity_report
+
+    loaded, result, data = shown_for(panel, family_runs, "llama", layer=1, head=1)
+    rec, weights = data.recomputation, loaded.attention_weights(1)
+    diff, bound = head_check(rec, weights, result.attentions[1][[1]], "float32", "float32", [1])
+    diff, bound = diff[0], bound[0]
+    np.testing.assert_allclose(data.head_bound, bound, rtol=1e-6)
+    largest = np.unravel_index(np.argmax(diff), diff.shape)
+    ratio = diff / np.maximum(bound, 2.0 ** -125)
+    verdict = plain(panel.parity.head_verdict)
+    assert f"max |manual − model| = {diff.max():.3e}, its bound {bound[largest]:.2e}" in verdict
+    assert f"worst |diff| / bound = {ratio.max():.3g}" in verdict and "every query row" in verdict
+    assert "derived from float32 rounding for a float32 model" in verdict
+    report = data.report
+    assert f"against its bound {report.weight_tolerance:.2e}" in plain(panel.parity.all_verdict)
+    assert "every query row against every key" in plain(panel.parity.all_verdict)
+    logged = panel.parity.error_map.image.image
+    np.testing.assert_allclose(logged, np.log10(np.maximum(report.weights_bound_ratio, 1e-6)), rtol=1e-5)
+    assert f"worst |diff| / bound = {report.weights_bound_ratio[0, 2]:.3g}" in panel.parity.error_map.hover_text(0, 2)
+    # a recomputation that forgets rotary fails, and the page says so
+    wrong = parity_report(result, [loaded.attention_weights(layer) for layer in range(result.n_layer)],
+                          mistakes=Mistakes(skip_rotation=True))
+    panel.show_data(dataclasses.replace(data, report=wrong))
+    assert plain(panel.parity.all_verdict).startswith(" FAIL")
+    assert "FAIL" in panel.parity.error_map.hover_text(1, 1)
+    assert panel.parity.layers_table.item(1, 6).text() == "FAIL"
+
+
+def test_the_verdict_names_the_query_rows_a_long_text_was_checked_on():
+    from analysis.measures.parity import sample_rows
+    from gui.tabs.scratch.scratch_parity import rows_words
+
+    assert rows_words(sample_rows(40)) == "every query row"
+    assert rows_words(sample_rows(3000, requested=[1234])) == (
+        "129 of 3000 query rows (the first and last 16, 96 at random, seed 0 and 1 asked for)")
 
 
 def test_cost_counts_grouped_query_attention_and_the_kv_cache(qtbot, panel, family_runs):

@@ -1,7 +1,8 @@
 """What the From-scratch tab shows for one (result, layer, head, precision), computed on the worker.
 
 Every family the same way: the layer is recomputed by the family's own numpy steps
-(``loaded.recompute``) and compared with the model through ``loaded.attention_weights`` of every layer.
+(``loaded.recompute``) and compared with the model through ``loaded.attention_weights`` of every layer;
+the selected head on every query row, against each weight's float32 rounding bound (``parity.head_check``).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from analysis.families.steps import FamilyRecomputation
 from analysis.families.weights import AttentionWeights
-from analysis.measures.parity import ParityReport, parity_report
+from analysis.measures.parity import ParityReport, head_check, parity_report
 from analysis.run.inference import AttentionResult
 
 
@@ -25,6 +26,7 @@ class ScratchData:
     report: ParityReport  # every layer and head
     params_counted: int  # parameters of the layer's attention projections (and their biases), read off the model
     weights: AttentionWeights | None = None  # the selected layer's attention in the common shape (rotary, heads)
+    head_bound: np.ndarray | None = None  # (n, n) the selected head's tolerance per weight, every query row
 
     @property
     def kv_head(self) -> int:
@@ -34,7 +36,8 @@ class ScratchData:
 
 def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_dtype: str = "float32",
                  report: ParityReport | None = None) -> ScratchData:
-    """Recompute ``layer`` step by step and (unless given) the parity of every head. Runs on the worker."""
+    """Recompute ``layer`` step by step, the selected head's tolerance for every weight and (unless given) the
+    parity of every head. Runs on the worker."""
     from analysis.lessons.lab import projection_parameter_count
 
     dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
@@ -42,6 +45,7 @@ def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_
     rec = loaded.recompute(layer, result.layer_inputs[layer], dtype)
     if report is None or report.manual_dtype != manual_dtype:
         report = parity_report(result, [loaded.attention_weights(l) for l in range(result.n_layer)], manual_dtype)
+    _, bound = head_check(rec, weights, result.attentions[layer][[head]], result.dtype, manual_dtype, [head])
     block = loaded.family.blocks(loaded.model)[layer]
     params = projection_parameter_count([loaded.family.attention_module(block), loaded.family.output_module(block)])
-    return ScratchData(result, head, rec, report, params, weights)
+    return ScratchData(result, head, rec, report, params, weights, bound[0])

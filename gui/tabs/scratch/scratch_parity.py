@@ -1,9 +1,11 @@
 """From scratch → Model vs manual: the selected head's weights from the model and from numpy side by
 side with their difference, the whole layer through W_O, every layer's verdict in a table, and every
-head's largest error as a map — for every model family (the family's own recompute)."""
-from __future__ import annotations
+head's worst error against its bound as a map — for every model family (the family's own recompute).
 
-import math
+Each weight's tolerance is derived from float32 rounding of the numbers checked (``analysis.measures.parity``):
+a head passes when every weight is within its own bound, so the views show the largest |diff| beside the
+bound of that weight, and the worst |diff| / bound (≤ 1 passes)."""
+from __future__ import annotations
 
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -11,7 +13,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ...plots.layer_head_map import LayerHeadMap
 from ...plots.matrix_view import MatrixView
 
-ERROR_FLOOR = 1e-12  # a difference of exactly 0 is drawn as this on the log scale
+RATIO_FLOOR = 1e-6  # a ratio of exactly 0 (identical weights) is drawn as this on the log scale
+RATIO_LEVELS = (-3.0, 0.0)  # the map's colours: from a thousandth of the bound to the bound itself
 
 
 def pass_badge(passed: bool, text: str) -> str:
@@ -20,8 +23,25 @@ def pass_badge(passed: bool, text: str) -> str:
     return f"<span style='color:white;background:{colour};padding:2px 6px;font-weight:bold'>&nbsp;{word}&nbsp;</span> {text}"
 
 
+def tolerance_words(report) -> str:
+    """Where the tolerances come from, for the verdicts."""
+    if report.tolerance_kind == "derived":
+        return f"each weight's bound derived from float32 rounding for a {report.model_dtype} model"
+    return f"a fixed tolerance for a {report.model_dtype} model"
+
+
+def rows_words(rows) -> str:
+    """Which query rows the report checked, in words."""
+    if rows.complete:
+        return "every query row"
+    asked = f" and {rows.requested.size} asked for" if rows.requested.size else ""
+    return (f"{rows.rows.size} of {rows.n_tokens} query rows (the first and last {rows.first.size}, "
+            f"{rows.random.size} at random, seed {rows.seed}{asked})")
+
+
 class ErrorMap(LayerHeadMap):
-    """log₁₀ of max |manual − model| of the weights for every head; the colour scale ends at the tolerance."""
+    """log₁₀ of every head's worst |manual − model| / bound, its weight closest to failing; the colour scale ends at
+    0, the bound itself: a head at 0 or above fails."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -29,23 +49,24 @@ class ErrorMap(LayerHeadMap):
 
     def set_report(self, report, cmap: str = "viridis") -> None:
         self.report = report
-        logged = np.log10(np.maximum(report.weights_max_abs_diff, ERROR_FLOOR)).astype(np.float32)
-        levels = (-9.0, max(-8.0, math.log10(report.weight_tolerance)))
-        self.set_image(logged, logged.shape, levels, cmap, "max |manual − model| of the weights, every head",
-                       "log₁₀ max |diff|")
+        logged = np.log10(np.maximum(report.weights_bound_ratio, RATIO_FLOOR)).astype(np.float32)
+        self.set_image(logged, logged.shape, RATIO_LEVELS, cmap, "worst |manual − model| / its bound, every head",
+                       "log₁₀ |diff| / bound")
 
     def hover_text(self, layer: int, head: int) -> str:
         if self.report is None:
             return ""
-        v = float(self.report.weights_max_abs_diff[layer, head])
-        verdict = "PASS" if v <= self.report.weight_tolerance else "FAIL"
-        return (f"layer {layer}, head {head}: max |manual − model| = {v:.3e} "
-                f"({verdict}, tolerance {self.report.weight_tolerance:g})")
+        r = self.report
+        ratio = float(r.weights_bound_ratio[layer, head])
+        query, key = (int(v) for v in r.weights_worst[layer, head])
+        return (f"layer {layer}, head {head}: max |manual − model| = {float(r.weights_max_abs_diff[layer, head]):.3e}"
+                f" (its bound {float(r.weights_tolerance[layer, head]):.2e}); worst |diff| / bound = {ratio:.3g} "
+                f"at query {query}, key {key} ({'PASS' if ratio <= 1 else 'FAIL'})")
 
 
 class ParityPage(QtWidgets.QScrollArea):
     """Model vs manual for the selected head, the whole layer through W_O, every layer's verdict, and every
-    head's max error. The page scrolls: on a small screen nothing is drawn over the heatmaps."""
+    head's worst |diff| / bound. The page scrolls: on a small screen nothing is drawn over the heatmaps."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -86,21 +107,26 @@ class ParityPage(QtWidgets.QScrollArea):
     def figures(self) -> list:
         return [self.model_view, self.manual_view, self.diff_view, self.error_map]
 
-    def set_data(self, result, rec, report, head: int, cmap: str = "viridis") -> None:
+    def set_data(self, result, rec, report, head: int, bound: np.ndarray, cmap: str = "viridis") -> None:
+        """``bound`` (n, n): the tolerance of each of the head's weights (``ScratchData.head_bound``)."""
         from analysis.families import family_named
+        from analysis.measures.parity import UNDERFLOW
 
         self.report = report
         layer = rec.layer
         model_w = np.asarray(result.attentions[layer, head], dtype=np.float64)
         manual_w = rec.weights[head].astype(np.float64)
         diff = np.abs(manual_w - model_w)
-        tol = report.weight_tolerance
+        ratio = diff / np.maximum(np.asarray(bound, dtype=np.float64), UNDERFLOW)
+        largest = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        query, key = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
         self.model_view.set_matrix(model_w, cmap=cmap)
         self.manual_view.set_matrix(manual_w, cmap=cmap)
         self.diff_view.set_matrix(diff, f", max {diff.max():.2e}", cmap=cmap)
         self.head_verdict.setText(pass_badge(
-            diff.max() <= tol, f"layer {layer}, head {head}: max |manual − model| = {diff.max():.3e} "
-            f"(tolerance {tol:g} for a {report.model_dtype} model; manual computed in {report.manual_dtype})"))
+            ratio.max() <= 1, f"layer {layer}, head {head}: max |manual − model| = {diff.max():.3e}, its bound "
+            f"{float(bound[largest]):.2e}; worst |diff| / bound = {ratio.max():.3g} at query {query}, key {key}, "
+            f"every query row ({tolerance_words(report)}; manual computed in {report.manual_dtype})"))
         out_diff = float(report.output_max_abs_diff[layer])
         out_tol = report.output_relative_tolerance * float(report.output_scale[layer])
         w_o = family_named(rec.family).output_projection
@@ -110,8 +136,10 @@ class ParityPage(QtWidgets.QScrollArea):
         worst = np.unravel_index(np.argmax(report.weights_max_abs_diff), report.weights_max_abs_diff.shape)
         self.all_verdict.setText(pass_badge(
             report.passed, f"all {report.weights_max_abs_diff.size} heads: worst max |diff| "
-            f"{report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}); "
-            f"worst layer output {report.max_abs_diff_output:.3e}; computed in {report.seconds * 1000:.0f} ms"))
+            f"{report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}) against its bound "
+            f"{report.weight_tolerance:.2e}; worst |diff| / bound {report.max_bound_ratio:.3g}; "
+            f"{rows_words(report.rows)} against every key; worst layer output {report.max_abs_diff_output:.3e}; "
+            f"computed in {report.seconds * 1000:.0f} ms"))
         self._fill_layers(report)
         self.error_map.set_report(report, cmap)
         self.error_map.select(layer, head)
@@ -119,16 +147,20 @@ class ParityPage(QtWidgets.QScrollArea):
     def _fill_layers(self, report) -> None:
         table = self.layers_table
         rows = report.to_dict()["layers"]
-        table.setColumnCount(5)
-        table.setHorizontalHeaderLabels(["layer", "worst head |diff|", "output |diff|", "output tolerance", ""])
+        headers = ["layer", "worst head |diff|", "its bound", "worst |diff| / bound", "output |diff|",
+                   "output tolerance", ""]
+        table.setColumnCount(len(headers))
+        table.setHorizontalHeaderLabels(headers)
         table.setRowCount(len(rows))
+        verdict = len(headers) - 1
         for i, row in enumerate(rows):
-            cells = (str(row["layer"]), f"{row['max_abs_diff_weights']:.3e}", f"{row['max_abs_diff_output']:.3e}",
+            cells = (str(row["layer"]), f"{row['max_abs_diff_weights']:.3e}", f"{row['weights_tolerance']:.2e}",
+                     f"{row['max_bound_ratio']:.3g}", f"{row['max_abs_diff_output']:.3e}",
                      f"{row['output_tolerance']:.2e}", "PASS" if row["passed"] else "FAIL")
             for j, text in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem(text)
                 item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
-                if j == 4:
+                if j == verdict:
                     item.setForeground(QtGui.QColor("#137333" if row["passed"] else "#b3261e"))
                 table.setItem(i, j, item)
         table.resizeColumnsToContents()
