@@ -179,16 +179,17 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
     r = np.eye(n)
     everywhere = np.arange(n)
     for layer in range(L):
-        a_hat = residual_rows(a[layer].astype(np.float64).mean(axis=0), everywhere)  # (n, n)
+        a_hat = residual_rows(a[layer], everywhere)  # (n, n)
         r = a_hat @ r  # (n, n): this layer composed onto everything below it
         out[layer] = r
     return _frozen(out)
 
 
-def residual_rows(head_mean: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Rollout's Â = 0.5 · mean_h A + 0.5 · I, each row renormalised to sum to 1, for some query rows: head_mean
-    (b, n) float64 the rows ``queries`` (b,) of mean_h A → Â's same rows (b, n) float64, a new array."""
-    a_hat = 0.5 * head_mean  # (b, n)
+def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Rollout's Â = 0.5 · mean_h A + 0.5 · I, each row renormalised to sum to 1, for some query rows: weights
+    (H, b, n) every head's rows ``queries`` (b,) of one layer → Â's same rows (b, n) float64, a new array (the
+    heads' mean accumulated in float64 as it reads, without a float64 copy of the weights)."""
+    a_hat = 0.5 * np.asarray(weights).mean(axis=0, dtype=np.float64)  # (b, n)
     a_hat[np.arange(len(queries)), queries] += 0.5  # the residual path: each query keeps half of itself
     a_hat /= a_hat.sum(axis=-1, keepdims=True)
     return a_hat

@@ -196,11 +196,17 @@ def value_weighted(maps: AttentionMaps, layer: int, head: int, rows=None, normal
     """(len(rows), n) float32: head ``head`` of ``layer``'s value-weighted map for query ``rows`` (as head_weights
     takes them; None: all): N[i, j] = A[i, j] · ‖f_h(x_j)‖ (lenses.ValueNorms.value_norms), each row divided by its
     sum when ``normalised`` (ValueNorms.row_normalised, what the Head tab's value-weighted view shows). Reads that
-    head's rows and the layer's key norms (``maps.key_norms``), nothing else."""
-    weights = head_weights(maps, layer, head, rows)  # (r, n)
-    norms = maps.key_norms(layer)[head]  # (n,)
-    n = weighted_by_norms(weights, norms).astype(np.float32)  # float32 as ValueNorms holds N
-    return row_normalise(n) if normalised else n
+    head's rows, a block at a time, and the layer's key norms (``maps.key_norms``), nothing else: memory is the
+    answer and one block's float64 copies."""
+    wanted = _rows(rows, maps.n_tokens)
+    norms = maps.key_norms(layer)[_index(head, maps.n_head, "head")]  # (n,)
+    out = np.empty((wanted.size, maps.n_tokens), dtype=np.float32)
+    step = block_rows(maps.n_tokens, 2)  # the float64 product and its row sums: about two float32 blocks
+    for start in range(0, wanted.size, step):
+        picked = wanted[start:start + step]
+        n = weighted_by_norms(head_weights(maps, layer, head, picked), norms).astype(np.float32)  # as ValueNorms
+        out[start:start + picked.size] = row_normalise(n) if normalised else n
+    return out
 
 
 def rollout_layer(maps: AttentionMaps, layer: int, rows=None, rows_per_block: int | None = None,
@@ -229,8 +235,8 @@ def rollout_layer(maps: AttentionMaps, layer: int, rows=None, rows_per_block: in
 
 
 def _head_mean_rows(maps: AttentionMaps, layer: int, queries: np.ndarray) -> np.ndarray:
-    """Â(layer)'s rows ``queries`` (b, n) float64 (lenses.residual_rows of the heads' mean)."""
-    return residual_rows(maps.weights(layer, None, queries).astype(np.float64).mean(axis=0), queries)
+    """Â(layer)'s rows ``queries`` (b, n) float64 (lenses.residual_rows of every head's rows)."""
+    return residual_rows(maps.weights(layer, None, queries), queries)
 
 
 def _rollout_rows(maps: AttentionMaps, layer: int, queries: np.ndarray, r: np.ndarray | None) -> np.ndarray:
