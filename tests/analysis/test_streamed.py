@@ -260,7 +260,7 @@ def test_the_memory_estimate_counts_the_capture_a_block_and_rollout():
         assert streamed_memory_bytes(L, H, g, dk, n, weighted_thumbnails=True) == base + L * H * 96 * 96 * 4
         assert streamed_memory_bytes(L, H, g, dk, n, rollout=True) == base + 8 * n * n + 16 * b * n
         assert streamed_memory_bytes(L, H, g, dk, n, rollout=True, causal=False) == base + 16 * n * n + 16 * b * n
-    assert streamed_memory_bytes(L, H, g, dk, 8192) < 1.6 * 2**30 < attention_memory_bytes(L, H, 8192) / 40
+    assert streamed_memory_bytes(L, H, g, dk, 8192) < 1.8 * 2**30 < attention_memory_bytes(L, H, 8192) / 30
     assert streamed_memory_bytes(2, 4, 4, 8, 10) < 2**30  # short texts: small blocks, the maps themselves pooled
 
 
