@@ -18,8 +18,8 @@ numpy expressions over (head, n, n), never a loop over heads. They read the atte
 (its sum per head, plus a sign check for ``abs``), then only P's non-zero cells, column 0 and the
 diagonal: Σ A′ is Σ A less the excluded column / diagonal, and Σ|A − P| is Σ|A| corrected at P's
 cells. All of it is gathered a block of query rows at a time (``_HeadSums.add``), from a whole array here and
-from blocks computed on demand in measures/streamed.py: one definition for both. For GPT-2 small at 512 tokens the three patterns take ~30–45 ms (``mul``) / ~45–55 ms (``abs``)
-against 0.5–0.8 s head by head. The results equal the per-head loop (``_detect_per_head``, the
+from blocks computed on demand in measures/streamed.py: one definition for both. For GPT-2 small at 512
+tokens the three patterns take ~30–45 ms (``mul``) / ~45–55 ms (``abs``) against 0.5–0.8 s head by head. The results equal the per-head loop (``_detect_per_head``, the
 reference the tests hold them to): ``abs`` exactly, a value whose rounding the summation could tip
 being recomputed by the reference; ``mul`` to the rounding of float64 sums (within 1e-6 relative, also
 when almost all attention is excluded; ~1e-10 measured).

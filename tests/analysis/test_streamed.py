@@ -79,7 +79,8 @@ def check_everything(maps, full, ids, causal, windows, probe=None, key_norms=Non
                                                  exclude_bos=options.exclude_bos,
                                                  exclude_current_token=options.exclude_current_token))
         if i == 0:  # the thumbnails capture keeps (the maps themselves up to THUMBNAIL_PX), and the sink rate
-            expected = full if n <= THUMBNAIL_PX else np.stack([pooled(full[layer], THUMBNAIL_PX) for layer in range(L)])
+            expected = (full if n <= THUMBNAIL_PX
+                        else np.stack([pooled(full[layer], THUMBNAIL_PX) for layer in range(L)]))
             np.testing.assert_array_equal(got.thumbnails, expected)
             sinks, want_sinks = got.sink_rate(0.3), lenses.sink_rate(full, 0.3, windows)
             assert np.array_equal(sinks.mask, want_sinks.mask) and sinks.rate == pytest.approx(want_sinks.rate,
