@@ -1,7 +1,8 @@
 """AttnScope's analysis core, in layers (each imports only those below it; tests/analysis/test_layers.py):
 
     export/     what an export holds, the format registry, writers, path checks, atomic folders
-    measures/   head scores, TL-style scores, lenses, ablation, scans, parity   │ peers
+    measures/   head scores, TL-style scores, lenses, ablation, scans, parity, │ peers
+                all of it streamed in blocks of query rows (streamed)          │
     lessons/    the GPT-2 lesson in numpy, the calculator, the lab             │
     run/        tokenizing, the chat format, the memory check, the one capture, run_text → AttentionResult
     model/      catalogue, hub, the checks a folder passes, load_model → LoadedModel

@@ -98,28 +98,57 @@ def pooled(matrix: np.ndarray, size: int) -> np.ndarray:
     return np.fmax.reduceat(_pool_rows(np.asarray(matrix, dtype=np.float32), edges), edges, axis=-1)
 
 
+class PooledRows:
+    """H heads' (n, n) maps max-pooled as :func:`pooled_heads` pools them (``hide_first`` too), from blocks of
+    query rows given in any order (:meth:`add`), so a map computed a block at a time is pooled without ever being
+    whole: the max of a bin is the max of its rows' maxima, whichever block each row came in. ``result`` (H, c, c)
+    float32, c = min(n, size); NaN where a bin has nothing (hide_first: the first key's bin, row 0). When n ≤ size
+    the maps are kept as they are (with ``hide_first``, :func:`without_first_key` of each row)."""
+
+    def __init__(self, n_heads: int, n: int, size: int, hide_first: bool = False):
+        self.n, self.hide_first = n, hide_first
+        self.edges = pool_edges(n, size) if n > size else None
+        c = n if self.edges is None else len(self.edges)
+        self.result = np.full((n_heads, c, c), np.nan, dtype=np.float32)
+
+    def add(self, start: int, block: np.ndarray) -> None:
+        """Query rows start … start + b − 1 of every head: block (H, b, n)."""
+        stop = start + block.shape[-2]
+        if self.edges is None:
+            self.result[:, start:stop] = without_first_key(block) if self.hide_first else block
+            return
+        first, last = np.searchsorted(self.edges, [start, stop - 1], side="right") - 1  # the row bins touched
+        local = np.maximum(self.edges[first:last + 1] - start, 0)  # where each bin's rows start in the block
+        values = np.asarray(block, dtype=np.float32)
+        if self.hide_first:
+            rest = values[..., 1:]  # (H, b, n−1), a view
+            total = rest.sum(axis=-1)  # (H, b)
+            with np.errstate(divide="ignore"):
+                scale = np.where(total > 0, 1 / total, np.float32(np.nan)).astype(np.float32)  # row 0: NaN, ignored
+            part = np.fmax.reduceat(_pool_rows(rest, local, scale), np.maximum(self.edges - 1, 0), axis=-1)
+            if self.edges[1] == 1:
+                part[..., 0] = np.nan  # the first key bin held key 0 alone
+        else:
+            part = np.fmax.reduceat(_pool_rows(values, local), self.edges, axis=-1)  # (H, bins touched, c)
+        bins = self.result[:, first:last + 1]
+        np.fmax(bins, part, out=bins)
+
+
 def pooled_heads(attentions: np.ndarray, size: int, hide_first: bool = False) -> np.ndarray:
     """(layer, head, n, n) → (layer, head, c, c), c = min(n, size): each head max-pooled, after
     :func:`without_first_key` when ``hide_first``. Equal to ``pooled(without_first_key(a), size)``
     but without a renormalised float64 copy of every head: each row bin is scaled by 1 / (its rows'
-    sums over keys ≥ 1) just before it is pooled, one layer at a time, in float32."""
+    sums over keys ≥ 1) just before it is pooled, one layer at a time, in float32 (:class:`PooledRows`)."""
     L, H, n, _ = attentions.shape
     if not hide_first:
         return np.stack([pooled(np.asarray(attentions[layer], dtype=np.float32), size) for layer in range(L)])
     if n <= size:
         return np.stack([without_first_key(attentions[layer]) for layer in range(L)])
-    edges = pool_edges(n, size)
-    key_edges = np.maximum(edges - 1, 0)  # the same bins over keys 1…n−1
-    out = np.empty((L, H, len(edges), len(edges)), dtype=np.float32)
+    out = np.empty((L, H, min(n, size), min(n, size)), dtype=np.float32)
     for layer in range(L):
-        rest = np.asarray(attentions[layer], dtype=np.float32)[..., 1:]  # (H, n, n−1), a view
-        total = rest.sum(axis=-1)  # (H, n)
-        with np.errstate(divide="ignore"):
-            scale = np.where(total > 0, 1 / total, np.float32(np.nan)).astype(np.float32)  # row 0: NaN, ignored
-        rows = _pool_rows(rest, edges, scale)  # (H, c, n−1)
-        out[layer] = np.fmax.reduceat(rows, key_edges, axis=-1)
-        if edges[1] == 1:
-            out[layer, ..., 0] = np.nan  # the first key bin held key 0 alone
+        rows = PooledRows(H, n, size, hide_first=True)
+        rows.add(0, attentions[layer])
+        out[layer] = rows.result
     return out
 
 

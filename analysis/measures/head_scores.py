@@ -9,6 +9,11 @@ One place says everything about a score: its entry in ``HEAD_SCORES`` (name, lab
 which models it applies to, why not elsewhere, and how it is computed). Everything else (``HeadScores``,
 the CSV columns, the scan, the GUI's table) iterates that registry in its order.
 
+Each score is a sum over query rows of a term that reads its own row, divided by the rows (or positions) that
+count: the entry's ``row_sum`` computes that sum for one block of rows (a :class:`QueryRows`). The functions below
+feed it a layer's rows a chunk at a time; measures/streamed.py feeds it blocks of rows computed on demand, so both
+paths share one definition of every score and differ only in the order float64 sums are added.
+
 Which scores apply (``applicable_scores(causal)``) is each entry's ``decoder`` / ``encoder``: the copying
 scores (duplicate_token, induction, induction_probe) read only earlier copies and mean nothing for an
 encoder; next_token is 0 by construction under a causal mask (it hides every key j > i).
@@ -50,12 +55,106 @@ def _check(attentions: np.ndarray) -> np.ndarray:
     return a
 
 
-def _diagonal_mean(attentions: np.ndarray, offset: int, queries: np.ndarray) -> np.ndarray:
-    """Mean over the given query positions i of A[i, i + offset]. (layer, head); NaN when no query is given."""
+# ----------------------------------------------------------------------------- a score, a block of rows at a time
+@dataclass(frozen=True)
+class QueryRows:
+    """A block of query rows of one layer: what a score's sum over rows reads. Never written to.
+
+    Every score here is a sum over query rows i of a term that reads row i alone, divided by how many rows (or
+    positions) count: a :data:`RowSum` computes both for one block, so a score is computed in the same arithmetic
+    from a whole layer (the functions below, a chunk of rows at a time) and from blocks of rows of attention
+    computed on demand (measures/streamed.py), never holding more than the block."""
+
+    weights: np.ndarray  # (H, b, n): A[h, start + r, j], the layer's weights for query rows start … start + b − 1
+    start: int = 0  # the block's first query position
+    token_ids: np.ndarray | None = None  # (n,) the text's tokens (read by the copying scores)
+    causal: bool = True  # a decoder's mask (keys j ≤ i) or an encoder's (every key)
+    window: int | None = None  # the layer's sliding window (keys back a query sees, itself included); None: none
+
+    @property
+    def stop(self) -> int:
+        return self.start + int(self.weights.shape[-2])
+
+    @property
+    def n(self) -> int:
+        return int(self.weights.shape[-1])
+
+    @property
+    def sees(self) -> int:
+        """Keys back a query sees, itself included: the window, or n + 1 (none)."""
+        return self.n + 1 if self.window is None else int(self.window)
+
+    def queries(self, first: int, stop: int) -> np.ndarray:
+        """The query positions first ≤ i < stop that lie in this block (int64)."""
+        return np.arange(max(self.start, first), min(self.stop, stop))
+
+
+#: A score's sum over one block's rows: (Σ of the term over the rows that count (H,) float64, how many count).
+RowSum = Callable[[QueryRows], tuple[np.ndarray, int]]
+#: Attention values a score's float64 copies of one chunk may hold (the entropy's p log p, a gather).
+_CHUNK_VALUES = 1 << 18
+
+
+def layer_windows(windows: Windows, n_layer: int) -> tuple[int | None, ...]:
+    """Per layer, its sliding window or None, from ``windows`` (None or (): none anywhere); checked."""
+    if not windows:
+        return (None,) * n_layer
+    if len(windows) != n_layer:
+        raise ValueError(f"windows has {len(windows)} entries for {n_layer} layers")
+    return tuple(None if w is None else int(w) for w in windows)
+
+
+def mean_of_sums(sums: Sequence[tuple[np.ndarray, int]], n_head: int) -> np.ndarray:
+    """Σ of the blocks' sums / Σ of their counts (H,); NaN when no row counted."""
+    total, count = np.zeros(n_head), 0
+    for s, c in sums:
+        total, count = total + s, count + c
+    return total / count if count else np.full(n_head, np.nan)
+
+
+def score_of_layers(attentions: np.ndarray, row_sum: RowSum, token_ids: np.ndarray | None = None,
+                    causal: bool = True, windows: Windows = None) -> np.ndarray:
+    """(layer, head): ``row_sum`` over every query row of every layer of ``attentions`` (layer, head, n, n), a
+    chunk of rows at a time (views: nothing is copied but what the score itself copies), then divided by the
+    rows counted."""
     a = _check(attentions)
-    if queries.size == 0:
-        return np.full(a.shape[:2], np.nan)
-    return a[..., queries, queries + offset].astype(np.float64).mean(axis=-1)
+    L, H, n = a.shape[0], a.shape[1], a.shape[-1]
+    per_layer = layer_windows(windows, L)
+    step = max(1, _CHUNK_VALUES // max(1, H * n))
+    ids = None if token_ids is None else np.asarray(token_ids).ravel()
+    out = np.empty((L, H))
+    for layer in range(L):
+        out[layer] = mean_of_sums([row_sum(QueryRows(a[layer, :, start:start + step], start, ids, causal,
+                                                     per_layer[layer]))
+                                   for start in range(0, n, step)], H)
+    return out
+
+
+def _gather_sum(w: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Σ_c w[:, rows[c], keys[c]] (H,) in float64, gathered a chunk of cells at a time."""
+    out = np.zeros(w.shape[0])
+    step = max(1, _CHUNK_VALUES // max(1, w.shape[0]))
+    for c in range(0, rows.size, step):
+        out += w[:, rows[c:c + step], keys[c:c + step]].astype(np.float64).sum(axis=-1)
+    return out
+
+
+def _diagonal_sum(rows: QueryRows, offset: int, first: int, stop: int) -> tuple[np.ndarray, int]:
+    """Σ over the block's queries first ≤ i < stop of A[i, i + offset]."""
+    i = rows.queries(first, stop)
+    return _gather_sum(rows.weights, i - rows.start, i + offset), int(i.size)
+
+
+def _previous_token_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    return _diagonal_sum(rows, -1, 1, rows.n)
+
+
+def _next_token_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    return _diagonal_sum(rows, 1, 0, rows.n - 1)
+
+
+def _self_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    return _diagonal_sum(rows, 0, 1 if rows.causal else 0, rows.n)
 
 
 def previous_token(attentions: np.ndarray) -> np.ndarray:
@@ -63,8 +162,7 @@ def previous_token(attentions: np.ndarray) -> np.ndarray:
 
     The same for causal and bidirectional models (query 0 has no previous token).
     """
-    n = _check(attentions).shape[-1]
-    return _diagonal_mean(attentions, -1, np.arange(1, n))
+    return score_of_layers(attentions, _previous_token_rows)
 
 
 def next_token(attentions: np.ndarray) -> np.ndarray:
@@ -73,8 +171,7 @@ def next_token(attentions: np.ndarray) -> np.ndarray:
     Only an encoder can score here: a causal mask hides key i+1 from query i, so a decoder's value is
     0 by construction and ``all_scores`` marks it not applicable instead of showing that 0.
     """
-    n = _check(attentions).shape[-1]
-    return _diagonal_mean(attentions, 1, np.arange(0, n - 1))
+    return score_of_layers(attentions, _next_token_rows)
 
 
 def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray:
@@ -83,17 +180,13 @@ def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray
     causal=True: over i ≥ 1 (row 0 of a causal map can only attend to itself, so it says nothing);
     NaN for a 1-token text. causal=False: over every i ≥ 0 (no row is forced).
     """
-    n = _check(attentions).shape[-1]
-    return _diagonal_mean(attentions, 0, np.arange(1 if causal else 0, n))
+    return score_of_layers(attentions, _self_rows, causal=causal)
 
 
-def _window_sizes(windows: Windows, n_layer: int, n: int) -> np.ndarray:
-    """(layer,) how many keys back (itself included) a query sees: the sliding window, or n + 1 (no window)."""
-    if not windows:
-        return np.full(n_layer, n + 1)
-    if len(windows) != n_layer:
-        raise ValueError(f"windows has {len(windows)} entries for {n_layer} layers")
-    return np.array([n + 1 if w is None else int(w) for w in windows])
+def _sink_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    """Σ over the block's queries 1 ≤ i < min(n, w) (those that see key 0) of A[i, 0]."""
+    i = rows.queries(1, min(rows.n, rows.sees))
+    return _gather_sum(rows.weights, i - rows.start, np.zeros_like(i)), int(i.size)
 
 
 def sink(attentions: np.ndarray, windows: Windows = None) -> np.ndarray:
@@ -104,35 +197,43 @@ def sink(attentions: np.ndarray, windows: Windows = None) -> np.ndarray:
     the later ones, which cannot, are not counted (they would dilute the score with forced zeros).
     NaN when no query i ≥ 1 sees the first token (a 1-token text).
     """
-    a = _check(attentions)
-    n = a.shape[-1]
-    if n < 2:
-        return np.full(a.shape[:2], np.nan)
-    sizes = _window_sizes(windows, a.shape[0], n)
-    if (sizes > n).all():
-        return a[..., 1:, 0].astype(np.float64).mean(axis=-1)
-    out = np.full(a.shape[:2], np.nan)
-    for layer, w in enumerate(sizes):
-        rows = min(n, int(w))  # queries 0 … rows−1 see key 0
-        if rows > 1:
-            out[layer] = a[layer, :, 1:rows, 0].astype(np.float64).mean(axis=-1)
-    return out
+    return score_of_layers(attentions, _sink_rows, windows=windows)
+
+
+def earlier_copies(token_ids: np.ndarray, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every (i, j) with j < i and token[j] == token[i], row-major (i ascending, then j), for the queries i in
+    ``rows`` (a slice of positions; None: every position). Found from the tokens sorted by (token, position):
+    the work is the pairs found plus n log n, never a (rows, n) comparison."""
+    ids = np.asarray(token_ids).ravel()
+    start, stop, _ = (slice(None) if rows is None else rows).indices(ids.size)
+    order = np.lexsort((np.arange(ids.size), ids))  # positions grouped by token, ascending within a group
+    sorted_ids = ids[order]
+    group_start = np.searchsorted(sorted_ids, sorted_ids, side="left")  # per sorted slot, where its group starts
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[order] = np.arange(ids.size) - group_start  # per position, how many earlier copies it has
+    first = np.empty(ids.size, dtype=np.int64)
+    first[order] = group_start  # per position, its group's first slot
+    queries = np.arange(start, max(start, stop))
+    counts = rank[queries]  # (b,) earlier copies of each query
+    i = np.repeat(queries, counts)
+    k = np.arange(i.size) - np.repeat(np.cumsum(counts) - counts, counts)  # 0 … count − 1 within each query
+    return i, order[np.repeat(first[queries], counts) + k]
 
 
 def repeat_pairs(token_ids: np.ndarray, min_gap: int = 1, window: int | None = None,
-                 key_offset: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
-    """All (i, j) with j ≤ i − ``min_gap`` and token[j] == token[i]; and how many positions i have at least one.
+                 key_offset: int = 0, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """All (i, j) with j ≤ i − ``min_gap`` and token[j] == token[i], row-major; and how many positions i have at
+    least one.
 
     ``window``: a sliding window of that many keys; only pairs whose key j + ``key_offset`` query i can see
-    (j + key_offset > i − window) are kept, so a copy out of sight is not counted as a forced zero."""
-    ids = np.asarray(token_ids).ravel()
-    same = ids[:, None] == ids[None, :]  # (n, n)
-    pairs = np.tril(same, k=-min_gap)
+    (j + key_offset > i − window) are kept, so a copy out of sight is not counted as a forced zero.
+    ``rows``: only queries i in that slice of positions (a block of rows; None: every position)."""
+    i, j = earlier_copies(token_ids, rows)
+    keep = j <= i - min_gap
     if window is not None:
-        i, j = np.indices(pairs.shape)
-        pairs &= j + key_offset > i - int(window)
-    i, j = np.nonzero(pairs)
-    return i, j, int(np.unique(i).size)
+        keep &= j + key_offset > i - int(window)
+    i, j = i[keep], j[keep]
+    return i, j, int(np.count_nonzero(np.diff(i, prepend=-1)))  # i ascending: each new value is a position
 
 
 #: Earlier copies nearer than this are left out of ``duplicate_token`` (2) and ``induction`` (3): there the
@@ -143,17 +244,20 @@ DUPLICATE_MIN_GAP = 2
 INDUCTION_MIN_GAP = 3
 
 
-def _pattern_mean(a: np.ndarray, token_ids: np.ndarray, min_gap: int, key_offset: int, windows: Windows) -> np.ndarray:
-    """Mean over positions i with a pair of Σ_pairs A[i, j + key_offset], layer by layer group of equal window."""
-    n_layer, n = a.shape[0], a.shape[-1]
-    sizes = _window_sizes(windows, n_layer, n)
-    out = np.full(a.shape[:2], np.nan)
-    for size in np.unique(sizes):
-        layers = sizes == size
-        i, j, n_positions = repeat_pairs(token_ids, min_gap, None if size > n else int(size), key_offset)
-        if n_positions:
-            out[layers] = a[layers][..., i, j + key_offset].astype(np.float64).sum(axis=-1) / n_positions
-    return out
+def _pattern_sum(rows: QueryRows, min_gap: int, key_offset: int) -> tuple[np.ndarray, int]:
+    """Σ over the block's pairs of A[i, j + key_offset] (pairs in sight of the layer's window), and the block's
+    positions i with a pair."""
+    i, j, n_positions = repeat_pairs(rows.token_ids, min_gap, None if rows.sees > rows.n else rows.sees, key_offset,
+                                     slice(rows.start, rows.stop))
+    return _gather_sum(rows.weights, i - rows.start, j + key_offset), n_positions
+
+
+def _duplicate_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    return _pattern_sum(rows, DUPLICATE_MIN_GAP, 0)
+
+
+def _induction_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    return _pattern_sum(rows, INDUCTION_MIN_GAP, 1)
 
 
 def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
@@ -165,7 +269,7 @@ def duplicate_token(attentions: np.ndarray, token_ids: np.ndarray, windows: Wind
     query can see count. (layer, head); all NaN when no token repeats that far apart.
     Causal models only (see ``applicable_scores``).
     """
-    return _pattern_mean(_check(attentions), token_ids, DUPLICATE_MIN_GAP, 0, windows)
+    return score_of_layers(attentions, _duplicate_rows, token_ids, windows=windows)
 
 
 def induction(attentions: np.ndarray, token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
@@ -178,7 +282,7 @@ def induction(attentions: np.ndarray, token_ids: np.ndarray, windows: Windows = 
     (``windows``, per layer) only pairs whose key j+1 the query can see count. (layer, head); all NaN
     when no token repeats that far apart. Causal models only (see ``applicable_scores``).
     """
-    return _pattern_mean(_check(attentions), token_ids, INDUCTION_MIN_GAP, 1, windows)
+    return score_of_layers(attentions, _induction_rows, token_ids, windows=windows)
 
 
 def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray, windows: Windows = None) -> np.ndarray:
@@ -187,12 +291,43 @@ def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray, w
     return induction(probe_attentions, probe_token_ids, windows)
 
 
-def _row_entropy(rows: np.ndarray) -> np.ndarray:
-    """−Σ_j p_j log p_j over the last axis, with 0 log 0 = 0 (natural log, float64)."""
-    p = rows.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(p > 0, p * np.log(p), 0.0)
-    return -plogp.sum(axis=-1)
+def _row_entropy(rows: np.ndarray, first_query: int | None = None) -> np.ndarray:
+    """−Σ_j p_j log p_j over the last axis, with 0 log 0 = 0 (natural log). ``first_query``: the rows are queries
+    first_query, first_query + 1, … of a causal map, and only keys j ≤ i enter row i's sum.
+
+    Each term in float32, the sum in float64: the terms are all ≤ 0, so the sum keeps their relative precision
+    (within ~4e-7 of a float64 entropy). A weight below float32's smallest normal number (1.2e-38) is taken as
+    that number in its logarithm: its term moves by less than 1e-36."""
+    p = np.asarray(rows, dtype=np.float32)
+    logs = np.maximum(p, np.finfo(np.float32).tiny)  # a copy: 0 log 0 is 0 · log(tiny) = 0, no NaN to mend
+    if first_query is not None:
+        b, m = p.shape[-2:]
+        logs[..., np.arange(m) > first_query + np.arange(b)[:, None]] = 1  # keys j > i: log 1 = 0
+    np.log(logs, out=logs)
+    logs *= p
+    return -logs.sum(axis=-1, dtype=np.float64)
+
+
+def _entropy_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
+    """Σ over the block's counted queries of H(row) / log(keys the query sees) (see :func:`entropy`), a chunk of
+    rows at a time."""
+    w, H, n = rows.weights, rows.weights.shape[0], rows.n
+    if n < 2:
+        return np.zeros(H), 0
+    i = rows.queries(1 if rows.causal else 0, n)
+    seen = np.minimum(i + 1, rows.sees) if rows.causal else np.full(i.size, n)  # keys query i sees
+    i, seen = i[seen > 1], seen[seen > 1]  # a row that sees one key has entropy 0 by necessity: not counted
+    total = np.zeros(H)
+    step = max(1, _CHUNK_VALUES // max(1, H * n))
+    for c in range(0, i.size, step):
+        q = i[c:c + step]  # query positions, consecutive (only row 0, or every row of a 1-key window, is left out)
+        block = w[:, q[0] - rows.start : q[-1] + 1 - rows.start]  # (H, b, n) a view
+        if rows.causal:
+            entropies = _row_entropy(block[..., : q[-1] + 1], first_query=int(q[0]))  # only keys j ≤ i are read
+        else:
+            entropies = _row_entropy(block)
+        total += (entropies / np.log(seen[c:c + step])).sum(axis=-1)
+    return total, int(i.size)
 
 
 def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = None) -> np.ndarray:
@@ -204,26 +339,10 @@ def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = N
                   key are excluded (their entropy is 0 by necessity: row 0, or every row of a 1-key window).
                   Only keys j ≤ i are read.
     causal=False: mean over i ≥ 0 of H(A[i, :]) / log(n) (every query sees all n keys).
-    H(p) = −Σ_j p_j log p_j with 0 log 0 = 0. NaN for a 1-token text (nothing to spread over).
+    H(p) = −Σ_j p_j log p_j with 0 log 0 = 0, each term in float32, the sums in float64. NaN for a 1-token text
+    (nothing to spread over).
     """
-    a = _check(attentions)
-    n = a.shape[-1]
-    if n < 2:
-        return np.full(a.shape[:2], np.nan)
-    if not causal:
-        return _row_entropy(a).mean(axis=-1) / np.log(n)  # (layer, head, query) → (layer, head)
-    sizes = _window_sizes(windows, a.shape[0], n)  # (layer,)
-    total, rows = np.zeros(a.shape[:2]), np.zeros(a.shape[0])
-    for i in range(1, n):
-        seen = np.minimum(i + 1, sizes)  # (layer,) keys query i sees
-        ok = seen > 1
-        if ok.all():  # the usual case: a view, no copy of the row block
-            total += _row_entropy(a[..., i, : i + 1]) / np.log(seen)[:, None]
-        else:
-            total[ok] += _row_entropy(a[ok, :, i, : i + 1]) / np.log(seen[ok])[:, None]
-        rows += ok
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(rows[:, None] > 0, total / rows[:, None], np.nan)
+    return score_of_layers(attentions, _entropy_rows, causal=causal, windows=windows)
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -250,6 +369,9 @@ class HeadScore:
     decoder: bool = True  # applies to a causal model
     encoder: bool = True  # applies to a bidirectional one
     why_not: str = ""  # one sentence: why it does not apply where it does not (for a tooltip)
+    # the score's sum over a block of query rows (what ``compute`` divides by the rows counted), for a consumer that
+    # streams blocks of rows (measures/streamed.py); None: not a sum over this text's rows (the probe's score)
+    row_sum: RowSum | None = None
 
     def applies_to(self, causal: bool) -> bool:
         return self.decoder if causal else self.encoder
@@ -267,33 +389,34 @@ _INDUCTION_WHY = "Induction copies what followed an earlier copy to predict the 
 HEAD_SCORES: tuple[HeadScore, ...] = (
     HeadScore("previous_token", "previous token", "prev.",
               "attention to the token just before (mean over i ≥ 1 of A[i, i−1])",
-              lambda s: previous_token(s.attentions)),
+              lambda s: previous_token(s.attentions), row_sum=_previous_token_rows),
     HeadScore("sink", "first-token sink", "sink",
               "attention to the first token (mean over i ≥ 1 of A[i, 0]; under a sliding window, over the "
               "queries that see it)",
-              lambda s: sink(s.attentions, s.windows)),
+              lambda s: sink(s.attentions, s.windows), row_sum=_sink_rows),
     HeadScore("self", "self", "self",
               "attention to itself (mean of A[i, i] over i ≥ 1 for a causal model, over every i for an encoder)",
-              lambda s: self_attention(s.attentions, causal=s.causal)),
+              lambda s: self_attention(s.attentions, causal=s.causal), row_sum=_self_rows),
     HeadScore("duplicate_token", "duplicate token", "dup.",
               "attention to earlier copies of the same token (copies at least 2 back: the one just "
               "before is the previous token)",
-              lambda s: duplicate_token(s.attentions, s.token_ids, s.windows), encoder=False,
+              lambda s: duplicate_token(s.attentions, s.token_ids, s.windows), encoder=False, row_sum=_duplicate_rows,
               why_not="An encoder sees copies on both sides; the score reads only earlier ones, a decoder's view."),
     HeadScore("induction", "induction", "induct.",
               "attention to the token after an earlier copy of the current token (copies at least 3 back: "
               "after a nearer one comes the query itself or its previous token)",
-              lambda s: induction(s.attentions, s.token_ids, s.windows), encoder=False, why_not=_INDUCTION_WHY),
+              lambda s: induction(s.attentions, s.token_ids, s.windows), encoder=False, why_not=_INDUCTION_WHY,
+              row_sum=_induction_rows),
     HeadScore("induction_probe", "induction (probe)", "probe",
               "induction on a seeded probe of random tokens repeated twice",
               _probe_values, encoder=False, why_not=_INDUCTION_WHY),
     HeadScore("entropy", "entropy", "entropy",
               "how spread the attention is (0 = one key, 1 = uniform over the keys a query can see: "
               "j ≤ i for a causal model, within its sliding window if it has one; all n for an encoder)",
-              lambda s: entropy(s.attentions, causal=s.causal, windows=s.windows)),
+              lambda s: entropy(s.attentions, causal=s.causal, windows=s.windows), row_sum=_entropy_rows),
     HeadScore("next_token", "next token", "next",
               "attention to the token just after (mean over i < n−1 of A[i, i+1]; encoders only)",
-              lambda s: next_token(s.attentions), decoder=False,
+              lambda s: next_token(s.attentions), decoder=False, row_sum=_next_token_rows,
               why_not="A causal model cannot attend to a later token, so this is 0 by construction."),
 )
 SCORE_NAMES: tuple[str, ...] = tuple(s.name for s in HEAD_SCORES)

@@ -64,7 +64,13 @@ def value_norms_layer(x_ln: np.ndarray, w_v: np.ndarray, b_v: np.ndarray, w_o: n
     x = np.asarray(x_ln, dtype=np.float64)
     f = value_vectors(x, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
     key_norms = np.linalg.norm(f, axis=-1)  # (H, n)
-    return np.asarray(attentions, dtype=np.float64) * key_norms[:, None, :], key_norms  # (H, n, n), (H, n)
+    return weighted_by_norms(attentions, key_norms[:, None, :]), key_norms  # (H, n, n), (H, n)
+
+
+def weighted_by_norms(weights: np.ndarray, key_norms: np.ndarray) -> np.ndarray:
+    """N[..., i, j] = A[..., i, j] · ‖f_h(x_j)‖: weights (..., n) times key norms broadcast over the rows (..., n),
+    in float64 (a whole head's or layer's map, or some rows of one)."""
+    return np.asarray(weights, dtype=np.float64) * np.asarray(key_norms, dtype=np.float64)
 
 
 def per_head_value_parameters(v_weight: np.ndarray, v_bias: np.ndarray, out_weight: np.ndarray, n_head: int,
@@ -169,15 +175,24 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
     if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"attentions must be (layer, head, n, n), got shape {a.shape}")
     L, n = a.shape[0], a.shape[-1]
-    identity = np.eye(n)
     out = np.empty((L, n, n), dtype=np.float32)
-    r = identity
+    r = np.eye(n)
+    everywhere = np.arange(n)
     for layer in range(L):
-        a_hat = 0.5 * a[layer].astype(np.float64).mean(axis=0) + 0.5 * identity  # (n, n)
-        a_hat /= a_hat.sum(axis=-1, keepdims=True)
+        a_hat = residual_rows(a[layer], everywhere)  # (n, n)
         r = a_hat @ r  # (n, n): this layer composed onto everything below it
         out[layer] = r
     return _frozen(out)
+
+
+def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Rollout's Â = 0.5 · mean_h A + 0.5 · I, each row renormalised to sum to 1, for some query rows: weights
+    (H, b, n) every head's rows ``queries`` (b,) of one layer → Â's same rows (b, n) float64, a new array (the
+    heads' mean accumulated in float64 as it reads, without a float64 copy of the weights)."""
+    a_hat = 0.5 * np.asarray(weights).mean(axis=0, dtype=np.float64)  # (b, n)
+    a_hat[np.arange(len(queries)), queries] += 0.5  # the residual path: each query keeps half of itself
+    a_hat /= a_hat.sum(axis=-1, keepdims=True)
+    return a_hat
 
 
 # ----------------------------------------------------------------------------- sink rate

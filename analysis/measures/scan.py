@@ -42,7 +42,7 @@ DEFAULT_BATCH = 16
 #: scores, the softmax), counted at 4 bytes a value: an upper bound for float16 and for a GPU's.
 FORWARD_COPIES = 3
 #: A text's scores are computed on at most this much of its attention at a time (at least one layer):
-#: the scorers' gathers copy what they are given (``head_scores._pattern_mean``).
+#: the scorers' gathers copy what they are given (``head_scores._gather_sum``, a chunk at a time).
 SCORE_CHUNK_BYTES = 64 * 2**20
 #: What scoring copies of a chunk of attention at most: the repeated-token pairs' gather in float32
 #: and float64 (up to 1.5 × the chunk) …

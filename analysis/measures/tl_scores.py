@@ -17,8 +17,9 @@ Every head at once: ``detect`` and ``detect_all`` (the three patterns together) 
 numpy expressions over (head, n, n), never a loop over heads. They read the attention in full once
 (its sum per head, plus a sign check for ``abs``), then only P's non-zero cells, column 0 and the
 diagonal: Σ A′ is Σ A less the excluded column / diagonal, and Σ|A − P| is Σ|A| corrected at P's
-cells. For GPT-2 small at 512 tokens the three patterns take ~30–45 ms (``mul``) / ~45–55 ms (``abs``)
-against 0.5–0.8 s head by head. The results equal the per-head loop (``_detect_per_head``, the
+cells. All of it is gathered a block of query rows at a time (``_HeadSums.add``), from a whole array here and
+from blocks computed on demand in measures/streamed.py: one definition for both. For GPT-2 small at 512
+tokens the three patterns take ~30–45 ms (``mul``) / ~45–55 ms (``abs``) against 0.5–0.8 s head by head. The results equal the per-head loop (``_detect_per_head``, the
 reference the tests hold them to): ``abs`` exactly, a value whose rounding the summation could tip
 being recomputed by the reference; ``mul`` to the rounding of float64 sums (within 1e-6 relative, also
 when almost all attention is excluded; ~1e-10 measured).
@@ -26,10 +27,11 @@ when almost all attention is excluded; ~1e-10 measured).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .head_scores import earlier_copies
 from .tl_patterns import ABS_DECIMALS, ERROR_MEASURES, HEAD_NAMES, ErrorMeasure, detection_pattern, similarity_score
 
 
@@ -84,19 +86,10 @@ class _Cells:
         i, j = np.nonzero(p)
         return cls(p.shape[0], i, j, p[i, j])
 
-    def column0(self) -> np.ndarray:
-        """P[:, 0] (n,)"""
-        out = np.zeros(self.n)
-        first = self.j == 0
-        out[self.i[first]] = self.v[first]
-        return out
-
-    def diagonal(self) -> np.ndarray:
-        """P[i, i] (n,)"""
-        out = np.zeros(self.n)
-        on = self.i == self.j
-        out[self.i[on]] = self.v[on]
-        return out
+    def rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(i, j, v) of the cells in query rows start … stop − 1 (views)."""
+        lo, hi = np.searchsorted(self.i, [start, stop])
+        return self.i[lo:hi], self.j[lo:hi], self.v[lo:hi]
 
     def dense(self) -> np.ndarray:
         p = np.zeros((self.n, self.n))
@@ -104,15 +97,34 @@ class _Cells:
         return p
 
 
-def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int) -> dict[str, _Cells]:
+@dataclass(frozen=True)
+class _Repeats:
+    """The duplicate (``shift`` 0) or induction (``shift`` 1) pattern's cells, made a block of rows at a time from
+    the tokens (no (n, n) matrix, nor every pair at once): (i, j + shift) for j < i with tok[j] = tok[i]."""
+
+    ids: np.ndarray
+    shift: int
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.size)
+
+    def rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        i, j = earlier_copies(self.ids, slice(start, stop))  # row-major
+        return i, j + self.shift, np.ones(i.size)
+
+    def dense(self) -> np.ndarray:
+        return _Cells(self.n, *self.rows(0, self.n)).dense()
+
+
+def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int) -> dict:
     """The named patterns straight as cells (the same cells as ``detection_pattern``, without an (n, n)
     matrix each): previous token (i, i − 1); duplicate token the repeat pairs (i, j), j < i; induction
     the same pairs one key on, (i, j + 1)."""
     ids = np.asarray(token_ids).ravel()
     if ids.size != n:
         raise ValueError(f"{ids.size} token ids for {n} attention positions")
-    cells: dict[str, _Cells] = {}
-    repeats = None
+    cells: dict = {}
     for name in names:
         if name == "previous_token_head":
             i = np.arange(1, n)
@@ -120,15 +132,14 @@ def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int) -> dict[st
             continue
         if name not in HEAD_NAMES:
             detection_pattern(name, ids)  # raises: unknown name
-        if repeats is None:
-            repeats = np.nonzero(np.tril(ids[:, None] == ids[None, :], k=-1))  # (i, j), j < i, row-major
-        i, j = repeats
-        cells[name] = _Cells(n, i, j if name == "duplicate_token_head" else j + 1, np.ones(i.size))
+        cells[name] = _Repeats(ids, 0 if name == "duplicate_token_head" else 1)
     return cells
 
 
 class _HeadSums:
-    """What every pattern's score needs from the attention of K heads, read once: a (K, n, n), never written.
+    """What every pattern's score needs from the attention of K heads, read a block of query rows at a time
+    (:meth:`add`: a whole (K, n, n) array in chunks of rows, or blocks of rows computed on demand,
+    measures/streamed.py), never written; the scores then read it (:func:`_mul`, :func:`_abs`).
 
     ``total`` (K,): Σ_ij A for "mul"; Σ_ij |A| for "abs" (the same sum for attention weights, which are
     ≥ 0: only "abs" pays a pass to check that). ``col0`` A[:, i, 0] and ``diag`` A[:, i, i] (K, n), float64.
@@ -138,90 +149,129 @@ class _HeadSums:
     excluded (a row of [7e-6, 1 − 7e-6] without its diagonal: float32 row sums lost 0.4% of that
     remainder). Without exclusions ``total`` is the denominator itself and float32 rows suffice. ``error`` (K,) bounds the rounding error of ``total`` (for "mul"
     on signed weights, which no attention has, it bounds it only where rows do not cancel); a score
-    that this error could change is recomputed by ``exactly``, the float64 per-head reference.
+    that this error could change is recomputed by ``exactly``, the float64 per-head reference, from the head's
+    whole map (``dense_head(k)``, (n, n): the one place a head's map is needed whole, and only for such a head).
+
+    ``cells[key]`` (K,) per pattern, in float64: for "mul" Σ A′ ⊙ P over P's cells that no exclusion removes; for
+    "abs" Σ (|A − P| − |A|) over P's cells (Σ|A − P| is Σ|A| corrected there). ``p_col0[key]``, ``p_diag[key]``
+    (n,): P's column 0 and diagonal.
     """
 
-    def __init__(self, a: np.ndarray, error_measure: str, precise: bool = True):
-        if a.dtype not in (np.float32, np.float64):
-            a = a.astype(np.float64)  # float16, integers: sums in float64
-        self.a, self.n = a, a.shape[-1]
-        self.flat = a.reshape(a.shape[0], -1)  # (K, n·n) a view: a gather by flat index is one np.take
-        self.signed = error_measure == "abs" and bool(a.min() < 0)  # attention weights never are
-        rows = np.abs(a) if self.signed else a
-        accumulate = np.float64 if precise else a.dtype
-        self.total = rows.sum(axis=-1, dtype=accumulate).sum(axis=-1, dtype=np.float64)  # (K,)
-        self.col0 = a[:, :, 0].astype(np.float64)  # (K, n)
-        self.diag = np.diagonal(a, axis1=-2, axis2=-1).astype(np.float64)  # (K, n)
-        # numpy's pairwise sum of a row is within about (19 + log2(n / 128)) ε of the row's Σ|A|
-        self.error = (24 + np.log2(self.n)) * np.finfo(accumulate).eps * np.abs(self.total)
+    def __init__(self, n_heads: int, n: int, dtype, patterns: Mapping, error_measure: str, exclude_bos: bool,
+                 exclude_current_token: bool, dense_head: Callable[[int], np.ndarray]):
+        self.n, self.patterns, self.dense_head = n, dict(patterns), dense_head
+        self.error_measure, self.exclude_bos, self.exclude_current_token = (error_measure, exclude_bos,
+                                                                            exclude_current_token)
+        self.dtype = np.dtype(dtype) if np.dtype(dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+        self.accumulate = np.float64 if exclude_bos or exclude_current_token else self.dtype
+        self.row_sums = np.zeros((n_heads, n), dtype=self.accumulate)  # (K, n) Σ_j A (or |A|) per row
+        self.col0, self.diag = np.zeros((n_heads, n)), np.zeros((n_heads, n))  # (K, n)
+        self.cells = {key: np.zeros(n_heads) for key in self.patterns}
+        self.p_col0 = {key: np.zeros(n) for key in self.patterns}
+        self.p_diag = {key: np.zeros(n) for key in self.patterns}
 
-    def exactly(self, heads: np.ndarray, p: _Cells, **options) -> np.ndarray:
+    def add(self, start: int, block: np.ndarray) -> None:
+        """Query rows start … start + b − 1 of the K heads: block (K, b, n)."""
+        if block.dtype != self.dtype:
+            block = block.astype(self.dtype)  # float16, integers: sums in float64
+        b = block.shape[1]
+        stop, r = start + b, np.arange(b)
+        signed = self.error_measure == "abs" and block.size > 0 and bool(block.min() < 0)  # weights never are
+        self.row_sums[:, start:stop] = (np.abs(block) if signed else block).sum(axis=-1, dtype=self.accumulate)
+        self.col0[:, start:stop] = block[:, :, 0]
+        self.diag[:, start:stop] = block[:, r, start + r]
+        for key, pattern in self.patterns.items():
+            i, j, v = pattern.rows(start, stop)
+            first, on = j == 0, i == j
+            self.p_col0[key][i[first]], self.p_diag[key][i[on]] = v[first], v[on]
+            if self.error_measure == "mul":
+                keep = np.ones(i.shape, dtype=bool)
+                if self.exclude_bos:
+                    keep &= ~first
+                if self.exclude_current_token:
+                    keep &= ~on
+                i, j, v = i[keep], j[keep], v[keep]
+            self.cells[key] += _over_cells(block, i - start, j, v, self.error_measure)
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.row_sums.sum(axis=-1, dtype=np.float64)  # (K,)
+
+    @property
+    def error(self) -> np.ndarray:
+        # numpy's pairwise sum of a row is within about (19 + log2(n / 128)) ε of the row's Σ|A|
+        return (24 + np.log2(self.n)) * np.finfo(self.accumulate).eps * np.abs(self.total)
+
+    def exactly(self, heads: np.ndarray, key) -> np.ndarray:
         """``similarity_score`` (the float64 reference) on the heads where ``heads`` (K,) is True."""
-        dense = p.dense()
-        return np.array([similarity_score(self.a[k], dense, **options) for k in np.flatnonzero(heads)])
+        dense = self.patterns[key].dense()
+        return np.array([similarity_score(self.dense_head(k), dense, exclude_bos=self.exclude_bos,
+                                          exclude_current_token=self.exclude_current_token,
+                                          error_measure=self.error_measure) for k in np.flatnonzero(heads)])
 
     def exact_total(self, heads: np.ndarray) -> np.ndarray:
         """``total`` summed in float64 throughout, on the heads where ``heads`` (K,) is True."""
-        a = self.a[heads]
-        return (np.abs(a) if self.signed else a).sum(axis=(-2, -1), dtype=np.float64)
+        out = []
+        for k in np.flatnonzero(heads):
+            a = np.asarray(self.dense_head(k))
+            out.append((np.abs(a) if a.min() < 0 else a).sum(dtype=np.float64))
+        return np.array(out)
 
-    def over_cells(self, i: np.ndarray, j: np.ndarray, values: np.ndarray, f) -> np.ndarray:
-        """Σ over the cells (i, j) of f(A[:, i, j], values) → (K,), in float64. The cells are read in
-        blocks, so a dense pattern (a text of one repeated token) never needs an (K, n²) float64 copy."""
-        flat_index = i * self.n + j
-        out = np.zeros(self.flat.shape[0])
-        for start in range(0, flat_index.size, _CELLS_PER_BLOCK):
-            cells = slice(start, start + _CELLS_PER_BLOCK)
-            block = np.take(self.flat, flat_index[cells], axis=1).astype(np.float64)  # (K, ≤ block)
-            out += f(block, values[cells])
-        return out
+
+def _over_cells(block: np.ndarray, rows: np.ndarray, keys: np.ndarray, values: np.ndarray, measure: str) -> np.ndarray:
+    """Σ over the cells (rows[c], keys[c]) of block (K, b, n) of A·v ("mul") or |A − v| − |A| ("abs") → (K,), in
+    float64. The cells are read in chunks, so a dense pattern (a text of one repeated token) never needs an
+    (K, n²) float64 copy."""
+    out = np.zeros(block.shape[0])
+    for start in range(0, rows.size, _CELLS_PER_BLOCK):
+        cells = slice(start, start + _CELLS_PER_BLOCK)
+        a = block[:, rows[cells], keys[cells]].astype(np.float64)  # (K, ≤ chunk)
+        v = values[cells]
+        out += a @ v if measure == "mul" else (np.abs(a - v) - np.abs(a)).sum(axis=-1)
+    return out
 
 
 _CELLS_PER_BLOCK = 1 << 14  # (K, 16384) float64: 19 MB for GPT-2's 144 heads
 
 
-def _mul(s: _HeadSums, p: _Cells, exclude_bos: bool, exclude_current_token: bool) -> np.ndarray:
+def _mul(s: _HeadSums, key) -> np.ndarray:
     """Σ(A′ ⊙ P) / ΣA′ for every head at once (K,): A′ is A less its excluded column 0 / diagonal,
     taken from the full sum instead of zeroing a copy; only P's non-zero cells are read for the numerator."""
-    keep = np.ones(p.i.shape, dtype=bool)
-    if exclude_bos:
-        keep &= p.j != 0
-    if exclude_current_token:
-        keep &= p.i != p.j
-    numerator = s.over_cells(p.i[keep], p.j[keep], p.v[keep], lambda block, v: block @ v)  # (K,) Σ A′ ⊙ P
-    removed = np.zeros_like(s.total)
-    if exclude_bos:
+    numerator = s.cells[key]  # (K,) Σ A′ ⊙ P
+    total = s.total
+    removed = np.zeros_like(total)
+    if s.exclude_bos:
         removed += s.col0.sum(axis=-1)
-    if exclude_current_token:
+    if s.exclude_current_token:
         removed += s.diag.sum(axis=-1)
-    if exclude_bos and exclude_current_token:
+    if s.exclude_bos and s.exclude_current_token:
         removed -= s.col0[:, 0]  # A[0, 0] is in both
-    denominator = s.total - removed
-    scores = np.full(s.total.shape, np.nan)
+    denominator = total - removed
+    scores = np.full(total.shape, np.nan)
     defined = denominator != 0
     scores[defined] = numerator[defined] / denominator[defined]
     # a head whose remaining attention is within rounding of 0 (all of it excluded): its score is NaN
     # or a share of almost nothing, and only the exact sum can tell which
     unsure = np.abs(denominator) <= s.error
     if unsure.any():
-        scores[unsure] = s.exactly(unsure, p, exclude_bos=exclude_bos, exclude_current_token=exclude_current_token,
-                                   error_measure="mul")
+        scores[unsure] = s.exactly(unsure, key)
     return scores
 
 
-def _abs(s: _HeadSums, p: _Cells, exclude_bos: bool, exclude_current_token: bool) -> np.ndarray:
+def _abs(s: _HeadSums, key) -> np.ndarray:
     """1 − round(Σ|A − P|′ / n, 3) for every head at once (K,): Σ|A − P| is Σ|A| corrected at P's
     non-zero cells, less the excluded column 0 / diagonal of |A − P|."""
-    delta = s.over_cells(p.i, p.j, p.v, lambda block, v: (np.abs(block - v) - np.abs(block)).sum(axis=-1))  # (K,)
-    col0 = np.abs(s.col0 - p.column0())  # (K, n) |A − P| in column 0
-    diag = np.abs(s.diag - p.diagonal())  # (K, n) |A − P| on the diagonal
-    if exclude_bos:
+    delta = s.cells[key].copy()  # (K,)
+    col0 = np.abs(s.col0 - s.p_col0[key])  # (K, n) |A − P| in column 0
+    diag = np.abs(s.diag - s.p_diag[key])  # (K, n) |A − P| on the diagonal
+    if s.exclude_bos:
         delta -= col0.sum(axis=-1)
-    if exclude_current_token:
+    if s.exclude_current_token:
         delta -= diag.sum(axis=-1)
-    if exclude_bos and exclude_current_token:
+    if s.exclude_bos and s.exclude_current_token:
         delta += col0[:, 0]  # (0, 0) is in both
-    error = (s.total + delta) / s.n  # (K,) in [0, 2]
+    total = s.total
+    error = (total + delta) / s.n  # (K,) in [0, 2]
     # where the rounding error of Σ|A| could carry the value across a rounding boundary (about 1 head
     # in 100), Σ|A| is taken again in float64; where even that is too close, the reference decides
     unsure = _near_boundary(error, s.error / s.n)
@@ -231,8 +281,7 @@ def _abs(s: _HeadSums, p: _Cells, exclude_bos: bool, exclude_current_token: bool
     scores = np.array([1 - round(float(x), ABS_DECIMALS) for x in error])
     unsure &= _near_boundary(error, 1e-12)
     if unsure.any():
-        scores[unsure] = s.exactly(unsure, p, exclude_bos=exclude_bos, exclude_current_token=exclude_current_token,
-                                   error_measure="abs")
+        scores[unsure] = s.exactly(unsure, key)
     return scores
 
 
@@ -250,19 +299,32 @@ def _head_mask(heads, n_layer: int, n_head: int) -> np.ndarray:
     return mask
 
 
+def pattern_scores(sums: _HeadSums) -> dict:
+    """{key: (K,) scores} of every pattern ``sums`` was given, once every row has been added."""
+    score = _mul if sums.error_measure == "mul" else _abs
+    return {key: score(sums, key) for key in sums.patterns}
+
+
+#: Values of attention one chunk of rows of ``_detect`` hands to ``_HeadSums.add`` (a view; its sums copy less).
+_ROWS_VALUES = 1 << 24
+
+
 def _detect(a: np.ndarray, patterns: dict, heads, exclude_bos: bool, exclude_current_token: bool,
             error_measure: str) -> dict:
-    """Every pattern of ``patterns`` {key: _Cells} on the heads chosen, sharing one ``_HeadSums``."""
+    """Every pattern of ``patterns`` {key: cells} on the heads chosen, sharing one ``_HeadSums``."""
     L, H, n = a.shape[0], a.shape[1], a.shape[-1]
     chosen = _head_mask(heads, L, H)
     every = bool(chosen.all())
-    sums = _HeadSums(a.reshape(L * H, n, n) if every else a[chosen], error_measure,  # (K, n, n), K = heads chosen
-                     precise=exclude_bos or exclude_current_token)
-    score = _mul if error_measure == "mul" else _abs
+    a_k = a.reshape(L * H, n, n) if every else a[chosen]  # (K, n, n), K = heads chosen
+    sums = _HeadSums(a_k.shape[0], n, a.dtype, patterns, error_measure, exclude_bos, exclude_current_token,
+                     lambda k: a_k[k])
+    step = max(1, _ROWS_VALUES // max(1, a_k.shape[0] * n))
+    for start in range(0, n, step):
+        sums.add(start, a_k[:, start:start + step])
     out = {}
-    for key, p in patterns.items():
+    for key, values_k in pattern_scores(sums).items():
         values = -np.ones((L, H))
-        values[chosen] = score(sums, p, exclude_bos, exclude_current_token)
+        values[chosen] = values_k
         out[key] = values
     return out
 

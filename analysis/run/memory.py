@@ -81,3 +81,53 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
             f"{counted(n_head, 'head')} × {n_tokens:,}² × 4 bytes), more than the {format_bytes(budget)} this run may "
             f"use{advice}.")
     return need
+
+
+# ----------------------------------------------------------------------------- attention on demand, streamed
+#: Blocks of weights (heads × rows × tokens in float32, about qk_capture.BLOCK_BYTES each) a streamed pass
+#: (measures/streamed.py) is counted to hold at its peak: the kernel's scores, masked scores and softmax and the numpy
+#: block handed out (qk_capture.weights_block_bytes), the block its consumers still read while the next is computed,
+#: and what the C allocator keeps of the memory freed between blocks (the layer's q and k copied for each block, the
+#: consumers' chunks). Measured on SmolLM2 (one torch thread), the whole pass's peak RSS above the capture: 2,048
+#: tokens +348 to +408 MiB, 8,192 tokens +670 to +1,031 MiB from run to run (5.4 to 16 blocks); the live data are
+#: about three blocks (with MALLOC_MMAP_THRESHOLD_=131072, which returns every freed block at once, 4,096 tokens
+#: peaked +217 MiB against +612 MiB, and took 1.4 × as long).
+STREAM_BLOCKS = 16
+#: What a streamed pass's consumers copy besides, each a bounded chunk at a time (the entropy's float32 terms,
+#: gathers of pattern cells in float64, TL's cells), and the per-layer sums (heads × tokens, float64).
+STREAM_CHUNK_BYTES = 64 * 2**20
+
+
+def streamed_memory_bytes(n_layer: int, n_head: int, n_kv_head: int, d_head: int, n_tokens: int,
+                          store: str = "float32", thumbnail_px: int = 96, weighted_thumbnails: bool = False,
+                          rollout: bool = False, causal: bool = True) -> int:
+    """Bytes a run takes that captures queries and keys (run.qk_capture) and streams everything derived from them
+    in blocks of query rows (measures.streamed), beyond the model:
+
+        the capture                  L·n·((H + g)·dk·s + 4·H)               (qk_capture.qk_capture_bytes)
+        one block and its copies     STREAM_BLOCKS · 4·H·b·n, b = qk_capture.block_rows(n, H): ~16 × 64 MiB
+        the consumers' chunks        STREAM_CHUNK_BYTES + 3 · 8·H·n (a layer's row sums, column 0, diagonal)
+        the thumbnails               L·H·c²·4, c = min(n, thumbnail_px); twice with the value-weighted grid
+        rollout, when asked          n²·8 (R, float64; a second one for a bidirectional model) + a block's
+                                     head-mean rows in float64 (2·8·b·n)
+
+    Nothing in it grows as L·H·n²: SmolLM2 (30 × 9 heads, 3 key/value heads of 64) at 8,192 tokens takes
+    1.78 GiB (the capture 728 MiB), against 67.5 GiB for every map; its rollout adds 540 MiB."""
+    from .qk_capture import block_rows, qk_capture_bytes
+
+    L, H, n = int(n_layer), int(n_head), int(n_tokens)
+    b = min(n, block_rows(n, H))
+    block = 4 * H * b * n
+    c = min(n, int(thumbnail_px))
+    need = (qk_capture_bytes(L, H, n_kv_head, d_head, n, store) + STREAM_BLOCKS * block + STREAM_CHUNK_BYTES
+            + 3 * 8 * H * n + (2 if weighted_thumbnails else 1) * L * H * c * c * 4)
+    if rollout:
+        need += (1 if causal else 2) * 8 * n * n + 2 * 8 * b * n
+    return int(need)
+
+
+def streamed_memory_bytes_of(loaded, n_tokens: int, **options) -> int:
+    """:func:`streamed_memory_bytes` for ``loaded``'s shape (``options`` as that function's keywords)."""
+    shape = loaded.shape
+    return streamed_memory_bytes(shape.n_layer, shape.n_head, shape.n_kv_head, shape.d_head, n_tokens,
+                                 causal=bool(loaded.causal), **options)
