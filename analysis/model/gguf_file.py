@@ -340,7 +340,3 @@ def check_gguf(path: str | Path) -> GgufInfo:
         raise GgufFileError(info.problem)
     return info
 
-
-def is_gguf_path(text: str | Path) -> bool:
-    """Whether ``text`` names a ``.gguf`` file (by its suffix: what the user typed or picked)."""
-    return str(text).lower().endswith(".gguf")

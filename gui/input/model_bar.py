@@ -19,14 +19,14 @@ that the scan did not find joins the group once it has loaded. The group ends wi
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.families import family_named
 from analysis.model.catalogue import (BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING, SMOLLM2,
-                                     SMOLLM2_MISSING, SMOLLM2_TITLE)
-from analysis.model.gguf_file import is_gguf_path
+                                     SMOLLM2_MISSING, SMOLLM2_TITLE, looks_like_gguf)
 from analysis.model.gguf_scan import short_bytes
 
 OPEN_FOLDER = "Open folder…"
@@ -52,6 +52,34 @@ def gguf_source(found) -> str:
     """What picking a found GGUF loads: an Ollama model by its name (``llama3.2:1b``: the window, the status bar
     and summary.json then say that, not the blob's digest), any other file by its absolute path."""
     return found.name if found.where == "Ollama" and found.ok else found.path
+
+
+@dataclass(frozen=True)
+class Packaged:
+    """A model an optional package ships, as the list shows it: its entry, its tooltip when installed, and when not
+    what installs it (``missing``: the catalogue's sentence, also the dialog's)."""
+
+    name: str
+    text: str
+    about: str
+    install: str
+    missing: str
+
+
+PACKAGED = {
+    SMOLLM2: Packaged("SmolLM2-135M-Instruct", f"smollm2 · {SMOLLM2_TITLE} · 135 M params",
+                      "SmolLM2-135M-Instruct (a Llama-style decoder, 30 layers × 9 heads, 8k context) from an optional "
+                      "package, as a Q4_1 GGUF: its weights dequantized to float32", "make smollm2", SMOLLM2_MISSING),
+    MINILM: Packaged("all-MiniLM-L6-v2", "minilm · all-MiniLM-L6-v2 · 22.7 M params",
+                     "all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) from an optional package", "make minilm",
+                     MINILM_MISSING),
+}
+
+
+def package_installed(source: str) -> bool:
+    """Whether the package of ``source`` (a key of PACKAGED) is installed (looked up at each call: tests replace
+    the two functions below)."""
+    return smollm2_installed() if source == SMOLLM2 else minilm_installed()
 
 
 def smollm2_installed() -> bool:
@@ -225,19 +253,13 @@ class ModelBar(QtWidgets.QToolBar):
                                             f"not downloaded yet ({download} to download)" if download
                                             else "not downloaded yet"),
                 QtCore.Qt.ItemDataRole.ToolTipRole)
-        index = self.model_choice.findData(SMOLLM2)
-        installed = smollm2_installed()
-        self.model_choice.setItemText(index, f"smollm2 · {SMOLLM2_TITLE} · 135 M params · "
-                                      + ("installed" if installed else "not installed (make smollm2)"))
-        self.model_choice.setItemData(index, "SmolLM2-135M-Instruct (a Llama-style decoder, 30 layers × 9 heads, 8k "
-                                      "context) from an optional package, as a Q4_1 GGUF: its weights dequantized "
-                                      "to float32" if installed else SMOLLM2_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
-        index = self.model_choice.findData(MINILM)
-        installed = minilm_installed()
-        self.model_choice.setItemText(index, "minilm · all-MiniLM-L6-v2 · 22.7 M params · "
-                                      + ("installed" if installed else "not installed (make minilm)"))
-        self.model_choice.setItemData(index, "all-MiniLM-L6-v2 (a BERT, 6 layers × 12 heads) from an optional package"
-                                      if installed else MINILM_MISSING, QtCore.Qt.ItemDataRole.ToolTipRole)
+        for source, packaged in PACKAGED.items():
+            index = self.model_choice.findData(source)
+            installed = package_installed(source)
+            self.model_choice.setItemText(index, f"{packaged.text} · " + (
+                "installed" if installed else f"not installed ({packaged.install})"))
+            self.model_choice.setItemData(index, packaged.about if installed else packaged.missing,
+                                          QtCore.Qt.ItemDataRole.ToolTipRole)
 
     # ----------------------------------------------------------------- GGUF files on this computer
     def gguf_scanning(self) -> None:
@@ -290,7 +312,7 @@ class ModelBar(QtWidgets.QToolBar):
             c.setCurrentIndex(c.findData(self.loaded_source))
 
     def _is_gguf(self, source: str) -> bool:
-        return source in self._gguf_found or is_gguf_path(source)
+        return source in self._gguf_found or looks_like_gguf(Path(source))
 
     # ----------------------------------------------------------------- choosing
     def current_source(self) -> str:
@@ -329,13 +351,9 @@ class ModelBar(QtWidgets.QToolBar):
              ADD_FOLDER: self.add_folder_requested}[source].emit()
             return
         source = str(source)
-        if source == SMOLLM2 and not smollm2_installed():
+        if source in PACKAGED and not package_installed(source):
             self._show_loaded()
-            self.ask(self, "SmolLM2-135M-Instruct is not installed", SMOLLM2_MISSING, info=True)
-            return
-        if source == MINILM and not minilm_installed():
-            self._show_loaded()
-            self.ask(self, "all-MiniLM-L6-v2 is not installed", MINILM_MISSING, info=True)
+            self.ask(self, f"{PACKAGED[source].name} is not installed", PACKAGED[source].missing, info=True)
             return
         if source in HUB_MODELS and not hub_cached(source):
             download = HUB_SIZES.get(source, ("", ""))[1]
