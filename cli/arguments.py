@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from analysis.model.device_map import DEVICE_MAPS
+
 
 def select_spec(text: str) -> str:
     """argparse type of ``--select``: ``L.H`` with non-negative integers (the range is checked once a model is loaded)."""
@@ -122,7 +124,7 @@ def add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:
     p.add_argument("--device", **unset, type=device_name, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", **unset, choices=("float32", "float16", "bfloat16"),
                    help="float16/bfloat16 only on a GPU")
-    p.add_argument("--device-map", **unset, choices=("auto", "balanced", "balanced_low_0", "sequential"),
+    p.add_argument("--device-map", **unset, choices=DEVICE_MAPS,
                    help="split the model across the GPUs, the CPU and the disk as accelerate places it (for a "
                         "model larger than a GPU or than memory); --device is then ignored")
     p.add_argument("--max-memory", **unset, metavar="DEVICE=SIZE,…",

@@ -445,6 +445,15 @@ def _model_digest(manifest: Path) -> tuple[str | None, int, bool]:
     return None, 0, True
 
 
+def _ollama_blob(blobs: Path, digest: str) -> Path | None:
+    """The file of a manifest's ``sha256:<hex>`` digest in Ollama's ``blobs`` folder (``sha256-<hex>``, or the
+    older ``sha256:<hex>``), or None when it is not there or the digest is not a SHA-256."""
+    hexdigits = digest.split(":", 1)[-1]
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigits):
+        return None
+    return next((b for b in (blobs / f"sha256-{hexdigits}", blobs / f"sha256:{hexdigits}") if b.is_file()), None)
+
+
 def _scan_ollama(place: Place, headers: _Headers, cancel) -> list[FoundGguf]:
     out = []
     manifests, blobs = place.path / "manifests", place.path / "blobs"
@@ -460,8 +469,8 @@ def _scan_ollama(place: Place, headers: _Headers, cancel) -> list[FoundGguf]:
         if digest is None:
             continue  # no model layer: not a model
         hexdigits = digest.split(":", 1)[-1]
-        blob = next((b for b in (blobs / f"sha256-{hexdigits}", blobs / f"sha256:{hexdigits}") if b.is_file()), None)
-        if blob is None or not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigits):
+        blob = _ollama_blob(blobs, digest)
+        if blob is None:
             out.append(FoundGguf(name, str((blobs / f"sha256-{hexdigits}").absolute()), stated, "", place.where,
                                  f"{name}: its model file (blobs/sha256-{hexdigits[:12]}…) is missing from Ollama's "
                                  f"folder; pull it again (ollama pull {name})."))
@@ -493,9 +502,10 @@ def ollama_model(name: str, environ: Mapping[str, str] | None = None) -> tuple[P
         digest, _, readable = _model_digest(manifest)
         if not readable or digest is None:
             return None, f"{name}: its Ollama manifest ({manifest}) names no model file; pull it again (ollama pull {name})."
-        blob = place.path / "blobs" / f"sha256-{digest.split(':', 1)[-1]}"
-        if not blob.is_file():
-            return None, f"{name}: its model file ({blob.name[:19]}…) is missing from Ollama's folder; pull it again."
+        blob = _ollama_blob(place.path / "blobs", digest)
+        if blob is None:
+            return None, (f"{name}: its model file (blobs/sha256-{digest.split(':', 1)[-1][:12]}…) is missing from "
+                          f"Ollama's folder; pull it again (ollama pull {name}).")
         return blob, None
     return None, (f"No Ollama model named {name} here (looked in {', '.join(str(p.path) for p in places)}); "
                   "`main.py models` lists the models found.")
