@@ -23,8 +23,8 @@ def model_line(info) -> str:
     """"tiny · 4×4 heads · cpu · float32": the loaded model (a ModelInfo); a GGUF's says what its float32 weights
     were dequantized from: "smollm2 · 30×9 heads · cpu · Q4_1 → float32"."""
     dtype = f"{info.quantization} → {info.dtype}" if info.quantization else info.dtype
-    return f"{Path(info.label).name if info.kind == 'gguf' else info.label} · {info.n_layer}×{info.n_head} heads · " \
-           f"{info.device} · {dtype}"
+    shown = Path(info.file).name if info.file and info.label == info.file else info.label  # a GGUF by path: its name
+    return f"{shown} · {info.n_layer}×{info.n_head} heads · {info.device} · {dtype}"
 
 
 class StatusLine:

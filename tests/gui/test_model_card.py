@@ -18,8 +18,11 @@ SMOLLM2 = ModelInfo(label="smollm2", kind="package", folder="/cache/gguf/abc", d
 
 def test_the_status_bar_says_what_was_dequantized():
     assert model_line(SMOLLM2) == "smollm2 · 30×9 heads · cpu · Q4_1 → float32"
-    assert model_line(replace(SMOLLM2, kind="gguf", label="/models/x/tiny.Q8_0.gguf", quantization="Q8_0")) == \
+    by_path = "/models/x/tiny.Q8_0.gguf"
+    assert model_line(replace(SMOLLM2, kind="gguf", label=by_path, file=by_path, quantization="Q8_0")) == \
         "tiny.Q8_0.gguf · 30×9 heads · cpu · Q8_0 → float32"
+    ollama = replace(SMOLLM2, kind="gguf", label="hf.co/org/repo:Q4_K_M", file="/o/blobs/sha256-ab", quantization="Q4_K")
+    assert model_line(ollama).startswith("hf.co/org/repo:Q4_K_M · ")  # a name is shown whole
     assert model_line(replace(SMOLLM2, label="gpt2", kind="hub", quantization="", weights="")) == \
         "gpt2 · 30×9 heads · cpu · float32"
 
