@@ -219,7 +219,7 @@ def _save(model, tokenizer, path: Path, info: GgufInfo, digest: str, folder: Pat
 
 def weights_description(info: GgufInfo) -> str:
     """What the numbers are computed from, said on every surface (summary.json ``weights``, status bar, card)."""
-    if info.quantization in ("F32",):
+    if info.quantization == "F32":
         return "the GGUF file's float32 weights"
     return (f"the GGUF file's {info.quantization} weights dequantized to float32 (AttnScope's numbers are exact for "
             "these weights, which differ slightly from the original release's)")

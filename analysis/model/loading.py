@@ -79,13 +79,12 @@ def load_model(
         atexit.register(shutil.rmtree, offload, ignore_errors=True)
         split = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload}
 
-    gguf_info = None
     if src.kind == "hub":
         folder = cached_hub_folder(src)
         if folder is None:
             folder = download_hub_model(src, progress=progress, cancel=cancel)
     elif src.is_gguf:  # dequantized once into the cache, then a folder like any other (gguf_convert)
-        folder, gguf_info, _ = converted_folder(src.path, progress=progress, cancel=cancel)
+        folder, _, _ = converted_folder(src.path, progress=progress, cancel=cancel)
     else:
         folder = src.path
         if src.kind == "bundled" and not (folder / "config.json").exists():
