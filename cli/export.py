@@ -30,14 +30,14 @@ def _export(args, signals: Signals) -> int:
     check_export_target(args.out)  # fail before the slow part (creates nothing)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # figures need no display, and must not wait for one
     from analysis.measures.head_scores import all_scores
-    from analysis.run.inference import run_text
+    from analysis.measures.measured import run_measured
     from analysis.run.tokenize import check_text
 
     check_text(text)
     started = time.perf_counter()
     loaded = load_model_of(args)
     loaded_at = time.perf_counter()
-    result = run_text(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
+    result = run_measured(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
     for warning in (*warnings, *result.warnings):
         warn(warning)
     scores = all_scores(result)

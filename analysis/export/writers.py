@@ -102,16 +102,16 @@ def write_scores_csv(scores: HeadScores, path: Path) -> Path:
 
 def write_tl_scores_csv(result: AttentionResult, path: Path, error_measure: str = "mul", exclude_bos: bool = False,
                         exclude_current_token: bool = False) -> Path:
-    """TransformerLens-style head detector scores of ``result`` (``tl_scores.scores_of_text``), to compare with
+    """TransformerLens-style head detector scores of ``result`` (``tl_scores.scores_of_text``, or streamed from maps on demand: ``measured.tl_scores_of_result``), to compare with
     TL's ``detect_head`` on the same text: header ``layer,head,previous_token_head,duplicate_token_head,
     induction_head,error_measure,exclude_bos,exclude_current_token``, one row per head, the last three
     columns saying how every score of the file was computed (TL's argument names and values). Cells
     ``.6g``; ``nan`` for a text under 2 tokens."""
+    from ..measures.measured import tl_scores_of_result
     from ..measures.tl_patterns import HEAD_NAMES
-    from ..measures.tl_scores import scores_of_text
 
-    tl = scores_of_text(result.attentions, np.asarray(result.token_ids), error_measure=error_measure,
-                        exclude_bos=exclude_bos, exclude_current_token=exclude_current_token)
+    tl = tl_scores_of_result(result, error_measure=error_measure, exclude_bos=exclude_bos,
+                             exclude_current_token=exclude_current_token)
     options = [error_measure, str(bool(exclude_bos)).lower(), str(bool(exclude_current_token)).lower()]
     with Path(path).open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)

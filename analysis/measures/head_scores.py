@@ -504,8 +504,15 @@ def score_values(attentions: np.ndarray, token_ids: np.ndarray, probe: np.ndarra
 def all_scores(result) -> HeadScores:
     """All scores of an AttentionResult (``result.causal``: a decoder's or an encoder's scores).
 
-    ``induction_probe`` is NaN when the result has no probe (and not applicable for an encoder).
+    ``induction_probe`` is NaN when the result has no probe (and not applicable for an encoder). A result whose
+    maps are computed on demand (``result.attentions`` None) gives the scores its streamed pass computed with the
+    same definitions, a block of query rows at a time (measures.measured.measure, which every run of the app and
+    the commands goes through).
     """
+    if result.attentions is None:
+        if result.streamed is None or result.streamed.scores is None:
+            raise ValueError("this result's maps are computed on demand: measure it first (measures.measured)")
+        return result.streamed.scores
     causal = bool(result.causal)
     probe = result.probe
     windows = result.sliding_windows

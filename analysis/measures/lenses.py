@@ -219,6 +219,16 @@ def sink_rate(attentions: np.ndarray, epsilon: float = SINK_EPSILON, windows: Wi
     return sink_rate_of_scores(sink(attentions, windows), epsilon)
 
 
+def sink_rate_of_result(result, epsilon: float = SINK_EPSILON) -> SinkRate:
+    """:func:`sink_rate` of an AttentionResult, whichever way its maps are held: from ``result.attentions``, or
+    from the first-token scores its streamed pass computed (``head_scores.all_scores``: the same ``sink``)."""
+    if result.attentions is not None:
+        return sink_rate(result.attentions, epsilon, result.sliding_windows)
+    from .head_scores import all_scores
+
+    return sink_rate_of_scores(all_scores(result)["sink"], epsilon)
+
+
 def sink_rate_of_scores(scores: np.ndarray, epsilon: float = SINK_EPSILON) -> SinkRate:
     """The sink rate from first-token scores already computed (L, H), e.g. their mean over many texts:
     the share of heads whose score is strictly above ε (NaN counts as not a sink); NaN when no head has a
@@ -270,7 +280,7 @@ LENSES: tuple[Lens, ...] = (
     Lens("sink_rate",
          "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "
          "exceeds ε",
-         lambda i: sink_rate(i.result.attentions, i.sink_epsilon, i.result.sliding_windows),
+         lambda i: sink_rate_of_result(i.result, i.sink_epsilon),
          summary=lambda sinks: {"sink_rate": sinks.rate, "sink_epsilon": sinks.epsilon}),
 )
 

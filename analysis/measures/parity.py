@@ -401,7 +401,7 @@ def parity_report(result: AttentionResult, parameters: Sequence[AttentionWeights
     ``parameters``: one per layer, ``loaded.attention_weights(l)``. ``mistakes``: a deliberately wrong recompute
     (tests prove the comparison can fail). ``rows``: query rows to check besides the sample on a long text
     (:func:`sample_rows`). ``model_rows(layer, rows)`` → (head, R, n) the model's weights of those rows
-    (default: ``result.attentions``). Output tolerance: ``OUTPUT_RELATIVE_TOLERANCE[dtype]`` × max(1, max
+    (default: ``result.attentions``, or ``result.maps.weights`` when the maps are computed on demand). Output tolerance: ``OUTPUT_RELATIVE_TOLERANCE[dtype]`` × max(1, max
     |model output|) of the layer, by the model's dtype."""
     from ..families import family_named
 
@@ -410,7 +410,10 @@ def parity_report(result: AttentionResult, parameters: Sequence[AttentionWeights
     L, H, n = result.n_layer, result.n_head, result.n_tokens
     sample = sample_rows(n, rows)
     checked = None if sample.complete else sample.rows
-    if model_rows is None:
+    if model_rows is None and result.attentions is None:  # maps on demand: the checked rows of every head
+        def model_rows(layer: int, at: np.ndarray) -> np.ndarray:
+            return result.maps.weights(layer, None, at)
+    elif model_rows is None:
         def model_rows(layer: int, at: np.ndarray) -> np.ndarray:
             return result.attentions[layer] if sample.complete else result.attentions[layer][:, at]
     diff_max, tolerance, ratio = np.zeros((L, H)), np.zeros((L, H)), np.zeros((L, H))

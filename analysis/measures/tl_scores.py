@@ -404,3 +404,4 @@ def scores_of_text(attentions: np.ndarray, token_ids: np.ndarray, *, error_measu
     return detect_all(a, token_ids, HEAD_NAMES, error_measure=error_measure, exclude_bos=exclude_bos,
                       exclude_current_token=exclude_current_token)
 
+

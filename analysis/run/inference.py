@@ -1,10 +1,17 @@
 """Text in, frozen attention result out.
 
-``run_text`` tokenises (``tokenize``), checks the memory the attention will take (``memory``), runs the
-model once through the one capture (``capture.forward_with_capture``: hooks that copy each layer's
-attention weights, the residual stream entering the layer and the attention sub-layer's output as the
-forward pass goes), and returns an :class:`AttentionResult` whose arrays are read-only numpy in the
-order ``(layer, head, query, key)``.
+``run_text`` tokenises (``tokenize``), plans the run and checks its memory (``memory.plan_run``), runs the
+model once and returns an :class:`AttentionResult` whose arrays are read-only numpy in the order
+``(layer, head, query, key)``. The plan takes one of two ways, behind one interface (``result.maps``, an
+``qk_capture.AttentionMaps``; ``result.head_map(layer, head)``):
+
+- every map kept (short texts): the one capture (``capture.forward_with_capture``: hooks that copy each layer's
+  attention weights, the residual stream entering the layer and the attention sub-layer's output as the forward
+  pass goes); ``result.attentions`` holds every map and ``result.maps`` is a ``StoredMaps`` over it;
+- attention on demand (long texts): a fast (sdpa) forward that keeps each layer's queries and keys
+  (``qk_capture.forward_qk``), the residual stream and the attention output; ``result.attentions`` is None and
+  ``result.maps`` is the ``QKCapture`` that computes any head's weights when asked. What the views read of every
+  head at once (scores, thumbnails) is streamed from it in blocks of query rows by ``measures.measured``.
 
 Every model family is run the same way: the family adapter (``loaded.family``) says where the
 blocks, the attention modules and the output projections are, and which special tokens wrap a
@@ -15,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,10 +30,12 @@ from ..families.tokens import display_token as family_display_token
 from ..model.loaded import LoadedModel
 from .capture import forward_with_capture
 from .chat import starts_with_bos
-from .memory import check_attention_memory
+from .memory import plan_run_of
+from .qk_capture import AttentionMaps, StoredMaps, forward_qk, head_weights
 from .tokenize import DEFAULT_MAX_TOKENS, token_limit, tokenize, truncation_warning, without_bom
 
 TOP_K = 5
+HEAD_MAPS_KEPT = 2  # maps head_map keeps of an on-demand run (8,192 tokens: 256 MiB each)
 PROBE_SPAN = 50  # random tokens in each copy of the induction probe
 PROBE_SEED = 0
 
@@ -61,7 +70,9 @@ class AttentionResult:
     tokens: tuple[str, ...]  # display strings (␣ for a leading space, ↵ for a newline; WordPiece's ##ing as is)
     raw_tokens: tuple[str, ...]  # the tokenizer's own strings (Ġcat, ▁cat, ##ing)
     token_ids: np.ndarray  # (n,) int64
-    attentions: np.ndarray  # (layer, head, n, n) float32
+    # (layer, head, n, n) float32 when every map is kept (a short text, ``maps_kept``); None when the maps are
+    # computed on demand from ``maps`` (read them with ``head_map`` or ``maps.weights``, whichever way they are held)
+    attentions: np.ndarray | None
     layer_inputs: np.ndarray  # (layer, n, d_model) float32: residual stream entering each block (before its norm)
     attention_outputs: np.ndarray  # (layer, n, d_model) float32: the attention sub-layer output, after W_O
     predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position; () for an encoder
@@ -86,18 +97,50 @@ class AttentionResult:
     sliding_windows: tuple = ()  # per layer: keys a query sees (itself included) under a sliding window, or None; () none
     weights: str = ""  # what the numbers are computed from (LoadedModel.weights): a GGUF's dequantized Q4_1, …
     chat: bool = False  # the text ran as one user turn of the model's chat template (its tokens are in ``tokens``)
+    # what every head's weights are read from (qk_capture.AttentionMaps): a StoredMaps over ``attentions``, or the
+    # QKCapture of an on-demand run; None given: a StoredMaps over ``attentions``
+    maps: AttentionMaps | None = None
+    # what measures.measured streamed from ``maps`` during the run (measures.streamed.Streamed: every head score, the
+    # TL-style scores, the thumbnails) on an on-demand run; None: nothing streamed (read the maps)
+    streamed: Any = None
+    _heads: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # head_map's last few maps
+
+    def __post_init__(self):
+        if self.attentions is not None:  # kept maps are read through a StoredMaps over them (also after replace)
+            if not (isinstance(self.maps, StoredMaps) and self.maps.attentions is self.attentions):
+                object.__setattr__(self, "maps", StoredMaps(self.attentions))
+        elif self.maps is None:
+            raise ValueError("an AttentionResult needs its attention maps or what they are computed from")
+
+    @property
+    def maps_kept(self) -> bool:
+        """Whether every map is in memory (``attentions``); False: computed on demand from ``maps``."""
+        return self.attentions is not None
 
     @property
     def n_layer(self) -> int:
-        return int(self.attentions.shape[0])
+        return int(self.maps.n_layer)
 
     @property
     def n_head(self) -> int:
-        return int(self.attentions.shape[1])
+        return int(self.maps.n_head)
 
     @property
     def n_tokens(self) -> int:
-        return int(self.attentions.shape[-1])
+        return int(self.maps.n_tokens)
+
+    def head_map(self, layer: int, head: int) -> np.ndarray:
+        """(n, n) float32, read-only: head ``head`` of ``layer``'s weights A[query, key]: the kept map, or computed
+        from the queries and keys (qk_capture.head_weights: the model's own arithmetic, equal to its eager weights
+        ≤ 1e-5). The last :data:`HEAD_MAPS_KEPT` computed maps are kept (the Head tab asks again as it repaints)."""
+        if self.attentions is not None:
+            return self.attentions[layer, head]
+        key = (int(layer), int(head))
+        if key not in self._heads:
+            while len(self._heads) >= HEAD_MAPS_KEPT:
+                self._heads.pop(next(iter(self._heads)))
+            self._heads[key] = _frozen(head_weights(self.maps, *key))
+        return self._heads[key]
 
 
 def _top_predictions(logits: np.ndarray | None, loaded: LoadedModel,
@@ -152,7 +195,8 @@ def bos_used(loaded: LoadedModel, bos: bool | None) -> bool:
 
 def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe: bool = True,
              request_id: int = 0, max_tokens: int | None = None,
-             on_sized: Callable[[int], None] | None = None, chat: bool = False) -> AttentionResult:
+             on_sized: Callable[[int], None] | None = None, chat: bool = False,
+             keep_maps: bool | None = None) -> AttentionResult:
     """Run ``text`` through the model and return the frozen result.
 
     ``bos=None`` uses the model's default (the bundled model and encoders add their special tokens;
@@ -164,6 +208,11 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     Encoders get no predictions (``result.prediction_note`` says why) and no induction probe.
     ``on_sized(n_tokens)`` is called once the text is tokenized, before the memory check and the forward
     (the window says what a long run will take while it runs).
+
+    ``keep_maps``: None plans the way by the text's length (``memory.plan_run``: every map kept when they take at
+    most ``memory.MAPS_KEPT_BYTES``, else computed on demand); True or False asks for one. On an on-demand run
+    ``result.attentions`` and ``result.thumbnails`` are None: ``measures.measured.run_measured`` streams the
+    thumbnails and scores (what the app and the commands call).
 
     ``chat``: the text runs as one user turn of the model's chat template, the assistant's header after it
     (``apply_chat_template(..., add_generation_prompt=True, tokenize=True)``; analysis/run/chat.py), so the
@@ -181,9 +230,14 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     ids, n_text, truncated = tokenize(loaded, text, use_bos, max_tokens, chat=chat)
     if on_sized is not None:
         on_sized(len(ids))
-    check_attention_memory(loaded.n_layer, loaded.n_head, len(ids))
+    plan = plan_run_of(loaded, len(ids), keep_maps)
     tokenized = time.perf_counter()
-    capture, last_logits = forward_with_capture(loaded, ids)
+    if plan.keeps_maps:
+        capture, last_logits = forward_with_capture(loaded, ids)
+        attentions, maps, thumbnails = _frozen(capture.attentions), None, _frozen(capture.thumbnails)
+    else:
+        capture, last_logits = _forward_on_demand(loaded, ids)
+        attentions, maps, thumbnails = None, capture.maps, None
     forwarded = time.perf_counter()
     specials = frozenset(loaded.tokenizer.all_special_tokens)
     raw = tuple(loaded.tokenizer.convert_ids_to_tokens(ids))
@@ -196,7 +250,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     tokens = tuple(family_display_token(r, loaded.token_style, specials) or "\u27e8empty\u27e9" for r in raw)
     return AttentionResult(
         text=text, tokens=tokens, raw_tokens=raw,
-        token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=_frozen(capture.attentions),
+        token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=attentions, maps=maps,
         layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
         predictions=_top_predictions(last_logits, loaded, specials),
         bos=starts_with_bos(loaded, ids) if chat else use_bos, truncated=truncated,
@@ -204,10 +258,31 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
         device=loaded.device, dtype=loaded.dtype, weights=loaded.weights,
         timings={"tokenize_s": tokenized - started, "forward_s": forwarded - tokenized,
                  "total_s": time.perf_counter() - started},
-        warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=_frozen(capture.thumbnails),
+        warnings=tuple(warnings), probe=probe, request_id=request_id, thumbnails=thumbnails,
         causal=loaded.causal, family=loaded.family.name, prediction_note=note, max_tokens=cap,
         sliding_windows=loaded.sliding_windows if any(loaded.sliding_windows) else (), chat=bool(chat),
     )
+
+
+@dataclass(frozen=True)
+class _OnDemand:
+    """What an on-demand forward kept of one sequence (the eager capture's ``Captured``, with the maps' source)."""
+
+    maps: AttentionMaps  # the QKCapture
+    layer_inputs: np.ndarray  # (layer, n, d)
+    attention_outputs: np.ndarray  # (layer, n, d)
+
+
+def _forward_on_demand(loaded: LoadedModel, ids: list[int]) -> tuple[_OnDemand, np.ndarray | None]:
+    """The sdpa forward under a qk_capture.QKRecorder: (the capture with the residual stream and the attention
+    output of every layer, the logits after the last position or None)."""
+    from .capture import require_finite
+
+    last = "last" if loaded.predicts_next_token else None
+    (qk,), (captured,), logits = forward_qk(loaded, [ids], parts=("layer_inputs", "attention_outputs"), logits=last)
+    last_logits = None if logits is None else logits[0, -1].float().cpu().numpy()
+    require_finite({}, last_logits, loaded.dtype)
+    return _OnDemand(qk, captured.layer_inputs, captured.attention_outputs), last_logits
 
 
 def same_model(loaded: LoadedModel, result: AttentionResult) -> bool:

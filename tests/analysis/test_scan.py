@@ -163,13 +163,14 @@ LONG = " ".join(["word"] * 300)  # more than the tiny model's 64-token context
 
 
 def test_a_text_whose_attention_exceeds_the_budget_is_refused_as_export_refuses_it(tiny_model, monkeypatch):
+    """A scan keeps every text's maps: its refusal is a run's that keeps them (keep_maps=True)."""
     from analysis.run import inference, memory, tokenize
 
     n = len(tokenize.tokenize(tiny_model, LONG, True)[0])
     need = memory.attention_memory_bytes(tiny_model.n_layer, tiny_model.n_head, n)
     monkeypatch.setenv(memory.MEMORY_BUDGET_ENV, repr((need - 64) / 2**20))
     with pytest.raises(InputError) as export_refusal:
-        inference.run_text(tiny_model, LONG, bos=True)
+        inference.run_text(tiny_model, LONG, bos=True, keep_maps=True)
     with pytest.raises(InputError) as scan_refusal:
         scan.scan_texts(tiny_model, ["Hello world", LONG, "A cat"], bos=True)
     assert str(scan_refusal.value) == f"Text 2: {export_refusal.value}"
