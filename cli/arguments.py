@@ -83,6 +83,7 @@ def head_list(text: str) -> str:
 BENCH_MODELS = ("small", "bundled", "xl")
 #: ``bench --ns``: the most tokens a measurement can have, GPT-2-small's context (the benchmark's models are GPT-2-shaped).
 BENCH_MAX_N = 1024
+REAL_BENCH_MAX_N = 8192  # SmolLM2-135M's context (bench --real)
 
 
 def bench_models(text: str) -> list[str]:
@@ -96,18 +97,23 @@ def bench_models(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def bench_ns(text: str) -> list[int]:
-    """argparse type of ``bench --ns``: a comma list of whole numbers from 2 to :data:`BENCH_MAX_N`."""
+def bench_ns(text: str, most: int = BENCH_MAX_N, whose: str = "GPT-2-small's context") -> list[int]:
+    """argparse type of ``bench --ns``: a comma list of whole numbers from 2 to ``most`` (:data:`BENCH_MAX_N`)."""
     ns = []
     for item in (text or "").split(","):
         item = item.strip()
         value = int(item) if re.fullmatch(r"[0-9]+", item, re.ASCII) else None
-        if value is None or not 2 <= value <= BENCH_MAX_N:
+        if value is None or not 2 <= value <= most:
             what = "an empty item" if not item else f"'{item}'"
             raise argparse.ArgumentTypeError(f"{what} is not a token count: give a comma list of whole numbers "
-                                             f"from 2 to {BENCH_MAX_N} (GPT-2-small's context), e.g. 16,128,512")
+                                             f"from 2 to {most:,} ({whose}), e.g. 16,128,512")
         ns.append(value)
     return list(dict.fromkeys(ns))
+
+
+def real_bench_ns(text: str) -> list[int]:
+    """argparse type of ``bench --real-ns``: as :func:`bench_ns`, up to SmolLM2's 8,192-token context."""
+    return bench_ns(text, REAL_BENCH_MAX_N, "SmolLM2's context")
 
 
 def add_model_options(p: argparse.ArgumentParser, main_parser: bool) -> None:

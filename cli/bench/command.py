@@ -10,6 +10,7 @@ from pathlib import Path
 from .memory import peak_rss_above_model
 from .paint import gui_stall_ms, paint_times
 from .peers import peer_times
+from .real import REAL_NS, bench_real
 from .scan import bench_scan
 from .workload import median_time, model_folder, text_of_length
 
@@ -20,10 +21,9 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
 
     from analysis.measures.head_scores import all_scores
     from analysis.measures.parity import parity_report
+    from analysis.measures.measured import run_measured as run_text, tl_scores_of_result
     from analysis.measures.tl_patterns import ERROR_MEASURES
-    from analysis.measures.tl_scores import detect_all
     from analysis.model.loading import load_model
-    from analysis.run.inference import run_text
 
     loaded = load_model(str(folder), device="cpu")
     params = [loaded.attention_weights(layer) for layer in range(loaded.n_layer)]
@@ -50,7 +50,7 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
         result = run_text(loaded, text, bos=False)
         run_s = median_time(lambda: run_text(loaded, text, bos=False), reps)
         scores_s = median_time(lambda r=result: all_scores(r), reps)
-        tl_scores_s = median_time(lambda r=result: [detect_all(r.attentions, r.token_ids, error_measure=m)
+        tl_scores_s = median_time(lambda r=result: [tl_scores_of_result(r, error_measure=m)
                                                     for m in ERROR_MEASURES], reps)
         grid_s, detail_s = paint_times(result, reps)
         recompute_s = median_time(lambda r=result: parity_report(r, params), max(1, reps // 2))
@@ -115,12 +115,15 @@ def cmd_bench(args) -> int:
     models = ["small"] + (["bundled"] if not args.quick else []) + (["xl"] if args.xl else [])
     if args.models:
         models = list(args.models)
+    elif args.real:  # the real model's table alone, unless --models asks for GPT-2 rows too
+        models = []
     from gui.qt import ensure_qapp
 
     ensure_qapp()
-    print(f"AttnScope benchmark — torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"medians of {repeats} runs (times in seconds)", flush=True)
-    print_header()
+    print(f"AttnScope benchmark — torch {torch.__version__}, {torch.get_num_threads()} threads"
+          + (f", medians of {repeats} runs (times in seconds)" if models else ""), flush=True)
+    if models:
+        print_header()
     rows = []
     for name in models:
         folder = model_folder(name)
@@ -130,12 +133,16 @@ def cmd_bench(args) -> int:
         rows += bench_model(name, folder, ns, repeats if name != "xl" else min(repeats, 2),
                             peers=args.peers and name == "small", memory=not args.no_memory,
                             stall=not args.no_stall and name != "xl")
+    real = None
+    if args.real:
+        print(flush=True)
+        real = bench_real(list(args.real_ns or REAL_NS), repeats=args.repeats or 1, memory=not args.no_memory)
     scan = None
-    if not args.no_scan:
+    if not args.no_scan and not (args.real and not args.models):
         scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
         figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,
-                   "rows": rows, "scan": scan}
+                   "rows": rows, "real": real, "scan": scan}
         write_file_atomically(Path(args.json), lambda tmp: write_json(figures, Path(tmp)))  # NaN → null
         print(f"wrote {args.json}", flush=True)
     return 0

