@@ -395,7 +395,7 @@ class QKRecorder:
         family = loaded.family
         blocks = list(family.blocks(loaded.model))
         return cls(loaded.model, [family.attention_module(b) for b in blocks],
-                   [(lambda b=b: family.output_weight(b)) for b in blocks], lengths, store, loaded.dtype)
+                   [(lambda b=b: _output_weight(family, b)) for b in blocks], lengths, store, loaded.dtype)
 
     def __enter__(self) -> "QKRecorder":
         register()
@@ -472,10 +472,13 @@ class QKRecorder:
             weight = self.output_weights[layer]()  # (H·dk, d), a view of the model's parameter
             if weight.shape[0] != H * dk:
                 raise RuntimeError(f"layer {layer}: W_O has {weight.shape[0]} input rows, not {H} heads × {dk}")
-            stamp = (weight.data_ptr(), weight._version, tuple(weight.shape), str(device))
+            try:
+                stamp = (weight.data_ptr(), weight._version, tuple(weight.shape), str(device))
+            except RuntimeError:  # an inference tensor (an offloaded W_O read back for this forward): no version
+                stamp = None  # factored again every forward, never matched
             module = self.modules[layer]
             cached = _FACTORS.get(module)
-            if cached is None or cached[0] != stamp:
+            if cached is None or stamp is None or cached[0] != stamp:
                 w = weight.detach().to("cpu", torch.float64)
                 per_head = w.reshape(H, dk, -1).transpose(1, 2)  # (H, d, dk): W_O^hᵀ
                 r = torch.linalg.qr(per_head, mode="reduced").R  # (H, dk', dk)
@@ -500,6 +503,18 @@ class QKRecorder:
                                    "mask AttnScope can compute weights under")
             self._masks[key] = (mask, found)  # the mask held so that its id is not reused this forward
         return self._masks[key][1]
+
+
+def _output_weight(family, block):
+    """The block's W_O (H·dk, d) as the family adapter finds it; for a block accelerate offloaded (--device-map), whose
+    output projection is still a placeholder while its attention runs, a copy read back from the offload."""
+    weight = family.output_weight(block)
+    if weight.device.type != "meta":
+        return weight
+    from ..model.device_map import onloaded
+
+    with onloaded(block):
+        return family.output_weight(block).detach().clone()
 
 
 def _mask_is(mask, lengths: list[int], causal: bool, window: int | None) -> bool:

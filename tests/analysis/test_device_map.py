@@ -40,6 +40,19 @@ def test_a_model_split_onto_the_disk_gives_the_same_numbers(llama_dir, limit):
         np.testing.assert_array_equal(mine.q_weight, theirs.q_weight)
         np.testing.assert_array_equal(mine.out_weight, theirs.out_weight)
     assert parity_report(b, [split.attention_weights(l) for l in range(split.n_layer)]).passed
+    # attention on demand: the queries, keys and value norms are captured inside each offloaded block's forward
+    from analysis.measures.head_scores import all_scores
+    from analysis.measures.measured import run_measured
+
+    lazy = run_measured(split, TEXT, keep_maps=False)
+    for layer in range(whole.n_layer):
+        for head in range(whole.n_head):
+            np.testing.assert_allclose(lazy.head_map(layer, head), a.attentions[layer, head], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(lazy.maps.key_norms(layer), run_measured(whole, TEXT, keep_maps=False
+                                                                               ).maps.key_norms(layer), atol=1e-5)
+    for name, values in all_scores(a).values.items():
+        np.testing.assert_allclose(all_scores(lazy)[name], values, atol=2e-5, equal_nan=True, err_msg=name)
+    assert parity_report(lazy, [split.attention_weights(l) for l in range(split.n_layer)]).passed
     # the blocks really are on the disk: their parameters are placeholders outside a forward
     assert all(p.device.type == "meta" for p in split.family.blocks(split.model)[0].parameters())
 
