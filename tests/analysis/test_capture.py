@@ -2,6 +2,7 @@
 overflows somewhere the load's test forward never reached are refused in one sentence, not drawn or averaged."""
 import shutil
 
+import numpy as np
 import pytest
 
 from analysis.errors import ModelCheckError
@@ -51,3 +52,24 @@ def test_an_ablation_that_overflows_is_refused(overflows_at_the_last_position):
     assert ablate(loaded, "the cat sat", [(0, 0)]).baseline.loss > 0
     with pytest.raises(ModelCheckError, match="NaN or infinite"):
         ablate(loaded, LONG, [(0, 0)], bos=True)
+
+
+def test_a_forward_without_weights_runs_the_fast_kernel_and_gives_the_eager_numbers(family_run):
+    """No "attentions" part: the model runs qk_capture's sdpa function (no layer's weights computed), the same
+    residual stream and logits as eager attention to float32 rounding, and is eager again afterwards."""
+    from analysis.run.capture import forward
+    from analysis.run.qk_capture import ATTENTION_NAME
+
+    loaded, result = family_run("llama")
+    seen = []
+    module = loaded.family.attention_module(loaded.family.blocks(loaded.model)[0])
+    hook = module.register_forward_pre_hook(lambda m, a: seen.append(loaded.model.config._attn_implementation))
+    try:
+        (fast,), logits = forward(loaded, [list(result.token_ids)], parts=("layer_inputs",), logits="last")
+        (eager,), eager_logits = forward(loaded, [list(result.token_ids)], parts=("attentions", "layer_inputs"),
+                                         logits="last")
+    finally:
+        hook.remove()
+    assert seen == [ATTENTION_NAME, "eager"] and loaded.model.config._attn_implementation == "eager"
+    np.testing.assert_allclose(fast.layer_inputs, eager.layer_inputs, rtol=1e-5, atol=1e-5)  # float32 rounding
+    np.testing.assert_allclose(logits.numpy(), eager_logits.numpy(), rtol=0, atol=1e-4)
