@@ -291,38 +291,21 @@ def induction_probe(probe_attentions: np.ndarray, probe_token_ids: np.ndarray, w
     return induction(probe_attentions, probe_token_ids, windows)
 
 
-def _torch_view(a: np.ndarray):
-    """``a`` as a torch tensor sharing its memory (read here, never written: a read-only array is taken too)."""
-    import torch
-
-    if a.flags.writeable:
-        return torch.from_numpy(a)
-    import warnings
-
-    with warnings.catch_warnings():  # torch warns that a read-only array could be written through the tensor
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(a)
-
-
 def _row_entropy(rows: np.ndarray, first_query: int | None = None) -> np.ndarray:
     """−Σ_j p_j log p_j over the last axis, with 0 log 0 = 0 (natural log). ``first_query``: the rows are queries
     first_query, first_query + 1, … of a causal map, and only keys j ≤ i enter row i's sum.
 
-    Each term −p log p in float32 (torch.special.entr: one pass, 0 for p = 0), the sum in float64: the terms are
-    all ≥ 0, so the sum keeps their relative precision (within ~4e-7 of a float64 entropy). torch, not numpy, for
-    speed (a fused term, every thread): the streamed pass and the whole maps both come here, so they agree to the
-    order of float64 sums."""
-    import torch
-
-    p = _torch_view(np.asarray(rows, dtype=np.float32))
-    terms = torch.special.entr(p)  # (…, b, m) float32
+    Each term in float32, the sum in float64: the terms are all ≤ 0, so the sum keeps their relative precision
+    (within ~4e-7 of a float64 entropy). A weight below float32's smallest normal number (1.2e-38) is taken as
+    that number in its logarithm: its term moves by less than 1e-36."""
+    p = np.asarray(rows, dtype=np.float32)
+    logs = np.maximum(p, np.finfo(np.float32).tiny)  # a copy: 0 log 0 is 0 · log(tiny) = 0, no NaN to mend
     if first_query is not None:
         b, m = p.shape[-2:]
-        if first_query + 1 < m:  # keys j > i of row i = first_query + r: columns first_query + 1 … m − 1 only
-            j = torch.arange(first_query + 1, m)[None, :]
-            i = torch.arange(first_query, first_query + b)[:, None]
-            terms[..., first_query + 1:].masked_fill_(j > i, 0.0)
-    return terms.sum(dim=-1, dtype=torch.float64).numpy()
+        logs[..., np.arange(m) > first_query + np.arange(b)[:, None]] = 1  # keys j > i: log 1 = 0
+    np.log(logs, out=logs)
+    logs *= p
+    return -logs.sum(axis=-1, dtype=np.float64)
 
 
 def _entropy_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
@@ -335,7 +318,7 @@ def _entropy_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
     seen = np.minimum(i + 1, rows.sees) if rows.causal else np.full(i.size, n)  # keys query i sees
     i, seen = i[seen > 1], seen[seen > 1]  # a row that sees one key has entropy 0 by necessity: not counted
     total = np.zeros(H)
-    step = max(1, _ENTROPY_CHUNK_VALUES // max(1, H * n))
+    step = max(1, _CHUNK_VALUES // max(1, H * n))
     for c in range(0, i.size, step):
         q = i[c:c + step]  # query positions, consecutive (only row 0, or every row of a 1-key window, is left out)
         block = w[:, q[0] - rows.start : q[-1] + 1 - rows.start]  # (H, b, n) a view
@@ -347,10 +330,6 @@ def _entropy_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
     return total, int(i.size)
 
 
-#: Attention values the entropy's float32 terms of one chunk hold (8 MiB: few enough torch calls, a bounded copy).
-_ENTROPY_CHUNK_VALUES = 1 << 21
-
-
 def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = None) -> np.ndarray:
     """How spread each row is, normalised to 0 … 1 by the entropy of a uniform row over the keys a query
     can see: 0 when a row puts all weight on one key, 1 when it is uniform over them. (layer, head)
@@ -360,7 +339,7 @@ def entropy(attentions: np.ndarray, *, causal: bool = True, windows: Windows = N
                   key are excluded (their entropy is 0 by necessity: row 0, or every row of a 1-key window).
                   Only keys j ≤ i are read.
     causal=False: mean over i ≥ 0 of H(A[i, :]) / log(n) (every query sees all n keys).
-    H(p) = −Σ_j p_j log p_j with 0 log 0 = 0, each term in float32 (torch.special.entr), the sums in float64. NaN for a 1-token text
+    H(p) = −Σ_j p_j log p_j with 0 log 0 = 0, each term in float32, the sums in float64. NaN for a 1-token text
     (nothing to spread over).
     """
     return score_of_layers(attentions, _entropy_rows, causal=causal, windows=windows)
