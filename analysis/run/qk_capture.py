@@ -46,6 +46,7 @@ read either.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Protocol, Sequence
@@ -219,8 +220,7 @@ def _fill_rows(lqk: LayerQK, start: int, stop: int, out, heads: np.ndarray | Non
         if lqk.softcap is not None:
             s.div_(lqk.softcap).tanh_().mul_(lqk.softcap)
         if lqk.causal and b > 1:  # row start + r hides keys start + r + 1 … stop − 1 (hi = stop)
-            s[:, :, start - lo:].masked_fill_(torch.ones(b, b, dtype=torch.bool, device=s.device).triu(1),
-                                              float("-inf"))
+            s[:, :, start - lo:].masked_fill_(_upper_triangle(b, str(s.device)), float("-inf"))
         if lqk.window is not None:  # row i hides keys j ≤ i − w: of lo … hi − 1, only keys below stop − w
             width = min(hi, stop - lqk.window) - lo
             if width > 0:
@@ -230,6 +230,15 @@ def _fill_rows(lqk: LayerQK, start: int, stop: int, out, heads: np.ndarray | Non
         _softmax_in_place(s)  # every row sees itself, so no row is all −∞
         out[:, :, lo:hi] = s
     return lo, hi
+
+
+@functools.lru_cache(maxsize=4)
+def _upper_triangle(b: int, device: str):
+    """(b, b) bool, True above the diagonal (key r + 1 … of row r), made once per block size: a pass asks for it
+    every block, and two tiny torch calls on a loaded machine took ~10 ms each."""
+    import torch
+
+    return torch.ones(b, b, dtype=torch.bool, device=device).triu(1)
 
 
 def _softmax_in_place(s) -> None:
