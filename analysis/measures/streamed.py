@@ -109,7 +109,7 @@ def streamed_pass(maps: AttentionMaps, token_ids: np.ndarray, *, probe: Probe = 
         pool = None if pooled is None else PooledRows(H, n, thumbnail_px, hide_first)
         pool_weighted = None if pooled_weighted is None else PooledRows(H, n, thumbnail_px, hide_first)
         norms = maps.key_norms(layer)[:, None, :] if pool_weighted is not None else None  # (H, 1, n)
-        for rows, block in iter_row_blocks(maps, layer, rows_per_block):  # (H, b, n)
+        for rows, block in iter_row_blocks(maps, layer, rows_per_block, reuse=True):  # (H, b, n), valid until the next
             q = hs.QueryRows(block, rows.start, ids, causal, per_layer[layer])
             for e in entries:
                 sums[e.name].append(e.row_sum(q))
@@ -177,7 +177,7 @@ def streamed_detect(maps: AttentionMaps, token_ids: np.ndarray, pattern: str | n
         if not layer_heads.size:
             continue
         sums = _tl_sums(maps, layer, layer_heads, ids, options, {"p": cells})
-        for rows, block in iter_row_blocks(maps, layer, rows_per_block):
+        for rows, block in iter_row_blocks(maps, layer, rows_per_block, reuse=True):
             sums.add(rows.start, block if layer_heads.size == H else block[layer_heads])
         out[layer, layer_heads] = tl.pattern_scores(sums)["p"]
     return out

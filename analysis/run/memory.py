@@ -103,13 +103,11 @@ def check_attention_memory(n_layer: int, n_head: int, n_tokens: int, budget: int
 
 # ----------------------------------------------------------------------------- attention on demand, streamed
 #: Blocks of weights (heads × rows × tokens in float32, about qk_capture.BLOCK_BYTES each) a streamed pass
-#: (measures/streamed.py) is counted to hold at its peak: the kernel's scores, masked scores and softmax and the numpy
-#: block handed out (qk_capture.weights_block_bytes), the block its consumers still read while the next is computed,
-#: and what the C allocator keeps of the memory freed between blocks (the layer's q and k copied for each block, the
-#: consumers' chunks). Measured on SmolLM2 (one torch thread), the whole pass's peak RSS above the capture: 2,048
-#: tokens +348 to +408 MiB, 8,192 tokens +670 to +1,031 MiB from run to run (5.4 to 16 blocks); the live data are
-#: about three blocks (with MALLOC_MMAP_THRESHOLD_=131072, which returns every freed block at once, 4,096 tokens
-#: peaked +217 MiB against +612 MiB, and took 1.4 × as long).
+#: (measures/streamed.py) is counted to hold at its peak: the reused block and its scratch (qk_capture._RowBuffer),
+#: what the consumers copy of a block, and what the C allocator keeps of the memory freed between blocks. Measured on
+#: SmolLM2 (2 threads, a loaded machine), the whole pass's peak RSS above the capture, blocks reused: 2,048 tokens
+#: +215 MiB, 8,192 tokens +628 MiB (9.5 blocks; before the buffer was reused, +348 to +408 and +670 to +1,031 MiB).
+#: 16 keeps the margin those runs' spread showed.
 STREAM_BLOCKS = 16
 #: What a streamed pass's consumers copy besides, each a bounded chunk at a time (the entropy's float32 terms,
 #: gathers of pattern cells in float64, TL's cells), and the per-layer sums (heads × tokens, float64).

@@ -46,6 +46,7 @@ read either.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Protocol, Sequence
@@ -126,18 +127,34 @@ class QKCapture:
 
     def weights(self, layer: int, heads=None, rows=None, to_numpy: bool = True):
         """(h, r, n) float32: the softmax weights of ``heads`` (None: all) for query ``rows`` (None: all), computed
-        from q and k in blocks of rows (module docstring). numpy, or a torch tensor on the capture's device."""
+        from q and k in blocks of rows (module docstring). numpy, or a torch tensor on the capture's device.
+        Consecutive rows (None, a slice of step 1, ascending neighbours) take :func:`_fill_rows`, any others
+        :func:`_block_weights`; the two agree to float32 rounding (~1e-7)."""
         import torch
 
         lqk = self.layers[_index(layer, self.n_layer, "layer")]
-        head_ids = _heads(heads, self.n_head)
+        head_ids = None if heads is None else _heads(heads, self.n_head)
         row_ids = _rows(rows, self.n_tokens)
-        n, group = self.n_tokens, self.n_head // self.n_kv_head
+        n, h = self.n_tokens, self.n_head if head_ids is None else len(head_ids)
+        step = block_rows(n, h)
+        if _consecutive(row_ids):
+            first, r = (int(row_ids[0]) if row_ids.size else 0), len(row_ids)
+            out = torch.zeros((h, r, n), dtype=torch.float32, device=lqk.q.device)
+            keys = None if head_ids is None else _head_keys(lqk, head_ids)
+            if r <= step:
+                _fill_rows(lqk, first, first + r, out, head_ids, keys)
+            else:
+                buffer = _RowBuffer()
+                for start in range(0, r, step):
+                    stop = min(r, start + step)
+                    out[:, start:stop] = buffer.fill(lqk, first + start, first + stop, head_ids, keys)
+            return out.cpu().numpy() if to_numpy else out
+        head_ids = np.arange(self.n_head) if head_ids is None else head_ids
+        group = self.n_head // self.n_kv_head
         q = lqk.q[torch.as_tensor(head_ids, device=lqk.q.device)]  # (h, n, dk)
         k = lqk.k[torch.as_tensor(head_ids // group, device=lqk.k.device)]  # (h, n, dk): each head's own keys
-        out = (np.zeros((len(head_ids), len(row_ids), n), dtype=np.float32) if to_numpy
-               else torch.zeros((len(head_ids), len(row_ids), n), dtype=torch.float32, device=lqk.q.device))
-        step = block_rows(n, len(head_ids))
+        out = (np.zeros((h, len(row_ids), n), dtype=np.float32) if to_numpy
+               else torch.zeros((h, len(row_ids), n), dtype=torch.float32, device=lqk.q.device))
         with torch.inference_mode():
             for start in range(0, len(row_ids), step):
                 block = row_ids[start:start + step]
@@ -146,14 +163,142 @@ class QKCapture:
         return out
 
 
+def _consecutive(rows: np.ndarray) -> bool:
+    """Whether ``rows`` are ascending neighbours (r, r + 1, …): a block :func:`_fill_rows` computes."""
+    return rows.size <= 1 or bool(rows[-1] - rows[0] == rows.size - 1 and np.all(np.diff(rows) == 1))
+
+
+def _key_range(lqk: LayerQK, first: int, last: int, n: int) -> tuple[int, int]:
+    """(lo, hi): the keys lo … hi − 1 some query first … last sees; every other key is hidden from all of them."""
+    hi = last + 1 if lqk.causal else n
+    lo = max(0, first - lqk.window + 1) if lqk.window is not None else 0
+    return lo, hi
+
+
+def _head_keys(lqk: LayerQK, heads: np.ndarray):
+    """(h, n, dk): the keys each of ``heads`` reads (head h: key head h // (H/g)), a copy of the few asked for."""
+    import torch
+
+    group = lqk.q.shape[0] // lqk.k.shape[0]
+    return lqk.k[torch.as_tensor(heads // group, device=lqk.k.device)]
+
+
+def _fill_rows(lqk: LayerQK, start: int, stop: int, out, heads: np.ndarray | None = None, keys=None,
+               scratch=None) -> tuple[int, int]:
+    """The softmax weights of query rows start … stop − 1 written into ``out`` (h, b, n) float32 torch, contiguous,
+    on the capture's device, at keys lo … hi − 1 (:func:`_key_range`); the other columns are left as they are (the
+    caller's zeros). ``heads`` None: every head, else those (``keys``: their :func:`_head_keys`). ``scratch``: a
+    flat float32 tensor of at least h·b·(hi − lo) values to compute in (None: one is allocated). Returns (lo, hi).
+
+    The arithmetic is the module docstring's, in place in the scratch block s (h, b, m), m = hi − lo: s = (q·kᵀ) ·
+    scaling (one batched matmul per key head, the queries of its H/g heads stacked, (g, H/g·b, dk) · (g, dk, m), so
+    no key is copied per head; the scale is the matmul's alpha, one rounding as eager's ``matmul(q, kᵀ) *
+    scaling``), soft-capped, −∞ on the keys the mask hides (the block's b × b causal triangle, the window's band:
+    the only columns a row of the block may not see), softmax in float32 (torch's kernel, over its input), then
+    copied into ``out``'s columns lo … hi − 1 (torch's out= writes a strided view as if contiguous: never given one)."""
+    import torch
+
+    H, n, dk = lqk.q.shape
+    g, b = lqk.k.shape[0], stop - start
+    lo, hi = _key_range(lqk, start, stop - 1, n)
+    h, m = out.shape[0], hi - lo
+    with torch.inference_mode():
+        if scratch is None or scratch.numel() < h * b * m or scratch.device != out.device:
+            scratch = torch.empty(h * b * m, dtype=torch.float32, device=out.device)
+        s = scratch[:h * b * m].view(h, b, m)
+        if heads is None:
+            qb = lqk.q[:, start:stop].reshape(g, (H // g) * b, dk)  # (g, H/g·b, dk): head c·H/g + r's rows at r·b
+            kt = lqk.k[:, lo:hi].transpose(1, 2)  # (g, dk, m) a view
+            target = s.view(g, (H // g) * b, m)
+        else:
+            qb = lqk.q[torch.as_tensor(heads, device=lqk.q.device), start:stop]  # (h, b, dk)
+            kt = keys[:, lo:hi].transpose(1, 2)  # (h, dk, m)
+            target = s
+        if qb.dtype != torch.float32:
+            qb, kt = qb.float(), kt.float()
+        torch.baddbmm(target, qb, kt, beta=0, alpha=lqk.scaling, out=target)
+        if lqk.softcap is not None:
+            s.div_(lqk.softcap).tanh_().mul_(lqk.softcap)
+        if lqk.causal and b > 1:  # row start + r hides keys start + r + 1 … stop − 1 (hi = stop)
+            s[:, :, start - lo:].masked_fill_(_upper_triangle(b, str(s.device)), float("-inf"))
+        if lqk.window is not None:  # row i hides keys j ≤ i − w: of lo … hi − 1, only keys below stop − w
+            width = min(hi, stop - lqk.window) - lo
+            if width > 0:
+                i = torch.arange(start, stop, device=s.device)[:, None]
+                j = torch.arange(lo, lo + width, device=s.device)[None, :]
+                s[:, :, :width].masked_fill_(j <= i - lqk.window, float("-inf"))
+        _softmax_in_place(s)  # every row sees itself, so no row is all −∞
+        out[:, :, lo:hi] = s
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=4)
+def _upper_triangle(b: int, device: str):
+    """(b, b) bool, True above the diagonal (key r + 1 … of row r), made once per block size: a pass asks for it
+    every block, and two tiny torch calls on a loaded machine took ~10 ms each."""
+    import torch
+
+    return torch.ones(b, b, dtype=torch.bool, device=device).triu(1)
+
+
+def _softmax_in_place(s) -> None:
+    """s ← softmax(s, dim=−1) in float32 for a contiguous s: torch.softmax's own kernel writing over its input (it
+    reads each row before it writes it), no temporary."""
+    import torch
+
+    if not s.is_contiguous():
+        raise ValueError("an in-place softmax needs a contiguous block")
+    try:
+        torch._softmax(s, -1, False, out=s)
+    except (AttributeError, RuntimeError, TypeError):  # a torch without the out= overload: a temporary
+        s.copy_(torch.softmax(s, dim=-1, dtype=torch.float32))
+
+
+class _RowBuffer:
+    """One (h, b, n) float32 buffer that consecutive blocks of rows are computed into (:func:`_fill_rows`, in a
+    scratch block kept alike), so a pass allocates, and faults in, one block's memory once, not once a block: glibc
+    maps a block that large afresh on every allocation, and touching its pages cost more than computing it. Keys outside the block's lo …
+    hi − 1 are zeroed where an earlier block wrote them. A block is valid until the next :meth:`fill`."""
+
+    def __init__(self):
+        self.flat = None  # the memory, float32, as many values as the largest block
+        self.shape = None  # (h, b, n) of the view the last block was written in
+        self.written = (0, 0)  # its keys lo … hi − 1 that may be non-zero
+        self.scratch = None  # where _fill_rows computes a block before it is copied in
+
+    def fill(self, lqk: LayerQK, start: int, stop: int, heads: np.ndarray | None = None, keys=None):
+        """(h, stop − start, n) torch: the weights of rows start … stop − 1, in the buffer."""
+        import torch
+
+        H, n, _ = lqk.q.shape
+        shape = (H if heads is None else len(heads), stop - start, n)
+        size = shape[0] * shape[1] * shape[2]
+        if self.flat is None or self.flat.numel() < size or self.flat.device != lqk.q.device:
+            self.flat = torch.zeros(size, dtype=torch.float32, device=lqk.q.device)
+            self.shape, self.written = shape, (0, 0)
+        view = self.flat[:size].view(shape)
+        lo, hi = _key_range(lqk, start, stop - 1, n)
+        if shape != self.shape:
+            view.zero_()
+        else:
+            was_lo, was_hi = self.written
+            if was_lo < min(lo, was_hi):
+                view[:, :, was_lo:min(lo, was_hi)] = 0
+            if max(hi, was_lo) < was_hi:
+                view[:, :, max(hi, was_lo):was_hi] = 0
+        self.shape, self.written = shape, (lo, hi)
+        if self.scratch is None or self.scratch.numel() < size or self.scratch.device != view.device:
+            self.scratch = torch.empty(size, dtype=torch.float32, device=view.device)
+        _fill_rows(lqk, start, stop, view, heads, keys, self.scratch)
+        return view
+
+
 def _block_weights(lqk: LayerQK, q, k, rows: np.ndarray, n: int):
     """(lo, hi, weights (h, b, hi − lo)) for query ``rows``: keys outside lo…hi − 1 are hidden from every row of the
     block by the mask (their weight is 0), so only the keys some row sees are computed."""
     import torch
 
-    first, last = int(rows.min()), int(rows.max())
-    hi = last + 1 if lqk.causal else n
-    lo = max(0, first - lqk.window + 1) if lqk.window is not None else 0
+    lo, hi = _key_range(lqk, int(rows.min()), int(rows.max()), n)
     i = torch.as_tensor(rows, device=q.device)[:, None]  # (b, 1) query positions
     j = torch.arange(lo, hi, device=q.device)[None, :]  # (1, m) key positions
     qb = q[:, i[:, 0]].float()  # (h, b, dk)
@@ -234,11 +379,14 @@ def head_weights(maps: AttentionMaps, layer: int, head: int, rows=None) -> np.nd
 
 
 def iter_row_blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None = None, heads=None,
-                    to_numpy: bool = True) -> Iterator[tuple[slice, Any]]:
+                    to_numpy: bool = True, reuse: bool = False) -> Iterator[tuple[slice, Any]]:
     """Every query row of ``layer`` in order, a block at a time: (rows, weights (h, b, n)) with ``rows`` a slice of
     query positions and the weights of ``heads`` (None: every head) for them, so a consumer (a score, a pooled
     thumbnail) holds one block, never the layer's maps. ``rows_per_block`` None: as many rows as fit in
-    :data:`BLOCK_BYTES`. numpy float32, or torch on the capture's device (``to_numpy=False``)."""
+    :data:`BLOCK_BYTES`. numpy float32, or torch on the capture's device (``to_numpy=False``; numpy of a CPU
+    capture's block is a view of it). ``reuse``: a capture computes every block into one buffer (:class:`_RowBuffer`),
+    valid only until the next block is asked for, for a consumer that keeps nothing of a block (the streamed pass);
+    the numbers are the same either way (the same :func:`_fill_rows`)."""
     n = maps.n_tokens
     _index(layer, maps.n_layer, "layer")
     if rows_per_block is None:
@@ -247,9 +395,26 @@ def iter_row_blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None 
         raise ValueError(f"rows_per_block must be a whole number of at least 1, got {rows_per_block!r}")
     else:
         step = int(rows_per_block)
+    if not isinstance(maps, QKCapture):
+        for start in range(0, n, step):
+            rows = slice(start, min(n, start + step))
+            yield rows, maps.weights(layer, heads, rows, to_numpy=to_numpy)
+        return
+    import torch
+
+    lqk = maps.layers[layer]
+    head_ids = None if heads is None else _heads(heads, maps.n_head)
+    keys = None if head_ids is None else _head_keys(lqk, head_ids)
+    h = maps.n_head if head_ids is None else len(head_ids)
+    buffer = _RowBuffer() if reuse else None
     for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        yield rows, maps.weights(layer, heads, rows, to_numpy=to_numpy)
+        stop = min(n, start + step)
+        if buffer is not None:
+            block = buffer.fill(lqk, start, stop, head_ids, keys)
+        else:
+            block = torch.zeros((h, stop - start, n), dtype=torch.float32, device=lqk.q.device)
+            _fill_rows(lqk, start, stop, block, head_ids, keys)
+        yield slice(start, stop), (block.cpu().numpy() if to_numpy else block)
 
 
 def block_rows(n_tokens: int, n_heads: int, budget: int | None = None) -> int:

@@ -259,6 +259,22 @@ def test_rows_any_order_and_blocks_of_any_size():
     np.testing.assert_allclose(on_device.numpy(), whole[:, :4], **same)
 
 
+@pytest.mark.parametrize("causal, window", [(True, None), (True, 3), (False, None), (False, 4)])
+def test_blocks_in_one_reused_buffer_are_fresh_blocks(causal, window):
+    """iter_row_blocks(reuse=True) computes every block into one buffer: each block, read before the next, equals
+    the block computed alone, bit for bit (no column an earlier block wrote is left behind: the window's moving
+    first key, a shorter last block), for every head and for a few heads."""
+    capture = hand_capture(n=13, causal=causal, window=window)
+    for step in (2, 5, 13):
+        for heads in (None, [3, 0]):
+            fresh = [w for _, w in iter_row_blocks(capture, 1, step, heads=heads)]
+            reused = [w.copy() for _, w in iter_row_blocks(capture, 1, step, heads=heads, reuse=True)]
+            assert len(fresh) == len(reused)
+            for a, b in zip(fresh, reused):
+                np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(np.concatenate(fresh, axis=1), capture.weights(1, heads), rtol=0, atol=1e-6)
+
+
 def test_blocks_are_computed_in_bounded_rows(monkeypatch):
     """A head's map is computed a block of rows at a time: with a tiny budget, blocks of one or two rows, the same
     numbers."""
@@ -267,9 +283,9 @@ def test_blocks_are_computed_in_bounded_rows(monkeypatch):
     capture = hand_capture(n=12)
     whole = capture.weights(0)
     seen = []
-    real = qk._block_weights
-    monkeypatch.setattr(qk, "_block_weights",
-                        lambda lq, q, k, rows, n: seen.append(len(rows)) or real(lq, q, k, rows, n))
+    real = qk._fill_rows
+    monkeypatch.setattr(qk, "_fill_rows",
+                        lambda lq, start, stop, *rest: seen.append(stop - start) or real(lq, start, stop, *rest))
     monkeypatch.setattr(qk, "BLOCK_BYTES", 4 * 12 * 2)  # two rows of one head
     np.testing.assert_allclose(head_weights(capture, 0, 1), whole[1], rtol=0, atol=1e-6)
     assert seen == [2] * 6
@@ -288,16 +304,19 @@ def test_bad_indices_are_refused():
 
 
 def test_stored_maps_answer_the_same_questions():
-    """The eager capture's maps (short texts) behind the same interface: head_weights, iter_row_blocks, key_norms."""
+    """The eager capture's maps (short texts) behind the same interface: head_weights, iter_row_blocks, key_norms
+    (the stored maps put together from the capture's blocks of 3 rows: those blocks exactly, other rows to float32
+    rounding)."""
     capture = hand_capture(n=8, window=3)
-    maps = np.stack([capture.weights(layer) for layer in range(2)])  # (L, H, n, n)
+    maps = np.stack([np.concatenate([w for _, w in iter_row_blocks(capture, layer, 3)], axis=1)
+                     for layer in range(2)])  # (L, H, n, n)
     norms = np.stack([capture.key_norms(layer) for layer in range(2)])
     stored = StoredMaps(maps, norms)
     assert (stored.n_layer, stored.n_head, stored.n_tokens) == (2, 4, 8)
     for layer in range(2):
         for head in range(4):
-            np.testing.assert_array_equal(head_weights(stored, layer, head, rows=[5, 1]),
-                                          head_weights(capture, layer, head, rows=[5, 1]))
+            np.testing.assert_allclose(head_weights(stored, layer, head, rows=[5, 1]),
+                                       head_weights(capture, layer, head, rows=[5, 1]), rtol=0, atol=1e-6)
         np.testing.assert_array_equal(stored.key_norms(layer), capture.key_norms(layer))
         for (a, wa), (b, wb) in zip(iter_row_blocks(stored, layer, 3), iter_row_blocks(capture, layer, 3)):
             assert a == b
