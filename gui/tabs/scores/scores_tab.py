@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.measures.lenses import sink_rate
+from analysis.measures.lenses import sink_rate_of_result, sink_rate_of_scores
 
 from ...plots.plot_items import apply_theme
 from .scan_bar import ScanBar
@@ -54,7 +54,7 @@ class ScoresTab(QtWidgets.QWidget):
         self._build()
         if worker is not None:
             worker.model_loaded.connect(self._model_loaded)  # a bound slot: disconnected when the panel goes
-        state.bundle_changed.connect(lambda _bundle: self._refresh())
+        state.on_bundle(lambda _bundle: self._refresh(), "scores tab")
         state.selection_changed.connect(self._selection_changed)
         state.colormap_changed.connect(lambda _name: self._show_map())
         state.dark_changed.connect(lambda dark: apply_theme(self.map, dark))
@@ -229,7 +229,10 @@ class ScoresTab(QtWidgets.QWidget):
             return self.scan.sink_rate(epsilon)
         if self.state.result is None:
             return None
-        return sink_rate(self.state.result.attentions, epsilon, self.state.result.sliding_windows)
+        scores = self.state.scores
+        if scores is not None and "sink" in scores.values:  # the run's own first-token scores: nothing to compute
+            return sink_rate_of_scores(scores["sink"], epsilon)
+        return sink_rate_of_result(self.state.result, epsilon)
 
     def _show_sinks(self) -> None:
         sinks = self.sinks()
