@@ -5,8 +5,8 @@ one-token-wide pattern such as a previous-token diagonal stays visible at any n 
 size: Qt drops image rows when it shrinks an image, but never when it enlarges one. The run pools
 thumbnails to ``THUMBNAIL_PX`` while it captures the attention; a cell with more pixels than that,
 or a grid with the first key hidden and renormalised, is pooled from the full attentions, a few heads
-per turn of the event loop when that is a lot of data (measured at 1024 tokens, 12 × 12 heads, on this
-2-core machine: ≤ ~25 ms per turn, then ~0.1 s to draw a 1900-px mosaic).
+per turn of the event loop when that is more than a small text's maps (the run's 96-pixel thumbnails of 12 × 12
+heads take one turn of their own, ~8 ms here, not the turn the new result arrives in; at 1024 tokens one head a turn).
 
 A causal model's masked cells (key > query) are left blank, NaN drawn as background, as the head view
 draws them (:func:`mask_future`); an encoder's map has no mask. Cells stay square whatever the
@@ -26,8 +26,8 @@ from .layer_head_map import LayerHeadMap
 
 DEFAULT_CELL_PX = 64  # before the widget has a size
 MAX_MOSAIC_PIXELS = 16_000_000  # the cell size is capped so the whole mosaic stays below this
-SYNC_ELEMENTS = 8_000_000  # sources up to this many numbers are pooled in one go
-STEP_ELEMENTS = 3_200_000  # otherwise about this many per turn of the event loop (3 heads at n = 1024)
+SYNC_ELEMENTS = 600_000  # sources up to this many numbers are pooled in one go (12 × 12 heads of 64 tokens)
+STEP_ELEMENTS = 1_600_000  # otherwise about this many per turn of the event loop (1 head at n = 1024; 173 thumbnails)
 BAR_LABELS = {"linear": "weight", "power": "√weight", "log": "log₁₀ weight"}
 
 

@@ -50,6 +50,9 @@ ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "va
 LENS_KINDS = ("value_norms", "rollout", "thumbnails_hidden_first")
 
 
+#: Milliseconds between two slices of a sliced bundle delivery (ViewState.set_bundle).
+SLICE_GAP_MS = 1
+
 #: TransformerLens' own defaults for ``detect_head`` (as (name, value) pairs: the state keeps them frozen)
 TL_DEFAULTS = (("error_measure", "mul"), ("exclude_bos", False), ("exclude_current_token", False))
 
@@ -240,7 +243,9 @@ class ViewState(QtCore.QObject):
         """Run slice ``index`` of ``delivery`` in the next turn of the event loop (each slice posts the next, so
         that a turn runs one: events posted during a pass wait for the next pass), or say the bundle is shown."""
         if index < len(self._bundle_views):
-            QtCore.QTimer.singleShot(0, self, lambda: self._slice(delivery, index))
+            # a 1 ms timer, not 0 (a posted call): the paint the last slice asked for and the other timers run before
+            # the next slice, in their own turns, instead of in one pass with it
+            QtCore.QTimer.singleShot(SLICE_GAP_MS, self, lambda: self._slice(delivery, index))
         else:
             self.bundle_shown.emit(0 if self._bundle is None else self._bundle.request_id)
 
@@ -254,7 +259,8 @@ class ViewState(QtCore.QObject):
         name, handler = self._bundle_views[index]
         started = time.perf_counter()
         handler(self._bundle)
-        self.slice_times.append((name, (time.perf_counter() - started) * 1000))
+        if delivery == self._delivery:  # (the handler may have set a newer bundle: its delivery has its own times)
+            self.slice_times.append((name, (time.perf_counter() - started) * 1000))
 
     def select(self, layer: int, head: int) -> None:
         """Select a head; ``ValueError`` if it is not in the result on screen."""
