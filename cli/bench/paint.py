@@ -9,8 +9,14 @@ from pathlib import Path
 from .workload import median_time, text_of_length
 
 
-def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
-    """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted."""
+def gui_stall_ms(folder: Path, ns: list[int], views: dict | None = None, settle_text: bool = True) -> dict[int, float]:
+    """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted, less
+    the 10 ms: 0 is a window that never missed a tick.
+
+    ``settle_text``: the text is set and its own layout and paint (a pasted text of n tokens) done before the timer
+    starts, so that the figure is the run's alone (False: as before issue 20, the text's relayout counted too).
+    ``views``: filled with {n: (view, ms)}, the slowest view of the sliced delivery of that run's result
+    (ViewState.slice_times): which view a stall came from."""
     from PySide6 import QtCore
 
     from gui.chrome.window import MainWindow
@@ -33,6 +39,10 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
         stalls = {}
         for n in ns:
             window.set_text(text_of_length(tokenizer, n))
+            if settle_text:
+                settled = time.perf_counter() + 0.3
+                while time.perf_counter() < settled:
+                    app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 20)
             ticks = []
             timer = QtCore.QTimer()
             timer.setInterval(10)
@@ -51,6 +61,8 @@ def gui_stall_ms(folder: Path, ns: list[int]) -> dict[int, float]:
             window.result_shown.disconnect(shown)
             gaps = [b - a for a, b in zip(ticks, ticks[1:])]
             stalls[n] = max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
+            if views is not None and window.state.slice_times:
+                views[n] = max(window.state.slice_times, key=lambda item: item[1])
         window.close()
         app.processEvents()
     return stalls
@@ -70,7 +82,7 @@ def paint_times(result, repeats: int) -> tuple[float, float]:
         grid.grab()
 
     def paint_detail():
-        detail.set_head(result.attentions[3 % result.n_layer, 1 % result.n_head], result.tokens, "bench")
+        detail.set_head(result.head_map(3 % result.n_layer, 1 % result.n_head), result.tokens, "bench")
         detail.grab()
 
     paint_grid(), paint_detail()  # warm up

@@ -8,15 +8,28 @@ from pathlib import Path
 from PySide6 import QtWidgets
 
 from analysis import display
-from analysis.run.memory import attention_memory_bytes
 
 from ..input.model_bar import BUNDLED_DESCRIPTION
 
 
-def attention_line(n_tokens: int, n_layer: int, n_head: int) -> str:
-    """"38 tokens · attention 0.22 MB": the tokens and what their attention takes (every layer's and head's
-    float32 (n, n) map, inference.attention_memory_bytes)."""
-    return f"{n_tokens:,} tokens · attention {display.format_bytes(attention_memory_bytes(n_layer, n_head, n_tokens))}"
+def attention_line(n_tokens: int, plan) -> str:
+    """"38 tokens · attention 0.22 MB" or "2,048 tokens · attention on demand 1.41 GiB": the tokens and what their
+    attention takes as the run holds it (``plan``, a run.memory.RunPlan: every map kept, or the queries and keys
+    with the maps computed on demand; None: the tokens alone)."""
+    return f"{n_tokens:,} tokens" + ("" if plan is None else f" · {plan.describe()}")
+
+
+def attention_tip(result, plan) -> str:
+    """The tooltip of the tokens label: what the figure counts, and the token limit."""
+    limit = f"a run analyses at most {result.max_tokens:,} tokens (Run → Token limit…)"
+    if plan is None:
+        return f"The attention of this run; {limit}"
+    maps = display.format_bytes(plan.maps_bytes)
+    if plan.keeps_maps:
+        return (f"The attention of this run, every map kept: {result.n_layer} layers × {result.n_head} heads × "
+                f"{result.n_tokens}² tokens × 4 bytes = {maps}; {limit}")
+    return (f"The attention of this run, computed on demand: the queries and keys of every layer and a block of maps "
+            f"at a time, {display.format_bytes(plan.need_bytes)} (every map kept would take {maps}); {limit}")
 
 
 def model_line(info) -> str:
@@ -52,10 +65,13 @@ class StatusLine:
         self.model.setText(model_line(info) if info is not None else "no model")
 
     # ---- the run
-    def running(self, n_tokens: int | None = None, info=None) -> None:
-        """A run started; once its size is known (``n_tokens`` of ``info``'s model), what it will take."""
-        sized = n_tokens is not None and info is not None
-        self.run.setText(f"running {attention_line(n_tokens, info.n_layer, info.n_head)}…" if sized else "running…")
+    def running(self, n_tokens: int | None = None, plan=None) -> None:
+        """A run started; once its size is known (``n_tokens``, its run.memory.RunPlan), what it will take."""
+        self.run.setText("running…" if n_tokens is None else f"running {attention_line(n_tokens, plan)}…")
+
+    def streaming(self, n_tokens: int, plan, done: int, total: int) -> None:
+        """An on-demand run's pass over its layers (Worker.analysis_progress): "streaming layer 12 of 30"."""
+        self.run.setText(f"running {attention_line(n_tokens, plan)}: streaming layer {done} of {total}…")
 
     def waiting(self, job) -> None:
         """A run waits for ``job`` (a gui.state.jobs.Job the new text does not end) to finish: say so, and how far it is."""
@@ -68,10 +84,8 @@ class StatusLine:
     def shown(self, bundle) -> None:
         """The result of ``bundle`` (an AnalysisBundle) is on screen: its tokens, their memory, its time."""
         r = bundle.result
-        self.tokens.setText(attention_line(r.n_tokens, r.n_layer, r.n_head) + (" (truncated)" if r.truncated else ""))
-        self.tokens.setToolTip(f"The attention of this run: {r.n_layer} layers × {r.n_head} heads × "
-                               f"{r.n_tokens}² tokens × 4 bytes; a run analyses at most "
-                               f"{r.max_tokens:,} tokens (Run → Token limit…)")
+        self.tokens.setText(attention_line(r.n_tokens, bundle.plan) + (" (truncated)" if r.truncated else ""))
+        self.tokens.setToolTip(attention_tip(r, bundle.plan))
         self.run.setText(f"last run {time.strftime('%H:%M:%S')} in {bundle.seconds * 1000:.0f} ms")
 
     # ---- passing messages

@@ -6,8 +6,9 @@ shows (gui/chrome/model_files.py), and wires the worker to the one view state
 
 A text's way to the screen: TextInput.run_requested → MainWindow._analyse (with the view state's chat_used) →
 Worker.analyse (worker thread: analysis.run.inference.run_text + every head score) → Worker.analysis_ready →
-MainWindow._analysis_ready (drops an answer to an older request) → ViewState.set_bundle → each view's subscriber
-paints (token strip, grid, head map, score table, from-scratch). Exports: File → Export… → gui/export/exporting.py.
+MainWindow._analysis_ready (drops an answer to an older request) → ViewState.set_bundle(sliced) → each view's
+subscriber paints (token strip, grid, head map, score table, from-scratch), one per turn of the event loop →
+ViewState.bundle_shown → MainWindow.result_shown. Exports: File → Export… → gui/export/exporting.py.
 
 Layout: the model bar (a toolbar); then a vertical splitter: above it the input area (the notes, the
 text box, the predictions and the token strip), below it the grid beside the tabs.
@@ -54,6 +55,19 @@ def analysed_as_now(result, applies: int) -> bool:
     return result.n_tokens <= applies and (not result.truncated or result.max_tokens == applies)
 
 
+def freeze_collected_objects() -> None:
+    """Collect once, then leave every object alive now out of later collections (``gc.freeze``): the app's
+    collector runs on the GUI thread (gui/qt.py), and with torch and a model loaded a full collection walks
+    hundreds of thousands of objects — a stall of 0.1–0.3 s while a run is in flight, against the 16 ms a turn of
+    the event loop may take. What a run creates is still collected. Called after each model load (the objects of the
+    model before are unfrozen first, so that their cycles are collected)."""
+    import gc
+
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 class MainWindow(QtWidgets.QMainWindow):
     """The app. ``settings`` may be given (tests and --screenshot pass a private INI file)."""
 
@@ -72,6 +86,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.latest_analyse_id = self.latest_load_id = 0
         self.closed = self._shown = False
         self._waiting_for = None  # the Job the newest analysis waits behind (the status bar follows its progress)
+        self._sized = None  # (tokens, RunPlan) of the newest analysis once the worker tokenised it
 
         self.model_bar = ModelBar(self.settings)
         self.addToolBar(self.model_bar)
@@ -118,6 +133,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.devices_found.connect(bar.set_devices)
         w.load_started.connect(self._load_started)
         w.analysis_sized.connect(self._analysis_sized)
+        w.analysis_progress.connect(self._analysis_progress)
         w.load_progress.connect(bar.show_progress)
         w.chat_format_checked.connect(self._chat_format_checked)
         w.model_loaded.connect(self._model_loaded)
@@ -125,6 +141,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.analysis_ready.connect(self._analysis_ready)
         w.failed.connect(self._failed)
         w.tasks_stopped.connect(self._tasks_stopped)
+        self.state.bundle_shown.connect(self._bundle_shown)
         bar.load_requested.connect(self.load_model)
         bar.open_folder_requested.connect(self.open_folder)
         bar.cancel_requested.connect(w.cancel_load)
@@ -201,6 +218,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.note.about is not None and self.note.about != (self.loading_source or info.label):
             self.note.hide()  # it described another model (the bundled one's note after a switch to minilm)
         self.model_info = info
+        freeze_collected_objects()
         if self.state.bundle is None:
             self.state.set_placeholder("Type a text to see its attention" if not self.text_input.text().strip()
                                        else "running the text…")
@@ -260,6 +278,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.model_info is None:
             return  # runs when the model arrives
         self.latest_analyse_id = self.worker.analyse(text, bos, self.max_tokens(), chat=self.state.chat_used)
+        self._sized = None
         waiting = running_jobs(self.worker)  # long jobs a new text does not end: it runs after them
         self._wait_for(waiting[0] if waiting else None)
         if not waiting:
@@ -286,9 +305,14 @@ class MainWindow(QtWidgets.QMainWindow):
             self._wait_for(None)  # the job a text waited for is stopped: it no longer waits for it
             self.status.running()
 
-    def _analysis_sized(self, request_id: int, n_tokens: int, _bytes) -> None:
+    def _analysis_sized(self, request_id: int, n_tokens: int, plan) -> None:
         if request_id == self.latest_analyse_id and self.model_info is not None:
-            self.status.running(n_tokens, self.model_info)
+            self._sized = (n_tokens, plan)
+            self.status.running(n_tokens, plan)
+
+    def _analysis_progress(self, request_id: int, done: int, total: int) -> None:
+        if request_id == self.latest_analyse_id and self._sized is not None and not self.closed:
+            self.status.streaming(*self._sized, done, total)
 
     def _analysis_started(self, request_id: int) -> None:
         if request_id == self.latest_analyse_id:  # superseded requests are skipped by the worker anyway
@@ -303,9 +327,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.error.hide()
         self.state.set_placeholder(None)
         self.status.shown(bundle)
-        self.state.set_bundle(bundle)
+        self.state.set_bundle(bundle, sliced=True)  # one view per turn of the event loop: the window never stalls
         self._show_cap_note()
-        self.result_shown.emit(bundle.request_id)
+
+    def _bundle_shown(self, request_id: int) -> None:
+        """Every view has the bundle of ``request_id`` (ViewState.bundle_shown): the result is on screen."""
+        if request_id and not self.closed and request_id == self.latest_analyse_id:
+            self.result_shown.emit(request_id)
 
     def _failed(self, failure: Failure) -> None:
         if self.closed:

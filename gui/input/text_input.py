@@ -186,7 +186,7 @@ class TextInput(QtWidgets.QWidget):
         self.recent_menu.menuAction().setToolTip(RECENT_TIP)
         self.examples_button.setMenu(self.examples_menu)
         self.setFocusProxy(self.text_edit)
-        state.bundle_changed.connect(self._bundle_changed)
+        state.on_bundle(self._bundle_changed, "predictions")
         state.chat_changed.connect(self._show_chat)
         state.chat_problem_changed.connect(self._show_chat)
         self._show_chat()

@@ -28,7 +28,7 @@ class TokenStrip(QtWidgets.QListWidget):
         self.setUniformItemSizes(False)
         self.setToolTip("The tokens the model saw; click one to highlight its row in the head map")
         self.itemClicked.connect(lambda item: state.toggle_query_row(self.row(item)))
-        state.bundle_changed.connect(self._bundle_changed)
+        state.on_bundle(self._bundle_changed, "token strip")
         state.query_row_changed.connect(self._query_row_changed)
 
     def _bundle_changed(self, bundle) -> None:

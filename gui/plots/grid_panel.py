@@ -6,11 +6,14 @@ While there is no result, the panel shows the state's placeholder line ("loading
 instead of empty axes."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from analysis.measures.head_scores import SCORE_NAMES
 
-from ..state.lens_data import VALUE_NORMS
+from ..state.lens_data import HIDDEN_FIRST, VALUE_NORMS
 from ..state.view_state import ViewState
 from ..widgets import add_arrow_keys, show_focus_ring
 from .figures import fit_title, grid_source
@@ -43,28 +46,59 @@ def grid_figure(view, badge_label: str = ""):
     badges = view.scores[view.badge_score] if view.badge_score else None
     fig = offscreen_grid_figure(r, view.colormap, view.scale, badges=badges, hide_first=view.hide_first,
                                 badge_label=badge_label)
-    source, full, _key, quantity, what = grid_data(view)
-    if what:
+    data = grid_data(view)
+    if data.what:
         from ..export.figure_files import settle_layout
         from .layer_head_map import width_for_title
 
-        title = f"{r.model_label} — all heads, {what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
+        title = f"{r.model_label} — all heads, {data.what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
         fig.resize(max(fig.width(), width_for_title(title)), fig.height())  # an export shows its title whole
         settle_layout()
-        fig.set_attentions(source, view.colormap, view.scale, key=None, full=full, hide_first=view.hide_first,
-                           sync=True, title=title, causal=r.causal)
-        fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", quantity)
-                                   + (" (first key hidden)" if view.hide_first else ""))
+        fig.set_attentions(data.source, view.colormap, view.scale, key=None, full=data.full,
+                           hide_first=data.hide_first, sync=True, title=title, causal=r.causal)
+        fig.colorbar.axis.setLabel(BAR_LABELS[view.scale].replace("weight", data.quantity)
+                                   + (" (first key hidden)" if data.hide_first else ""))
         fit_title(fig)
     return fig
 
 
-def grid_data(state: ViewState):
-    """What the grid draws for the state: (thumbnail source, full maps, pooling key, quantity, title suffix)."""
-    r, values = state.result, state.lens(VALUE_NORMS)
+@dataclass(frozen=True)
+class GridData:
+    """What the grid draws for a view: ``source`` its thumbnails, ``full`` what it pools from when a cell has more
+    pixels than they do (every map, or the thumbnails themselves for an on-demand result), ``key`` the pooling key,
+    ``quantity`` the colour bar's, ``what`` the title's suffix, ``hide_first`` whether to pool past the first key,
+    ``first_hidden`` whether ``source`` was pooled so already (measures.streamed), ``note`` what is still on its way."""
+
+    source: np.ndarray
+    full: np.ndarray
+    key: object
+    quantity: str = "weight"
+    what: str = ""
+    hide_first: bool = False
+    first_hidden: bool = False
+    note: str = ""
+
+
+def grid_data(state: ViewState) -> GridData:
+    """What the grid draws for the state (a ViewState or an export's snapshot). A result whose maps are computed on
+    demand draws its thumbnails (pooled during the run), never every map: with the first key hidden the thumbnails
+    pooled so on the worker (lens_data's HIDDEN_FIRST) once they are there, the value-weighted view its lens's
+    thumbnails (pooled with the first key)."""
+    r, values, rid = state.result, state.lens(VALUE_NORMS), state.bundle.request_id
+    kept = r.maps_kept
     if state.attention_view == "value-weighted" and values is not None:
-        return values.shown, values.shown, (state.bundle.request_id, VALUE_NORMS), "share of row N", VALUE_TITLE
-    return grid_source(r), r.attentions, state.bundle.request_id, "weight", ""
+        if values.shown is not None:
+            return GridData(values.shown, values.shown, (rid, VALUE_NORMS), "share of row N", VALUE_TITLE,
+                            state.hide_first)
+        note = " (first key shown: pooled with it)" if state.hide_first else ""
+        return GridData(values.grid, values.grid, (rid, VALUE_NORMS), "share of row N", VALUE_TITLE + note)
+    if kept:
+        return GridData(grid_source(r), r.attentions, rid, hide_first=state.hide_first)
+    hidden = state.lens(HIDDEN_FIRST) if state.hide_first else None
+    if hidden is not None:
+        return GridData(hidden, hidden, (rid, HIDDEN_FIRST), first_hidden=True)
+    note = "pooling past the first key…" if state.hide_first else ""
+    return GridData(r.thumbnails, r.thumbnails, rid, note=note)
 
 
 class GridPanel(QtWidgets.QWidget):
@@ -103,13 +137,12 @@ class GridPanel(QtWidgets.QWidget):
         layout.addLayout(bar)
         layout.addLayout(self.stack, 1)
         state.placeholder_changed.connect(lambda _: self._show_placeholder())
-        state.bundle_changed.connect(lambda _: self._show_placeholder())
         self._show_placeholder()
-        state.bundle_changed.connect(lambda _: self.redraw())
+        state.on_bundle(lambda _: (self._show_placeholder(), self.redraw()), "grid")
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
                        state.attention_view_changed):
             signal.connect(lambda *_: self.redraw())
-        state.lens_changed.connect(lambda kind: kind == VALUE_NORMS and self.redraw())
+        state.lens_changed.connect(lambda kind: kind in (VALUE_NORMS, HIDDEN_FIRST) and self.redraw())
         state.selection_changed.connect(self.plot.select)
         state.badge_score_changed.connect(self._badge_changed)
         state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
@@ -126,12 +159,15 @@ class GridPanel(QtWidgets.QWidget):
         s = self.state
         if s.bundle is None:
             return
-        source, full, key, self.plot.quantity, what = grid_data(s)
-        self.plot.set_attentions(source, s.colormap, s.scale, key=key, full=full, hide_first=s.hide_first,
-                                 causal=s.result.causal)  # a decoder's masked cells blank
-        self.title.setText("<b>All heads</b>" + (f" — {what}" if what else ""))
+        data = grid_data(s)
+        self.plot.quantity = data.quantity
+        self.plot.set_attentions(data.source, s.colormap, s.scale, key=data.key, full=data.full,
+                                 hide_first=data.hide_first, causal=s.result.causal,  # a decoder's masked cells blank
+                                 first_hidden=data.first_hidden)
+        suffix = " — ".join(part for part in (data.what, data.note) if part)
+        self.title.setText("<b>All heads</b>" + (f" — {suffix}" if suffix else ""))
         self.title.setToolTip("Value-weighted attention N = A·‖f_h(x_j)‖, each query row normalised to sum to 1 "
-                              "for display; the Head tab's hover line has the raw N" if what else "")
+                              "for display; the Head tab's hover line has the raw N" if data.what else "")
         self.plot.select(s.layer, s.head)
         self._offer_badges()
         self._show_badges()

@@ -5,8 +5,8 @@ one-token-wide pattern such as a previous-token diagonal stays visible at any n 
 size: Qt drops image rows when it shrinks an image, but never when it enlarges one. The run pools
 thumbnails to ``THUMBNAIL_PX`` while it captures the attention; a cell with more pixels than that,
 or a grid with the first key hidden and renormalised, is pooled from the full attentions, a few heads
-per turn of the event loop when that is a lot of data (measured at 1024 tokens, 12 × 12 heads, on this
-2-core machine: ≤ ~25 ms per turn, then ~0.1 s to draw a 1900-px mosaic).
+per turn of the event loop when that is more than a small text's maps (the run's 96-pixel thumbnails of 12 × 12
+heads take one turn of their own, ~8 ms here, not the turn the new result arrives in; at 1024 tokens one head a turn).
 
 A causal model's masked cells (key > query) are left blank, NaN drawn as background, as the head view
 draws them (:func:`mask_future`); an encoder's map has no mask. Cells stay square whatever the
@@ -26,8 +26,8 @@ from .layer_head_map import LayerHeadMap
 
 DEFAULT_CELL_PX = 64  # before the widget has a size
 MAX_MOSAIC_PIXELS = 16_000_000  # the cell size is capped so the whole mosaic stays below this
-SYNC_ELEMENTS = 8_000_000  # sources up to this many numbers are pooled in one go
-STEP_ELEMENTS = 3_200_000  # otherwise about this many per turn of the event loop (3 heads at n = 1024)
+SYNC_ELEMENTS = 600_000  # sources up to this many numbers are pooled in one go (12 × 12 heads of 64 tokens)
+STEP_ELEMENTS = 1_600_000  # otherwise about this many per turn of the event loop (1 head at n = 1024; 173 thumbnails)
 BAR_LABELS = {"linear": "weight", "power": "√weight", "log": "log₁₀ weight"}
 
 
@@ -48,6 +48,7 @@ class GridPlot(LayerHeadMap):
         self._full = None
         self._key = None
         self._hide_first = False
+        self._first_hidden = False
         self._cmap, self._scale, self._title = "viridis", "linear", ""
         self._quantity = "weight"
         self.causal = False  # blank the masked future cells (a decoder's); set_attentions(causal=…)
@@ -70,7 +71,8 @@ class GridPlot(LayerHeadMap):
 
     def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear", title: str = "",
                        key=None, *, full: np.ndarray | None = None, hide_first: bool = False,
-                       sync: bool = False, quantity: str = "weight", causal: bool | None = None) -> None:
+                       sync: bool = False, quantity: str = "weight", causal: bool | None = None,
+                       first_hidden: bool = False) -> None:
         """Draw all heads. ``attentions``: (layer, head, q, k), the run's thumbnails (``grid_source``) or the
         attentions themselves; ``full``: the full attentions, pooled from when a cell has more pixels than
         the thumbnails or ``hide_first`` (drop key 0 and renormalise each row, as the head plot does).
@@ -78,7 +80,8 @@ class GridPlot(LayerHeadMap):
         ``sync`` pools at once (exports) instead of a layer per event-loop turn for large attentions;
         ``quantity`` names what the colour bar measures ("weight", "share of row N", …). ``causal``: leave
         the masked cells (key > query) blank, as the head view does; None keeps the figure's setting
-        (False until told: an encoder's future keys are real weights)."""
+        (False until told: an encoder's future keys are real weights). ``first_hidden``: the thumbnails were pooled
+        with the first key hidden already (an on-demand result's, measures.streamed): the colour bar says so."""
         causal = self.causal if causal is None else bool(causal)
         if key is None or key != self._key or hide_first != self._hide_first or causal != self.causal:
             self._key, self._hide_first, self.causal = key, hide_first, causal
@@ -87,6 +90,7 @@ class GridPlot(LayerHeadMap):
             self._thumbnails, self._full = attentions, full if full is not None else attentions
             self._mosaic, self.cell = None, 0
         self._cmap, self._scale, self._title, self._quantity = cmap, scale, title, quantity
+        self._first_hidden = bool(first_hidden)
         if not self._repool(sync) and self._mosaic is not None:
             self._draw()
 
@@ -152,7 +156,7 @@ class GridPlot(LayerHeadMap):
         drawn, levels = apply_scale(self._mosaic, self._scale)
         L, H = self._full.shape[:2]
         self.set_image(drawn, (L, H), levels, self._cmap, self._title,
-                       bar_label(self._scale, self._hide_first, self._quantity))
+                       bar_label(self._scale, self._hide_first or self._first_hidden, self._quantity))
 
     def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
         super().set_image(image, shape, levels, cmap, title, bar_label)

@@ -59,19 +59,38 @@ def view_to_draw(state: ViewState) -> str:
     return "value-weighted" if wanted else "weights"
 
 
+def head_matrix(state: ViewState, kind: str, layer: int, head: int) -> np.ndarray:
+    """(n, n) what :func:`draw_head` draws of head ``layer``.``head`` for ``kind`` (:func:`view_to_draw`), computed
+    here when the result's maps are computed on demand (an export's figures; the Head tab asks the worker first,
+    gui/state/head_maps.py): the weights ``result.head_map``, or the row-normalised N (the value lens's, or
+    ``measures.streamed.value_weighted``)."""
+    r = state.result
+    if kind == "value-weighted":
+        values = state.lens(VALUE_NORMS)
+        if values.shown is not None:
+            return values.shown[layer, head]
+        from analysis.measures.streamed import value_weighted
+
+        return value_weighted(r.maps, layer, head)
+    return r.head_map(layer, head)
+
+
 def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
-              title: str) -> None:
+              title: str, matrix: np.ndarray | None = None) -> None:
     """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
-    value-weighted when its value norms are there)."""
+    value-weighted when its value norms are there); ``matrix``: that map when the caller has it (else
+    :func:`head_matrix`)."""
     r, values = state.result, state.lens(VALUE_NORMS)
-    if view_to_draw(state) == "value-weighted":
-        figure.set_head(values.shown[layer, head], r.tokens, f"{title} — value-weighted, rows normalised",
+    kind = view_to_draw(state)
+    matrix = head_matrix(state, kind, layer, head) if matrix is None else matrix
+    if kind == "value-weighted":
+        figure.set_head(matrix, r.tokens, f"{title} — value-weighted, rows normalised",
                         cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
                         quantity="share of row N")
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
         return
-    figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
+    figure.set_head(matrix, r.tokens, title, cmap=state.colormap, scale=state.scale,
                     hide_first=state.hide_first, causal=r.causal)
     if strip is not None:
         strip.set_norms(None)

@@ -217,10 +217,14 @@ DIM_OPACITY = 0.45  # a figure that still shows the previous text's result while
 
 
 class RunDimmer(QtCore.QObject):
-    """Dims ``widget`` (drawn at DIM_OPACITY) while the view state says a newer text is being analysed
+    """Dims ``widget`` while the view state says a newer text is being analysed
     (``ViewState.running``, which the window sets for the newest request only): what the widget shows is
     then the previous text's. ``on_change(updating)`` is called too (e.g. to say "updating…" in a title).
-    Cheap: one opacity effect, no redraw of the figure."""
+    A figure with an ``image`` item (a HeadPlot) has that item drawn at DIM_OPACITY: the scene repaints the image's
+    rectangle from its cached picture, nothing else. (A QGraphicsOpacityEffect on the whole figure, as before, made
+    the window lay out and paint every axis and label of the figure again through an offscreen pixmap: 50–80 ms
+    on the GUI thread at the start of every run, measured with main.py bench's gui_stall_ms.) Any other widget
+    gets the opacity effect."""
 
     def __init__(self, widget: QtWidgets.QWidget, state, on_change=None):
         super().__init__(widget)
@@ -231,7 +235,10 @@ class RunDimmer(QtCore.QObject):
         if updating == self.updating:
             return
         self.updating = updating
-        if updating:
+        image = getattr(self.widget, "image", None)
+        if isinstance(image, QtWidgets.QGraphicsItem):
+            image.setOpacity(DIM_OPACITY if updating else 1.0)
+        elif updating:
             effect = QtWidgets.QGraphicsOpacityEffect(self.widget)
             effect.setOpacity(DIM_OPACITY)
             self.widget.setGraphicsEffect(effect)  # the widget owns it; None below deletes it

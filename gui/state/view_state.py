@@ -16,8 +16,17 @@ The drawing options and the chat switch are saved to and restored from ``QSettin
 
 A lens answer is kept only when it belongs to the bundle on screen (its request id); a new bundle
 clears them, so a late answer computed for an older result is dropped, never drawn.
+
+A new bundle reaches the views that paint it (each registered with :meth:`ViewState.on_bundle`) either all at once
+(``set_bundle``: tests, exports) or one view per turn of the event loop (``set_bundle(bundle, sliced=True)``, what the
+window does), so that no turn paints more than one view and the window answers (a timer of 10 ms ticks at most
+16 ms late; ``main.py bench``'s gui_stall_ms). ``bundle_changed`` is emitted at once either way (the state and its
+cheap listeners); ``bundle_shown(request_id)`` once every view has the bundle. A newer bundle ends a delivery in
+flight: its remaining slices are never run, so a stale slice cannot draw over a newer result.
 """
 from __future__ import annotations
+
+import time
 
 from PySide6 import QtCore
 
@@ -36,9 +45,13 @@ DEFAULT_SCALE = "linear"
 #: N = A·‖f_h(x_j)‖ shown row-normalised (Kobayashi et al. 2020; analysis/measures/lenses.py).
 ATTENTION_VIEWS = ("weights", "value-weighted")
 ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "value-weighted A·‖f(x)‖"}
-#: Lenses computed on the worker for the bundle on screen (gui/state/lens_data.py).
-LENS_KINDS = ("value_norms", "rollout")
+#: Lenses computed on the worker for the bundle on screen (gui/state/lens_data.py); "thumbnails_hidden_first" is the
+#: grid's thumbnails pooled past the first key, for a result whose maps are computed on demand.
+LENS_KINDS = ("value_norms", "rollout", "thumbnails_hidden_first")
 
+
+#: Milliseconds between two slices of a sliced bundle delivery (ViewState.set_bundle).
+SLICE_GAP_MS = 1
 
 #: TransformerLens' own defaults for ``detect_head`` (as (name, value) pairs: the state keeps them frozen)
 TL_DEFAULTS = (("error_measure", "mul"), ("exclude_bos", False), ("exclude_current_token", False))
@@ -46,6 +59,7 @@ TL_DEFAULTS = (("error_measure", "mul"), ("exclude_bos", False), ("exclude_curre
 
 class ViewState(QtCore.QObject):
     bundle_changed = QtCore.Signal(object)  # the AnalysisBundle now shown (or None)
+    bundle_shown = QtCore.Signal(int)  # every view (on_bundle) has the bundle of this request id (0: None)
     selection_changed = QtCore.Signal(int, int)  # layer, head
     query_row_changed = QtCore.Signal(object)  # int | None
     colormap_changed = QtCore.Signal(str)
@@ -83,6 +97,11 @@ class ViewState(QtCore.QObject):
         self._running = False
         self._chat = False
         self._chat_problem: str | None = None
+        self._bundle_views: list = []  # (name, handler(bundle)) of the views that paint a new bundle (on_bundle)
+        self._delivery = 0  # the bundle delivery in flight: a newer set_bundle makes its slices stale
+        #: (view name, milliseconds) of each handler of the latest delivery, in order (``main.py bench`` reports
+        #: the slowest: which view a stall comes from)
+        self.slice_times: list[tuple[str, float]] = []
         if settings is not None:
             self.load_settings()
 
@@ -192,8 +211,16 @@ class ViewState(QtCore.QObject):
             setattr(self, "_" + name, value)
             signal.emit(value)
 
-    def set_bundle(self, bundle) -> None:
-        """Show a new analysis bundle: the selection is kept where it still exists, the query row is cleared."""
+    def on_bundle(self, handler, name: str = "") -> None:
+        """Call ``handler(bundle)`` with every new bundle (or None), after ``bundle_changed``: a view that paints it.
+        In a sliced delivery each handler runs in its own turn of the event loop, in the order registered."""
+        self._bundle_views.append((name or getattr(handler, "__qualname__", repr(handler)), handler))
+
+    def set_bundle(self, bundle, sliced: bool = False) -> None:
+        """Show a new analysis bundle: the selection is kept where it still exists, the query row is cleared.
+        The views registered with :meth:`on_bundle` are told at once, or with ``sliced`` one per turn of the event
+        loop (the module docstring); ``bundle_shown`` follows the last."""
+        self._delivery += 1
         self._bundle = bundle
         self._lenses, self._lens_errors = {}, {}  # they belonged to the previous result
         if bundle is not None:
@@ -204,6 +231,36 @@ class ViewState(QtCore.QObject):
                 self.selection_changed.emit(layer, head)
         self.set_query_row(None)
         self.bundle_changed.emit(bundle)
+        self.slice_times = []
+        if not sliced:
+            for index in range(len(self._bundle_views)):
+                self._deliver(self._delivery, index)
+            self.bundle_shown.emit(0 if bundle is None else bundle.request_id)
+        else:
+            self._next_slice(self._delivery, 0)
+
+    def _next_slice(self, delivery: int, index: int) -> None:
+        """Run slice ``index`` of ``delivery`` in the next turn of the event loop (each slice posts the next, so
+        that a turn runs one: events posted during a pass wait for the next pass), or say the bundle is shown."""
+        if index < len(self._bundle_views):
+            # a 1 ms timer, not 0 (a posted call): the paint the last slice asked for and the other timers run before
+            # the next slice, in their own turns, instead of in one pass with it
+            QtCore.QTimer.singleShot(SLICE_GAP_MS, self, lambda: self._slice(delivery, index))
+        else:
+            self.bundle_shown.emit(0 if self._bundle is None else self._bundle.request_id)
+
+    def _slice(self, delivery: int, index: int) -> None:
+        if delivery != self._delivery:
+            return  # a newer bundle arrived: it has its own delivery, from the first view
+        self._deliver(delivery, index)
+        self._next_slice(delivery, index + 1)
+
+    def _deliver(self, delivery: int, index: int) -> None:
+        name, handler = self._bundle_views[index]
+        started = time.perf_counter()
+        handler(self._bundle)
+        if delivery == self._delivery:  # (the handler may have set a newer bundle: its delivery has its own times)
+            self.slice_times.append((name, (time.perf_counter() - started) * 1000))
 
     def select(self, layer: int, head: int) -> None:
         """Select a head; ``ValueError`` if it is not in the result on screen."""

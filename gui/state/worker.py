@@ -93,6 +93,7 @@ class AnalysisBundle:
     result: Any  # AttentionResult
     scores: Any  # HeadScores
     seconds: float
+    plan: Any = None  # run.memory.RunPlan: how the run held its attention and what that took (None: not known)
 
 
 @dataclass(frozen=True)
@@ -149,9 +150,13 @@ class Worker(QtCore.QObject):
     chat_format_checked = QtCore.Signal(int, object)
     model_loaded = QtCore.Signal(int, object)  # request id, ModelInfo
     analysis_started = QtCore.Signal(int)
-    # request id, tokens to run, bytes their attention will take (inference.attention_memory_bytes): sent
-    # after tokenising, before the forward pass, so a long run says what it costs while it runs
+    # request id, tokens to run, how the run will hold its attention and what it takes (run.memory.RunPlan; None
+    # when it will not fit: the run's failure says why): sent after tokenising, before the forward pass, so a long
+    # run says what it costs while it runs
     analysis_sized = QtCore.Signal(int, int, object)
+    # request id, layers streamed, layers in all: an on-demand run's pass over every layer after its forward
+    # (measures.measured.run_measured's on_layer), at most ten a second and always the last
+    analysis_progress = QtCore.Signal(int, int, int)
     analysis_ready = QtCore.Signal(object)  # AnalysisBundle
     task_done = QtCore.Signal(int, str, object)  # request id, name, value
     failed = QtCore.Signal(object)  # Failure
@@ -326,21 +331,34 @@ class Worker(QtCore.QObject):
         self._emit(self.model_loaded, request.request_id, loaded.info)
 
     def _do_analyse(self, request: AnalyseRequest) -> None:
+        from analysis.errors import InputError
         from analysis.measures.head_scores import all_scores
-        from analysis.run.inference import run_text
-        from analysis.run.memory import attention_memory_bytes
+        from analysis.measures.measured import run_measured
+        from analysis.run.memory import plan_run_of
 
         loaded = self._loaded
         if loaded is None:
             raise AttnScopeError("No model is loaded yet.")
         self._emit(self.analysis_started, request.request_id)
         started = time.perf_counter()
+        plans = []
+        last = [0.0]
 
         def sized(n_tokens: int) -> None:
-            self._emit(self.analysis_sized, request.request_id, n_tokens,
-                       attention_memory_bytes(loaded.n_layer, loaded.n_head, n_tokens))
+            try:
+                plans.append(plan_run_of(loaded, n_tokens))  # what run_text plans next (it refuses what cannot run)
+            except InputError:
+                plans.append(None)
+            self._emit(self.analysis_sized, request.request_id, n_tokens, plans[-1])
 
-        result = run_text(loaded, request.text, bos=request.bos, request_id=request.request_id,
-                          max_tokens=request.max_tokens, on_sized=sized, chat=request.chat)
+        def streamed(layer: int) -> None:
+            now = time.monotonic()
+            if now - last[0] > 0.1 or layer == loaded.n_layer - 1:
+                last[0] = now
+                self._emit(self.analysis_progress, request.request_id, layer + 1, loaded.n_layer)
+
+        result = run_measured(loaded, request.text, on_layer=streamed, bos=request.bos, request_id=request.request_id,
+                              max_tokens=request.max_tokens, on_sized=sized, chat=request.chat)
         scores = all_scores(result)
-        self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started))
+        self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started,
+                                                       plans[-1] if plans else None))

@@ -172,7 +172,8 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     r = w.bundle.result
     assert w.grid_panel.stack.currentWidget() is w.grid_panel.plot and w.state.placeholder is None
     need = 3 * 4 * r.n_tokens ** 2 * 4  # float32 (layer, head, query, key) of the tiny model
-    assert sized == [(r.n_tokens, need)] and r.attentions.nbytes == need
+    (n, plan), = sized
+    assert n == r.n_tokens and plan.keeps_maps and plan.need_bytes == need == r.attentions.nbytes
     assert w.status_tokens.text() == f"{r.n_tokens} tokens · attention {format_bytes(need)}"
     assert format_bytes(604 * 2**20) == "604.00 MiB" and format_bytes(1.25 * 2**30) == "1.25 GiB"
     assert w.max_tokens_action.text() == "Token limit (64: the model's context; your cap 2,048)…"  # what applies

@@ -93,3 +93,28 @@ def test_the_placeholder_is_one_line_or_none(state):
     state.set_placeholder("loading the model…")
     state.set_placeholder("")
     assert seen == ["loading the model…", None] and state.placeholder is None
+
+
+def test_a_sliced_bundle_reaches_one_view_per_turn_and_a_newer_one_ends_it(qtbot, state, tiny_result):
+    seen = []
+    first, second = bundle(tiny_result, None, 1), bundle(tiny_result, None, 2)
+
+    def view_a(b):
+        seen.append(("a", b.request_id, state.bundle.request_id))
+        QtCore.QTimer.singleShot(0, lambda: seen.append("a later turn"))  # runs before the next view: one a turn
+        if b is first and len(seen) == 1:
+            state.set_bundle(second, sliced=True)  # a newer result before the first reached every view
+
+    state.on_bundle(view_a, "a")
+    for name in ("b", "c"):
+        state.on_bundle(lambda b, name=name: seen.append((name, b.request_id, state.bundle.request_id)), name)
+    shown = []
+    state.bundle_shown.connect(shown.append)
+    state.set_bundle(first, sliced=True)
+    assert state.bundle is first and seen == []  # the state has it at once; the views from a later turn
+    qtbot.waitUntil(lambda: bool(shown), timeout=2000)
+    qtbot.wait(20)
+    assert seen == [("a", 1, 1), "a later turn", ("a", 2, 2), "a later turn", ("b", 2, 2), ("c", 2, 2)]
+    assert shown == [2] and [name for name, _ms in state.slice_times] == ["a", "b", "c"]  # no stale slice
+    state.set_bundle(first)  # unsliced: every view at once
+    assert seen[-3:] == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)] and shown == [2, 1]

@@ -201,7 +201,8 @@ def test_the_interrupt_hook_leaves_other_threads_alone():
 
 
 def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(qtbot, worker, tiny_model_dir):
-    """analysis_sized carries the tokens to run and layers × heads × tokens² × 4 bytes, before the result."""
+    """analysis_sized carries the tokens to run and the run's plan (every map kept: layers × heads × tokens² × 4
+    bytes), before the result; the bundle carries the plan too."""
     from analysis.model.loading import load_model
 
     worker._loaded = load_model(str(tiny_model_dir), device="cpu")  # 3 layers × 4 heads
@@ -213,7 +214,28 @@ def test_an_analysis_says_its_size_before_the_forward_and_honours_the_token_cap(
     (kind, rid, n, size), (kind2, rid2, result) = seen
     assert (kind, kind2, rid, rid2) == ("sized", "ready", request_id, request_id)
     assert n == result.n_tokens == 5 and result.truncated
-    assert size == 3 * 4 * 5 * 5 * 4 == result.attentions.size * 4
+    assert size.keeps_maps and size.need_bytes == 3 * 4 * 5 * 5 * 4 == result.attentions.size * 4
+
+
+def test_an_on_demand_analysis_streams_every_layer_and_says_so(qtbot, worker, tiny_model_dir, monkeypatch):
+    """ATTNSCOPE_KEEP_MAPS_MB=0: the run computes its maps on demand (run_measured): the plan says so, the streamed
+    pass reports each layer up to the last, and the bundle's scores are the streamed ones."""
+    from analysis.model.loading import load_model
+    from analysis.run.memory import KEEP_MAPS_ENV
+
+    monkeypatch.setenv(KEEP_MAPS_ENV, "0")
+    worker._loaded = load_model(str(tiny_model_dir), device="cpu")  # 3 layers × 4 heads
+    plans, layers, bundles = [], [], []
+    worker.analysis_sized.connect(lambda rid, n, plan: plans.append(plan))
+    worker.analysis_progress.connect(lambda rid, done, total: layers.append((done, total)))
+    worker.analysis_ready.connect(bundles.append)
+    with qtbot.waitSignal(worker.analysis_ready, timeout=60_000):
+        worker.analyse("one two three four five six seven eight", bos=False)
+    (plan,), (bundle,) = plans, bundles
+    assert not plan.keeps_maps and plan.describe().startswith("attention on demand") and bundle.plan is plan
+    assert bundle.result.attentions is None and bundle.result.streamed is not None
+    assert layers[-1] == (3, 3) and all(total == 3 for _done, total in layers)
+    assert bundle.scores is bundle.result.streamed.scores
 
 
 def test_python_collects_reference_cycles_only_between_qt_events(qtbot):

@@ -59,7 +59,7 @@ class AblationTab(QtWidgets.QWidget):
         self.importance_job.cancelled.connect(self._importance_cancelled)
         worker.model_loaded.connect(self._model_loaded)
         self._build()
-        state.bundle_changed.connect(lambda _bundle: self._bundle_changed())
+        state.on_bundle(lambda _bundle: self._bundle_changed(), "ablation tab")
         state.selection_changed.connect(self._selection_changed)
         state.dark_changed.connect(lambda dark: apply_theme(self.map, dark))
         apply_theme(self.map, state.dark)

@@ -23,6 +23,7 @@ from ...plots.figures import HeadPlot, fit_title
 from ...plots.head_view import KeyNormStrip, draw_head, view_to_draw
 from ...plots.hover_text import NORMS_NOT_READY, value_hover_text
 from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
+from ...state.head_maps import HeadMaps
 from ...state.lens_data import VALUE_NORMS, LensData
 from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS, ViewState
 from ...widgets import ElidedLabel, add_arrow_keys, choice_box, show_focus_ring
@@ -95,6 +96,10 @@ class HeadTab(QtWidgets.QWidget):
                                       state.set_attention_view, VALUE_VIEW_TIP, chars=10)
         self.strip = KeyNormStrip(self.plot)
         self.lenses = LensData.for_state(state, worker)
+        self.head_maps = HeadMaps.for_state(state, worker)  # an on-demand result's head: computed on the worker
+        self.head_maps.ready.connect(self._map_ready)
+        self.head_maps.failed.connect(self._map_failed)
+        self.pending = None  # (kind, layer, head) whose map is being computed: the picture is the one before it
         self.dimmer = RunDimmer(self.plot, state)  # while a new text runs the map is the previous text's: dimmed
         self.drawn = "weights"  # what the map shows now
         self.head_label = ElidedLabel()  # the whole of it is in its tooltip
@@ -114,7 +119,7 @@ class HeadTab(QtWidgets.QWidget):
         layout.addLayout(controls)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.hover_label)
-        state.bundle_changed.connect(lambda _: self.redraw())
+        state.on_bundle(lambda _: self.redraw(), "head tab")
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
                        state.attention_view_changed):
@@ -140,11 +145,28 @@ class HeadTab(QtWidgets.QWidget):
         if s.bundle is None:
             return
         layer, head = s.layer, s.head
+        kind = view_to_draw(s)
+        matrix = self.head_maps.get(kind, layer, head)
+        if matrix is None:  # an on-demand result's head, on its way from the worker (_map_ready draws it)
+            self.pending = (kind, layer, head)
+            self._label_head(layer, head)
+            return
+        self.pending = None
         # known before drawing: set_head re-reports the cell under a resting pointer, described as drawn now
-        self.drawn = view_to_draw(s)
-        draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}")
+        self.drawn = kind
+        draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}", matrix)
         self.plot.highlight_row(s.query_row)
         self._label_head(layer, head)
+
+    def _map_ready(self, kind: str, layer: int, head: int) -> None:
+        if self.pending == (kind, layer, head):
+            self.redraw()
+
+    def _map_failed(self, message: str) -> None:
+        if self.pending is not None:
+            self.head_label.set_texts(f"<b>L{self.pending[1]} H{self.pending[2]}</b> — "
+                                      f"<i>{html.escape(f'could not compute its map: {message}')}</i>")
+            self.head_label.setToolTip(plain_tooltip(message))
 
     def _label_head(self, layer: int, head: int) -> None:
         """The label above the map: "L1 H2 · top score: sink 0.93" (or what the value view is waiting for),
@@ -154,7 +176,10 @@ class HeadTab(QtWidgets.QWidget):
         name = f"<b>L{layer} H{head}</b>"
         texts = [name]
         note = None  # what the value view is waiting for (plain text), whole in the tooltip too
-        if s.attention_view == "value-weighted" and self.drawn == "weights":
+        if self.pending is not None:
+            note = f"computing this head's map ({s.result.n_tokens:,} tokens, computed on demand)…"
+            texts = [f"{name} — <i>{html.escape(note)}</i>"]
+        elif s.attention_view == "value-weighted" and self.drawn == "weights":
             error = s.lens_error(VALUE_NORMS)
             note = f"value-weighted view: {error} Showing the weights." if error else "computing the value norms…"
             texts = [f"{name} — <i>{html.escape(note)}</i>"]
@@ -180,14 +205,14 @@ class HeadTab(QtWidgets.QWidget):
         the weight before, when it is hidden). Value-weighted: the share of the row, A, ‖f_h(x_j)‖ and N.
         The value view chosen while its norms are being computed: the weight drawn, and that said."""
         s, r = self.state, self.state.result
-        if r is None or self.plot.matrix is None or max(q, k) >= len(r.tokens):
-            return ""
+        if r is None or self.plot.matrix is None or max(q, k) >= len(r.tokens) or self.pending is not None:
+            return ""  # no result, or the picture is not yet this head's
         shown = math.isfinite(value) and not (r.causal and k > q)
         if self.drawn == "value-weighted":
             values = s.lens(VALUE_NORMS)
             before = self.plot.before_hiding  # the shares before the first key was dropped, as set_head got them
             before = float(before[q, k]) if shown and before is not None else None
-            attention = float(r.attentions[s.layer, s.head, q, k])
+            attention = float(r.maps.weights(s.layer, [s.head], [q])[0, 0, k])  # one row, whichever way maps are held
             key_norm = None if values is None else float(values.key_norms[s.layer, s.head, k])
             return value_hover_text(r.tokens, (q, k, value), attention, key_norm, r.causal, before)
         text = self.plot.weight_text(q, k, value)

@@ -4,8 +4,9 @@ R(l)[i, j] is how much input token j feeds position i after layers 0…l, every 
 residual connection counted as the identity (analysis/measures/lenses.py ``rollout``). Query tokens down, input
 tokens along (a HeadPlot); the layer follows the state's selected layer (the spin box writes it back),
 colours, scale, hide-first-token and dark mode follow the state. Computed on the worker
-(gui/state/lens_data.py) the first time the tab is shown for a result; until it is there (or when it
-failed) a line in the plot's place says so, never empty axes.
+(gui/state/lens_data.py) the first time the tab is shown for a result (of a result whose maps are computed on
+demand, the layer shown, when it is shown: streamed.rollout_layer); until it is there (or when it failed) a line in
+the plot's place says so, never empty axes.
 """
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class RolloutTab(QtWidgets.QWidget):
         layout.addWidget(self.hover_label)
         # while a new text runs the map is the previous text's: dimmed, and the status says so
         self.dimmer = RunDimmer(self.plot, state, self._updating)
-        state.bundle_changed.connect(lambda _: self._bundle_changed())
+        state.on_bundle(lambda _: self._bundle_changed(), "rollout tab")
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
             signal.connect(lambda *_: self.redraw())
@@ -87,8 +88,16 @@ class RolloutTab(QtWidgets.QWidget):
 
     def showEvent(self, event):  # noqa: N802
         super().showEvent(event)
-        self.lenses.request(ROLLOUT)  # computed when first needed for the result on screen
-        self.redraw()
+        self.redraw()  # asks for R when first needed for the result on screen
+
+    def shown_rollout(self):
+        """(n, n) R(l) of the state's layer, or None while it is not (yet) there: every layer's R of a result that
+        kept its maps, or the layers computed so far of an on-demand result (lens_data's {layer: R})."""
+        s = self.state
+        r = None if s.result is None else s.lens(ROLLOUT)
+        if r is None:
+            return None
+        return r.get(s.layer) if isinstance(r, dict) else r[s.layer]
 
     def _bundle_changed(self) -> None:
         r = self.state.result
@@ -97,8 +106,6 @@ class RolloutTab(QtWidgets.QWidget):
             widget.blockSignals(True)
             widget.setRange(0, top)
             widget.blockSignals(False)
-        if self.isVisible():
-            self.lenses.request(ROLLOUT)
         self.redraw()
 
     def _layer_chosen(self, layer: int) -> None:
@@ -116,16 +123,26 @@ class RolloutTab(QtWidgets.QWidget):
         if s.bundle is None:
             self._placeholder("Run a text to see its rollout.")
             return
-        r = s.lens(ROLLOUT)
+        r = self.shown_rollout()
         if r is None:
+            if self.isVisible():
+                self.lenses.request(ROLLOUT, s.layer)  # of an on-demand result: this layer's R alone
             error = s.lens_error(ROLLOUT)
             self.status.setText(error or "computing…")
-            self._placeholder(error or "Computing the rollout…")
+            self._placeholder(error or self._computing_note())
             return
         self.status.setText(UPDATING if self.dimmer.updating else " ")
         self.stack.setCurrentWidget(self.plot)
         self._draw(self.plot, r, f"rollout R({s.layer}): layers 0…{s.layer} composed")
         self.plot.highlight_row(s.query_row)
+
+    def _computing_note(self) -> str:
+        s = self.state
+        if s.result.maps_kept:
+            return "Computing the rollout…"
+        return (f"Computing R({s.layer}): it composes layers 0…{s.layer}, each layer's every head computed from the "
+                f"queries and keys of {s.result.n_tokens:,} tokens and one {s.result.n_tokens:,} × "
+                f"{s.result.n_tokens:,} product per layer; on a long text this takes a while.")
 
     def _updating(self, updating: bool) -> None:
         if self.stack.currentWidget() is self.plot:
@@ -138,7 +155,7 @@ class RolloutTab(QtWidgets.QWidget):
 
     def _draw(self, figure: HeadPlot, r, title: str) -> None:
         s = self.state
-        figure.set_head(r[s.layer], s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
+        figure.set_head(r, s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
                         causal=s.result.causal, quantity="rollout R")
         figure.plot.setLabel("bottom", "input token")
 
@@ -158,7 +175,7 @@ class RolloutTab(QtWidgets.QWidget):
         from ...plots.figures import offscreen_head_figure
 
         s = self.state
-        r = None if s.result is None else s.lens(ROLLOUT)
+        r = self.shown_rollout()
         if r is None:
             return None
         fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)

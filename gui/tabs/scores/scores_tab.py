@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.measures.lenses import sink_rate
+from analysis.measures.lenses import sink_rate_of_result, sink_rate_of_scores
 
 from ...plots.plot_items import apply_theme
 from .scan_bar import ScanBar
@@ -54,7 +54,8 @@ class ScoresTab(QtWidgets.QWidget):
         self._build()
         if worker is not None:
             worker.model_loaded.connect(self._model_loaded)  # a bound slot: disconnected when the panel goes
-        state.bundle_changed.connect(lambda _bundle: self._refresh())
+        self._stale = False  # a bundle arrived while the tab was hidden: it refreshes when shown
+        state.on_bundle(lambda _bundle: self._bundle_arrived(), "scores tab")
         state.selection_changed.connect(self._selection_changed)
         state.colormap_changed.connect(lambda _name: self._show_map())
         state.dark_changed.connect(lambda dark: apply_theme(self.map, dark))
@@ -166,8 +167,22 @@ class ScoresTab(QtWidgets.QWidget):
             return tl_columns(scores.shape, self.tl_scores, self.tl_options()["error_measure"]), scores.shape, ()
         return own_columns(scores), scores.shape, hidden(scores)
 
+    def _bundle_arrived(self) -> None:
+        """A new bundle: redrawn now when the tab shows, else when it is shown (a table of every head and its map
+        take 20–60 ms at 144 heads, a turn of the event loop the window does not have while a run is on screen)."""
+        if self.isVisible():
+            self._refresh()
+        else:
+            self._stale = True
+
+    def showEvent(self, event):  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self._refresh()
+
     def _refresh(self) -> None:
         """Redraw table, map choice, map, notes and sink row for the source now chosen."""
+        self._stale = False
         result = self.state.result
         causal = result.causal if result is not None else True
         tl_item = self.source_choice.model().item(1)
@@ -229,7 +244,10 @@ class ScoresTab(QtWidgets.QWidget):
             return self.scan.sink_rate(epsilon)
         if self.state.result is None:
             return None
-        return sink_rate(self.state.result.attentions, epsilon, self.state.result.sliding_windows)
+        scores = self.state.scores
+        if scores is not None and "sink" in scores.values:  # the run's own first-token scores: nothing to compute
+            return sink_rate_of_scores(scores["sink"], epsilon)
+        return sink_rate_of_result(self.state.result, epsilon)
 
     def _show_sinks(self) -> None:
         sinks = self.sinks()

@@ -1,6 +1,7 @@
 """TransformerLens-style scores of the text on screen for the Head scores tab: TL's options (its
 ``error_measure``, ``exclude_bos`` and ``exclude_current_token``) and their computation on the worker
-(``analysis.measures.tl_scores.detect_all``: the three patterns at once, every head in one numpy expression),
+(``analysis.measures.measured.tl_scores_of_result``: the three patterns at once, from every map kept, or from the
+run's streamed pass or streamed again for other options when the maps are computed on demand),
 with an answer for options or a text no longer on screen dropped."""
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class TLSource(QtWidgets.QWidget):
     def ask(self, bundle) -> str:
         """Make sure the TL-style scores of ``bundle``'s result, with the options chosen, are here or on
         their way; returns a note for the user ("" without a result)."""
-        from analysis.measures import tl_scores
+        from analysis.measures.measured import tl_scores_of_result
 
         result = None if bundle is None else bundle.result
         if result is None:
@@ -72,10 +73,9 @@ class TLSource(QtWidgets.QWidget):
         if key == self._key:
             return self._note(result)
         self._key, self.scores = key, None
-        attentions, ids = result.attentions, np.asarray(result.token_ids)
-
         def work(_loaded, _progress, _cancel):
-            return key, tl_scores.detect_all(attentions, ids, TL_NAMES, **options)
+            scores = tl_scores_of_result(result, **options)  # either way a result holds its maps
+            return key, {name: scores[name] for name in TL_NAMES}
 
         if self._job is None:  # no worker (a figure, a test): the numpy runs here
             self.scores = work(None, None, None)[1]

@@ -1,7 +1,8 @@
 """What the From-scratch tab shows for one (result, layer, head, precision), computed on the worker.
 
 Every family the same way: the layer is recomputed by the family's own numpy steps
-(``loaded.recompute``) and compared with the model through ``loaded.attention_weights`` of every layer;
+(``loaded.recompute``) and compared with the model through ``loaded.attention_weights`` of every layer (the model's weights read through ``result.maps``: kept, or computed
+from the run's queries and keys);
 the selected head on every query row, against each weight's float32 rounding bound (``parity.head_check``).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ScratchData:
     params_counted: int  # parameters of the layer's attention projections (and their biases), read off the model
     weights: AttentionWeights | None = None  # the selected layer's attention in the common shape (rotary, heads)
     head_bound: np.ndarray | None = None  # (n, n) the selected head's tolerance per weight, every query row
+    model_head: np.ndarray | None = None  # (n, n) float32 the model's weights of the selected head (result.maps)
 
     @property
     def kv_head(self) -> int:
@@ -45,7 +47,8 @@ def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_
     rec = loaded.recompute(layer, result.layer_inputs[layer], dtype)
     if report is None or report.manual_dtype != manual_dtype:
         report = parity_report(result, [loaded.attention_weights(l) for l in range(result.n_layer)], manual_dtype)
-    _, bound = head_check(rec, weights, result.attentions[layer][[head]], result.dtype, manual_dtype, [head])
+    model = result.maps.weights(layer, [head])  # (1, n, n): kept, or computed from the queries and keys
+    _, bound = head_check(rec, weights, model, result.dtype, manual_dtype, [head])
     block = loaded.family.blocks(loaded.model)[layer]
     params = projection_parameter_count([loaded.family.attention_module(block), loaded.family.output_module(block)])
-    return ScratchData(result, head, rec, report, params, weights, bound[0])
+    return ScratchData(result, head, rec, report, params, weights, bound[0], model[0])

@@ -107,14 +107,16 @@ class ParityPage(QtWidgets.QScrollArea):
     def figures(self) -> list:
         return [self.model_view, self.manual_view, self.diff_view, self.error_map]
 
-    def set_data(self, result, rec, report, head: int, bound: np.ndarray, cmap: str = "viridis") -> None:
-        """``bound`` (n, n): the tolerance of each of the head's weights (``ScratchData.head_bound``)."""
+    def set_data(self, result, rec, report, head: int, bound: np.ndarray, cmap: str = "viridis",
+                 model_head: np.ndarray | None = None) -> None:
+        """``bound`` (n, n): the tolerance of each of the head's weights (``ScratchData.head_bound``); ``model_head``
+        (n, n) the model's weights of the head (``ScratchData.model_head``; None: ``result.head_map``)."""
         from analysis.families import family_named
         from analysis.measures.parity import UNDERFLOW
 
         self.report = report
         layer = rec.layer
-        model_w = np.asarray(result.attentions[layer, head], dtype=np.float64)
+        model_w = np.asarray(result.head_map(layer, head) if model_head is None else model_head, dtype=np.float64)
         manual_w = rec.weights[head].astype(np.float64)
         diff = np.abs(manual_w - model_w)
         ratio = diff / np.maximum(np.asarray(bound, dtype=np.float64), UNDERFLOW)

@@ -132,7 +132,8 @@ class ScratchTab(QtWidgets.QTabWidget):
         for view in self.steps.views.values():
             view.cmap = cmap
         self.steps.set_data(data.result, data.recomputation, data.head, data.weights)
-        self.parity.set_data(data.result, data.recomputation, data.report, data.head, data.head_bound, cmap)
+        self.parity.set_data(data.result, data.recomputation, data.report, data.head, data.head_bound, cmap,
+                             data.model_head)
         r, rec = data.result, data.recomputation
         n_kv = int(rec.kv_head_of.max()) + 1
         self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,

@@ -1,0 +1,109 @@
+"""One head's whole map of the result on screen, for the views that draw one head (the Head tab).
+
+A result that kept every map (``result.attentions``) has them at hand: :meth:`HeadMaps.get` returns the map at once.
+A result whose maps are computed on demand (``result.attentions`` None) has none: the head asked for is computed on
+the worker (one short ``jobs.Job``, the newest request only: a head left before its map arrived is dropped) and kept,
+with the few drawn last, until the next bundle; ``ready`` says it arrived and the view draws it. Never every head:
+memory is a few (n, n) maps.
+
+Kinds: ``"weights"`` A = ``result.head_map(layer, head)`` (qk_capture.head_weights, the model's own arithmetic) and
+``"value-weighted"`` the row-normalised N = A·‖f_h(x_j)‖ (``measures.streamed.value_weighted``; a kept result's is
+the value lens's ``ValueView.shown``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore
+
+from .jobs import Job
+from .lens_data import VALUE_NORMS
+from .view_state import ViewState
+
+WEIGHTS, VALUE_WEIGHTED = "weights", "value-weighted"
+KEPT = 4  # maps kept of an on-demand result (SmolLM2 at 2,048 tokens: 16 MiB each; at 8,192: 256 MiB)
+
+
+def head_map_task(result, kind: str, layer: int, head: int):
+    """A worker task: (kind, layer, head, the (n, n) float32 map, read-only)."""
+
+    def task(_loaded):
+        if kind == VALUE_WEIGHTED:
+            from analysis.measures.streamed import value_weighted
+
+            values = value_weighted(result.maps, layer, head)
+        else:
+            values = np.array(result.head_map(layer, head))
+        values.setflags(write=False)
+        return kind, layer, head, values
+
+    return task
+
+
+class HeadMaps(QtCore.QObject):
+    """The one head-map helper of a :class:`ViewState` (:meth:`for_state`)."""
+
+    ready = QtCore.Signal(str, int, int)  # kind, layer, head: its map of the bundle on screen arrived
+    failed = QtCore.Signal(str)  # why the map asked for could not be computed (one sentence)
+
+    def __init__(self, state: ViewState, worker):
+        super().__init__(state)
+        self.state, self.worker = state, worker
+        self._maps: dict[tuple, np.ndarray] = {}  # (bundle id, kind, layer, head) → map, the last KEPT
+        self._asked = None  # the key of the request in flight
+        self._job = None if worker is None else Job(worker, "head map", self, ended_by=(), announced=False)
+        if self._job is not None:
+            self._job.finished.connect(self._finished)
+            self._job.failed.connect(self.failed)
+        state.bundle_changed.connect(lambda _: self._forget())
+
+    @classmethod
+    def for_state(cls, state: ViewState, worker) -> "HeadMaps":
+        existing = state.findChild(cls)
+        return existing if existing is not None else cls(state, worker)
+
+    def get(self, kind: str, layer: int, head: int) -> np.ndarray | None:
+        """(n, n) the map ``kind`` of head ``layer``.``head`` of the result on screen, or None while it is computed
+        (``ready`` follows; the value view of a kept result: until its lens is there). Without a worker (a figure,
+        a test) an on-demand map is computed here."""
+        s = self.state
+        r = s.result
+        if r is None:
+            return None
+        if kind == VALUE_WEIGHTED:
+            values = s.lens(VALUE_NORMS)
+            if values is not None and values.shown is not None:
+                return values.shown[layer, head]
+            if r.maps_kept:
+                return None  # the value lens of every map is on its way
+        elif r.maps_kept:
+            return r.attentions[layer, head]
+        key = (s.bundle.request_id, kind, int(layer), int(head))
+        if key in self._maps:
+            return self._maps[key]
+        task = head_map_task(r, kind, int(layer), int(head))
+        if self._job is None:
+            self._keep(key, task(None)[3])
+            return self._maps[key]
+        if self._asked != key or not self._job.running:
+            self._asked = key
+            self._job.start(lambda loaded, _progress, _cancel: task(loaded))
+        return None
+
+    def _keep(self, key: tuple, values: np.ndarray) -> None:
+        while len(self._maps) >= KEPT:
+            self._maps.pop(next(iter(self._maps)))
+        self._maps[key] = values
+
+    def _finished(self, answer) -> None:
+        kind, layer, head, values = answer
+        key, self._asked = self._asked, None
+        if key is None or self.state.bundle is None or key != (self.state.bundle.request_id, kind, layer, head):
+            return  # of an older bundle
+        self._keep(key, values)
+        self.ready.emit(kind, layer, head)
+
+    def _forget(self) -> None:
+        self._maps.clear()
+        self._asked = None
+        if self._job is not None:
+            self._job.drop()
