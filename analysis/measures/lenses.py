@@ -145,6 +145,22 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
     return ValueNorms(_frozen(norms), _frozen(keys))
 
 
+def key_norms_of(loaded, result, layer: int) -> np.ndarray:
+    """(H, n) float64: ‖f_h(x_j)‖ of ``layer`` for every head and key, whichever way ``result`` holds its maps: what
+    an on-demand run's capture kept (``QKCapture.key_norms``, from the model's own v), else computed from the model
+    (``loaded.attention_weights``) and ``result.layer_inputs`` as :func:`value_norms` computes them, so that
+    ``weighted_by_norms(A, key_norms_of(…)[h])`` is :func:`value_norms`' N[layer, h] to the bit."""
+    if result.attentions is None:
+        return np.asarray(result.maps.key_norms(layer), dtype=np.float64)
+    from ..families.steps import normalise
+
+    w = loaded.attention_weights(layer)
+    x_ln = normalise(np.asarray(result.layer_inputs[layer], dtype=np.float64), w.norm, np.float64)  # (n, d)
+    w_v, b_v, w_o = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
+    f = value_vectors(x_ln, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
+    return np.linalg.norm(f, axis=-1)  # (H, n)
+
+
 def first_token_shares(attentions: np.ndarray, value_norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """How much of each head goes to the first token, by weight and by value-weighted norm.
 
@@ -183,6 +199,47 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
         r = a_hat @ r  # (n, n): this layer composed onto everything below it
         out[layer] = r
     return _frozen(out)
+
+
+def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
+                 rows_per_block: int | None = None, on_block: Callable[[int, slice, np.ndarray], None] | None = None):
+    """R(0), R(1), … R(``last``) (None: every layer) of :func:`rollout`'s definition from any attention maps
+    (qk_capture.AttentionMaps: kept or computed on demand), composed one layer onto the next, each layer read
+    once: yields (layer, R(layer)) with R (n, n) float64.
+
+    Memory: R, one block of every head's weights (H, b, n) and its head-mean rows; for a causal model (``causal``
+    None: the maps' own, else False) R is updated in place, the last block of rows first (rows i of R(l) read rows
+    j ≤ i of R(l − 1), which a later block has not yet overwritten), so the array yielded is the same one each
+    time: copy what is kept before asking for the next layer. A bidirectional model's R is a new matrix each layer.
+    ``on_block(layer, rows, weights)``: every block of weights (H, b, n) as it is read (another consumer of the same
+    pass, e.g. a writer of every map)."""
+    from ..run.qk_capture import block_rows
+
+    n, L = maps.n_tokens, maps.n_layer
+    last = L - 1 if last is None else int(last)
+    causal = bool(getattr(maps, "causal", False)) if causal is None else bool(causal)
+    step = block_rows(n, maps.n_head) if rows_per_block is None else int(rows_per_block)
+    starts = list(range(0, n, step))
+    r = None  # R(l − 1); None: the identity, below layer 0
+    for layer in range(last + 1):
+        in_place = causal and r is not None
+        out = r if in_place else np.empty((n, n))
+        for start in reversed(starts) if in_place else starts:
+            rows = slice(start, min(n, start + step))
+            queries = np.arange(rows.start, rows.stop)
+            weights = maps.weights(layer, None, rows)  # (H, b, n) float32
+            if on_block is not None:
+                on_block(layer, rows, weights)
+            a_hat = residual_rows(weights, queries)  # (b, n): Â(layer)'s rows
+            if r is None:
+                out[rows] = a_hat  # R(0) = Â(0)
+            elif in_place:
+                seen = rows.stop  # Â's rows and R(l − 1)'s rows below them are 0 past key ``seen − 1``
+                out[rows, :seen] = a_hat[:, :seen] @ r[:seen, :seen]
+            else:
+                out[rows] = a_hat @ r
+        r = out
+        yield layer, r
 
 
 def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
