@@ -182,7 +182,7 @@ class ExportLayout:
                    "--all-maps writes every map as .npy files")
         else:
             how = HOW_TO_GET
-        images = "" if self.fits("attentions") or self.heads else " (and so are the head images)"
+        images = "" if self.fits("attentions") or self.heads else ", and no head image is drawn"
         return (f"attention.npz leaves out {what}, above the export budget of {format_bytes(self.budget_bytes)}"
                 f"{images}: {how} (summary.json says so too).")
 

@@ -201,6 +201,11 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
     return _frozen(out)
 
 
+#: Rows of R(l) one product of :func:`iter_rollout` computes for a causal model: a product over the keys its rows
+#: see costs rows · seen², so smaller parts come closer to the triangular product's n³/3 multiply-adds a layer.
+ROLLOUT_PRODUCT_ROWS = 256
+
+
 def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
                  rows_per_block: int | None = None, on_block: Callable[[int, slice, np.ndarray], None] | None = None):
     """R(0), R(1), … R(``last``) (None: every layer) of :func:`rollout`'s definition from any attention maps
@@ -233,9 +238,11 @@ def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
             a_hat = residual_rows(weights, queries)  # (b, n): Â(layer)'s rows
             if r is None:
                 out[rows] = a_hat  # R(0) = Â(0)
-            elif in_place:
-                seen = rows.stop  # Â's rows and R(l − 1)'s rows below them are 0 past key ``seen − 1``
-                out[rows, :seen] = a_hat[:, :seen] @ r[:seen, :seen]
+            elif in_place:  # a few rows at a time, last first: each product stops at the keys its rows see
+                for lo in reversed(range(0, a_hat.shape[0], ROLLOUT_PRODUCT_ROWS)):
+                    part = slice(lo, min(a_hat.shape[0], lo + ROLLOUT_PRODUCT_ROWS))
+                    seen = rows.start + part.stop  # Â's rows and R(l − 1)'s rows below them are 0 past key seen − 1
+                    out[rows.start + part.start:seen, :seen] = a_hat[part, :seen] @ r[:seen, :seen]
             else:
                 out[rows] = a_hat @ r
         r = out

@@ -71,7 +71,7 @@ def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, la
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
         return
-    figure.set_head(r.attentions[layer, head], r.tokens, title, cmap=state.colormap, scale=state.scale,
+    figure.set_head(r.head_map(layer, head), r.tokens, title, cmap=state.colormap, scale=state.scale,
                     hide_first=state.hide_first, causal=r.causal)
     if strip is not None:
         strip.set_norms(None)

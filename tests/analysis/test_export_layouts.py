@@ -189,3 +189,26 @@ def test_all_maps_is_refused_when_the_disk_is_too_small_and_nothing_is_written(t
                         lambda path: real(path)._replace(free=contents.layout.disk_bytes()))
     write_export(tmp_path / "x", contents)  # exactly enough
     assert (tmp_path / "x" / "rollout.npy").is_file()
+
+
+# ----------------------------------------------------------------------------- rollout, layer after layer
+@pytest.mark.parametrize("causal", [True, False])
+def test_iter_rollout_composes_layer_after_layer_as_lenses_rollout(monkeypatch, causal):
+    """Small blocks and small product parts, so that every path of the in-place, last-block-first product runs."""
+    from analysis.run.qk_capture import StoredMaps
+
+    rng = np.random.default_rng(4)
+    n = 23
+    scores = rng.normal(size=(4, 3, n, n)) * 3
+    if causal:
+        scores = np.where(np.tril(np.ones((n, n), bool)), scores, -np.inf)
+    a = np.exp(scores - scores.max(-1, keepdims=True))
+    a = (a / a.sum(-1, keepdims=True)).astype(np.float32)  # (L, H, n, n), rows sum to 1
+    monkeypatch.setattr(lenses, "ROLLOUT_PRODUCT_ROWS", 2)
+    seen_blocks = []
+    got = [r.copy() for _, r in lenses.iter_rollout(StoredMaps(a), causal=causal, rows_per_block=5,
+                                                     on_block=lambda l, rows, w: seen_blocks.append((l, rows.start)))]
+    np.testing.assert_allclose(np.stack(got), lenses.rollout(a), rtol=1e-6, atol=1e-7)
+    assert sorted(seen_blocks) == [(l, s) for l in range(4) for s in range(0, n, 5)]  # every block read once
+    first_two = [r.copy() for _, r in lenses.iter_rollout(StoredMaps(a), causal=causal, last=1)]
+    assert len(first_two) == 2
