@@ -18,7 +18,8 @@ def _export(args, signals: Signals) -> int:
     from analysis.errors import InputError
     from analysis.export.contents import export_contents, write_export
     from analysis.export.folders import check_export_target
-    from analysis.export.layout import check_heads, layout_of, max_export_bytes, parse_export_heads
+    from analysis.export.layout import (check_free_disk, check_heads, layout_of, max_export_bytes,
+                                        parse_export_heads, plan_export)
 
     check_apart(args)
     warnings: list[str] = []
@@ -37,12 +38,17 @@ def _export(args, signals: Signals) -> int:
     check_text(text)
     started = time.perf_counter()
     loaded = load_model_of(args)
+    budget = max_export_bytes(args.max_export_mb)
     heads = check_heads(parse_export_heads(args.heads), loaded.n_layer, loaded.n_head)  # before the slow run
+
+    def sized(n_tokens: int) -> None:  # an --all-maps export that cannot fit is refused before the forward
+        check_free_disk(plan_export(loaded.n_layer, loaded.n_head, n_tokens, budget, heads, args.all_maps), args.out)
+
     loaded_at = time.perf_counter()
-    result = run_measured(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
+    result = run_measured(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat, on_sized=sized)
     for warning in (*warnings, *result.warnings):
         warn(warning)
-    layout = layout_of(result, max_export_bytes(args.max_export_mb), heads, args.all_maps)
+    layout = layout_of(result, budget, heads, args.all_maps)
     if layout.warning():
         warn(layout.warning())
     scores = all_scores(result)

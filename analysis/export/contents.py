@@ -110,7 +110,8 @@ def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWri
     fit is refused with nothing written), scores.csv, scores_tl.csv (TransformerLens-style scores with
     ``contents.tl_options``), parity.json, the images (if an ``image_writer`` is given) and summary.json (with the
     lenses' entries, ``lenses.summary_fields``: the sink rate at ``contents.sink_epsilon``, the layout's ``export``
-    entry when something is left out or asked for, and ``timings``), written with :func:`write_folder_atomically`
+    entry when something is left out or asked for, and ``timings`` with the seconds the arrays and the figures
+    took, ``arrays_s`` and ``figures_s``), written with :func:`write_folder_atomically`
     — the folder holds the whole new export or is left as it was. ``check()`` is called between files."""
     result = contents.result
     layout = layout_of(result) if contents.layout is None else contents.layout
@@ -123,21 +124,27 @@ def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWri
         if check is not None:
             check()
 
+    spent = {}  # summary.json's timings of the writing: arrays_s (attention.npz, the .npy files), figures_s
+
     def write(folder: Path) -> None:
+        started = time.perf_counter()
         kept = {} if result.attentions is None else {"attentions": result.attentions, **npz_arrays(lenses)}
         write_export_npz(folder / "attention.npz", result, layout, kept, contents.key_norms, step)
         if layout.in_npy:
             write_npy_maps(folder, result, contents.key_norms, step)
+        spent["arrays_s"] = time.perf_counter() - started
         step()
         writers.write_scores_csv(contents.scores, folder / "scores.csv")
         writers.write_tl_scores_csv(result, folder / "scores_tl.csv", **(contents.tl_options or {}))
         writers.write_json(contents.parity.to_dict(), folder / "parity.json")
         step()
         if image_writer is not None:
+            started = time.perf_counter()
             image_writer(folder)
+            spent["figures_s"] = time.perf_counter() - started
             step()
         fields = {**summary_fields(lenses), **layout.summary_fields()}
-        writers.write_json(writers.summary(result, timings, fields), folder / "summary.json")
+        writers.write_json(writers.summary(result, {**(timings or {}), **spent}, fields), folder / "summary.json")
 
     return write_folder_atomically(out_dir, write, check)
 

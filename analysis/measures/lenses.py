@@ -249,6 +249,18 @@ def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
         yield layer, r
 
 
+def rollout_of_result(result) -> np.ndarray:
+    """:func:`rollout` (L, n, n) float32, read-only, of an AttentionResult whichever way it holds its maps: from
+    ``result.attentions``, or composed layer after layer from maps computed on demand (:func:`iter_rollout`; the
+    answer's L·n²·4 bytes, never every map)."""
+    if result.attentions is not None:
+        return rollout(result.attentions)
+    out = np.empty((result.n_layer, result.n_tokens, result.n_tokens), dtype=np.float32)
+    for layer, r in iter_rollout(result.maps, causal=bool(result.causal)):
+        out[layer] = r
+    return _frozen(out)
+
+
 def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Rollout's Â = 0.5 · mean_h A + 0.5 · I, each row renormalised to sum to 1, for some query rows: weights
     (H, b, n) every head's rows ``queries`` (b,) of one layer → Â's same rows (b, n) float64, a new array (the
@@ -339,7 +351,7 @@ LENSES: tuple[Lens, ...] = (
     Lens("rollout",
          "attention rollout (Abnar & Zuidema 2020): Â(l) = 0.5 · mean_h A(l) + 0.5 · I, rows renormalised; "
          "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l",
-         lambda i: rollout(i.result.attentions),
+         lambda i: rollout_of_result(i.result),
          npz_array=lambda r: r),
     Lens("sink_rate",
          "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "

@@ -212,3 +212,9 @@ def test_iter_rollout_composes_layer_after_layer_as_lenses_rollout(monkeypatch, 
     assert sorted(seen_blocks) == [(l, s) for l in range(4) for s in range(0, n, 5)]  # every block read once
     first_two = [r.copy() for _, r in lenses.iter_rollout(StoredMaps(a), causal=causal, last=1)]
     assert len(first_two) == 2
+
+
+def test_the_rollout_lens_of_an_on_demand_result_is_the_kept_maps_rollout(tiny_model, tiny_result, on_demand):
+    values = lenses.compute_lenses(lenses.LensInputs(on_demand, tiny_model), [lenses.lens_named("rollout")])
+    assert values["rollout"].dtype == np.float32 and not values["rollout"].flags.writeable
+    np.testing.assert_allclose(values["rollout"], lenses.rollout(tiny_result.attentions), atol=ON_DEMAND_ATOL, rtol=0)
