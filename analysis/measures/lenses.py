@@ -241,7 +241,7 @@ def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
             elif in_place:  # a few rows at a time, last first: each product stops at the keys its rows see
                 for lo in reversed(range(0, a_hat.shape[0], ROLLOUT_PRODUCT_ROWS)):
                     part = slice(lo, min(a_hat.shape[0], lo + ROLLOUT_PRODUCT_ROWS))
-                    seen = rows.start + part.stop  # Â's rows and R(l − 1)'s rows below them are 0 past key seen − 1
+                    seen = rows.start + part.stop  # keys past seen − 1: 0 in these rows of Â and R
                     out[rows.start + part.start:seen, :seen] = a_hat[part, :seen] @ r[:seen, :seen]
             else:
                 out[rows] = a_hat @ r
