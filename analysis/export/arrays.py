@@ -23,20 +23,12 @@ import numpy as np
 
 from ..measures.lenses import iter_rollout, weighted_by_norms
 from .layout import NPY_FILES, ExportLayout
-from .writers import NpzWriter
+from .writers import NpzWriter, map_chunks
 
 Check = Callable[[], None]
 
 
 # ----------------------------------------------------------------------------- chunks of every head's arrays
-def map_chunks(result, check: Check) -> Iterator[np.ndarray]:
-    """Every head's map (n, n) float32 in (layer, head) order: ``attentions`` a head at a time."""
-    for layer in range(result.n_layer):
-        for head in range(result.n_head):
-            check()
-            yield result.maps.weights(layer, [head])[0]
-
-
 def value_norm_chunks(result, key_norms: np.ndarray, check: Check) -> Iterator[np.ndarray]:
     """Every head's value-weighted map N[i, j] = A[i, j] · ‖f_h(x_j)‖ (n, n) float32 (lenses.value_norms' entries),
     a head at a time; ``key_norms`` (L, H, n) float64."""

@@ -12,7 +12,7 @@ import json
 import math
 import zipfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -100,6 +100,14 @@ class NpzWriter:
             raise ValueError(f"{name}: {written} bytes streamed for a {shape} array of {data_bytes}")
 
 
+def map_chunks(result, check: Callable[[], None]) -> Iterator[np.ndarray]:
+    """Every head's map (n, n) float32 in (layer, head) order: ``attentions`` a head at a time."""
+    for layer in range(result.n_layer):
+        for head in range(result.n_head):
+            check()
+            yield result.maps.weights(layer, [head])[0]
+
+
 def write_attention_npz(result: AttentionResult, path: Path, layer: int | None = None, head: int | None = None,
                         lenses: Mapping[str, np.ndarray] | None = None) -> Path:
     """``attentions`` float32 (layer, head, query, key) — or one head's (query, key) — with ``tokens``
@@ -110,8 +118,6 @@ def write_attention_npz(result: AttentionResult, path: Path, layer: int | None =
     A[i, j] · ‖f_h(x_j)‖, and ``rollout`` float32 (layer, query, key)."""
     one = layer is not None and head is not None
     if not one and result.attentions is None:  # maps on demand: streamed a head at a time, within the budget
-        from .arrays import map_chunks
-
         every_map_fits(result)
         L, H, n = result.n_layer, result.n_head, result.n_tokens
         with NpzWriter(Path(path)) as npz:

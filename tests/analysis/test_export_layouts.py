@@ -218,3 +218,20 @@ def test_the_rollout_lens_of_an_on_demand_result_is_the_kept_maps_rollout(tiny_m
     values = lenses.compute_lenses(lenses.LensInputs(on_demand, tiny_model), [lenses.lens_named("rollout")])
     assert values["rollout"].dtype == np.float32 and not values["rollout"].flags.writeable
     np.testing.assert_allclose(values["rollout"], lenses.rollout(tiny_result.attentions), atol=ON_DEMAND_ATOL, rtol=0)
+
+
+def test_a_file_of_every_head_of_an_on_demand_result_is_written_within_the_budget_else_refused(
+        tmp_path, tiny_result, on_demand, monkeypatch):
+    from analysis.export import writers
+
+    writers.write_attention_npz(on_demand, tmp_path / "all.npz")
+    with np.load(tmp_path / "all.npz") as data:
+        assert data.files == ["attentions", "tokens", "token_ids"]
+        np.testing.assert_allclose(data["attentions"], tiny_result.attentions, atol=ON_DEMAND_ATOL, rtol=0)
+    writers.write_head_csv(on_demand, tmp_path / "head.csv", 1, 2)  # one head: result.head_map
+    assert len((tmp_path / "head.csv").read_text(encoding="utf-8").splitlines()) == 1 + on_demand.n_tokens
+    monkeypatch.setattr(layout_module, "DEFAULT_MAX_EXPORT_MB", 0)
+    for write in (writers.write_attention_npz, writers.write_result_json):
+        with pytest.raises(ExportError, match=r"^Every head's map of \d+ tokens takes .*--all-maps\.$"):
+            write(on_demand, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
