@@ -79,6 +79,31 @@ def head_list(text: str) -> str:
     return text
 
 
+def export_heads(text: str) -> str:
+    """argparse type of ``export --heads``: the syntax (``1.0,3.2`` or ``L1H0,L3H2``) is checked here, before the
+    model loads; the range once it has (``analysis.export.layout.check_heads``)."""
+    from analysis.errors import InputError
+    from analysis.export.layout import parse_export_heads
+
+    try:
+        parse_export_heads(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def export_megabytes(text: str) -> float:
+    """argparse type of ``export --max-export-mb``: a number of MiB, 0 or more (0: attention.npz holds no array of
+    every head)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (value >= 0 and value != float("inf")):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes (0 or more), e.g. 1024")
+    return value
+
+
 #: ``bench --models``: the GPT-2-shaped models ``cli.bench.workload.model_folder`` knows.
 BENCH_MODELS = ("small", "bundled", "xl")
 #: ``bench --ns``: the most tokens a measurement can have, GPT-2-small's context (the benchmark's models are GPT-2-shaped).

@@ -18,6 +18,8 @@ def _export(args, signals: Signals) -> int:
     from analysis.errors import InputError
     from analysis.export.contents import export_contents, write_export
     from analysis.export.folders import check_export_target
+    from analysis.export.layout import (check_free_disk, check_heads, layout_of, max_export_bytes,
+                                        parse_export_heads, plan_export)
 
     check_apart(args)
     warnings: list[str] = []
@@ -36,20 +38,30 @@ def _export(args, signals: Signals) -> int:
     check_text(text)
     started = time.perf_counter()
     loaded = load_model_of(args)
+    budget = max_export_bytes(args.max_export_mb)
+    heads = check_heads(parse_export_heads(args.heads), loaded.n_layer, loaded.n_head)  # before the slow run
+
+    def sized(n_tokens: int) -> None:  # an --all-maps export that cannot fit is refused before the forward
+        check_free_disk(plan_export(loaded.n_layer, loaded.n_head, n_tokens, budget, heads, args.all_maps), args.out)
+
     loaded_at = time.perf_counter()
-    result = run_measured(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat)
+    result = run_measured(loaded, text, bos=args.bos, max_tokens=args.max_tokens, chat=args.chat, on_sized=sized)
     for warning in (*warnings, *result.warnings):
         warn(warning)
+    layout = layout_of(result, budget, heads, args.all_maps)
+    if layout.warning():
+        warn(layout.warning())
     scores = all_scores(result)
     scored_at = time.perf_counter()
     contents = export_contents(loaded, result, scores, parity_dtype=args.parity_dtype, sink_epsilon=args.sink_epsilon,
                                tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
-                                           "exclude_current_token": args.tl_exclude_current_token})
+                                           "exclude_current_token": args.tl_exclude_current_token}, layout=layout)
     parity = contents.parity
     timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
                **contents.timings}
     signals.deferred = True  # from here on a signal waits for the next safe point
-    written = write_export(args.out, contents, _image_writer(result, args.format, not args.no_head_images, signals.check),
+    image_heads = () if args.no_head_images else layout.image_heads()
+    written = write_export(args.out, contents, _image_writer(result, args.format, image_heads, signals.check),
                            timings=timings, check=signals.check)
     print(f"wrote {len(written)} files to {args.out} ({counted(result.n_tokens, 'token')}, "
           f"{result.n_layer}×{result.n_head} heads, "
@@ -61,8 +73,9 @@ def _export(args, signals: Signals) -> int:
     return 0
 
 
-def _image_writer(result, fmt: str, heads: bool, check):
-    """Draws the figures; the figure code calls ``check`` between figures."""
+def _image_writer(result, fmt: str, heads, check):
+    """Draws the figures: the grid and the images of ``heads`` ((layer, head) pairs); the figure code calls
+    ``check`` between figures."""
     from gui.plots.figures import write_result_images
 
     def write(folder: Path):

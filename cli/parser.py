@@ -5,8 +5,8 @@ import argparse
 import sys
 
 from .arguments import (BENCH_MAX_N, add_bos, add_chat, add_max_tokens, add_model_options, add_sink_epsilon,
-                        bench_models, bench_ns, real_bench_ns, file_name, head_list, out_folder, path_option, positive_int,
-                        select_spec, text_file)
+                        bench_models, bench_ns, export_heads, export_megabytes, file_name, head_list, out_folder,
+                        path_option, positive_int, real_bench_ns, select_spec, text_file)
 from .inputs import TEXT_FILE_LIMIT
 
 HEADLESS_DEFAULT_MODEL = "bundled"  # export, scan and ablate without --model
@@ -67,6 +67,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from analysis.export.formats import IMAGE_FORMATS
+    from analysis.export.layout import DEFAULT_MAX_EXPORT_MB
 
     parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
@@ -89,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_bos(export)
     add_chat(export, main_parser=False)
     export.add_argument("--no-head-images", action="store_true", help="write grid image only, not one per head")
+    export.add_argument("--max-export-mb", type=export_megabytes, default=DEFAULT_MAX_EXPORT_MB, metavar="MB",
+                        help="attention.npz holds every head's maps, value norms and rollout, each when it takes at "
+                             f"most MB MiB (default {DEFAULT_MAX_EXPORT_MB}); summary.json says what was left out, "
+                             "and head images are drawn for every head only when the maps fit")
+    export.add_argument("--heads", metavar="L.H,…", type=export_heads,
+                        help="also write these heads' whole maps and value norms (head_maps, head_value_norms, "
+                             "head_index) and their layers' rollout into attention.npz, and draw their images, "
+                             "e.g. 3.1,5.0 or L3H1,L5H0")
+    export.add_argument("--all-maps", action="store_true",
+                        help="write every head's maps, value norms and rollout as .npy files (attentions.npy, "
+                             "value_norms.npy, rollout.npy; np.load(…, mmap_mode='r')), streamed to disk, after "
+                             "checking the free space")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
     add_max_tokens(export)
     add_sink_epsilon(export)

@@ -12,7 +12,7 @@ import json
 import math
 import zipfile
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -48,14 +48,64 @@ def write_json(data: dict, path: Path) -> Path:
 def _savez_deterministic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Like ``np.savez_compressed`` (np.load reads it the same way) but byte-for-byte reproducible:
     numpy stamps the current time into each zip entry; here every entry carries :data:`ZIP_EPOCH`."""
-    with zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with NpzWriter(path) as npz:
         for name, array in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            buffer = io.BytesIO()
-            np.lib.format.write_array(buffer, np.asanyarray(array), allow_pickle=False)
-            archive.writestr(info, buffer.getvalue())
+            npz.array(name, array)
+
+
+class NpzWriter:
+    """A deterministic NPZ (:func:`_savez_deterministic`'s) written entry by entry (``np.load`` reads it as any
+    .npz): :meth:`array` for an array in memory, :meth:`stream` for one given as C-order chunks."""
+
+    def __init__(self, path: Path):
+        self.archive = zipfile.ZipFile(path, mode="w", compression=zipfile.ZIP_DEFLATED)
+
+    def __enter__(self) -> "NpzWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.archive.close()
+
+    @staticmethod
+    def _info(name: str) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_EPOCH)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = 0o644 << 16
+        return info
+
+    def array(self, name: str, array: np.ndarray) -> None:
+        """One entry from an array in memory (as ``writers._savez_deterministic``)."""
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, np.asanyarray(array), allow_pickle=False)
+        self.archive.writestr(self._info(name), buffer.getvalue())
+
+    def stream(self, name: str, shape: tuple[int, ...], chunks: Iterable[np.ndarray], dtype=np.float32) -> None:
+        """One float32 entry of ``shape`` from ``chunks``, its values in C order (any number of rows each): the
+        bytes of :meth:`array` of the whole array, one chunk in memory at a time. ValueError when the chunks do not
+        add up to the shape."""
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                      "fortran_order": False, "shape": tuple(int(s) for s in shape)})
+        data_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        info = self._info(name)
+        info.file_size = len(header.getvalue()) + data_bytes  # as writestr sets it: zip64 decided from it
+        written = 0
+        with self.archive.open(info, mode="w") as entry:
+            entry.write(header.getvalue())
+            for chunk in chunks:
+                chunk = np.ascontiguousarray(chunk, dtype=dtype)
+                entry.write(memoryview(chunk).cast("B"))
+                written += chunk.nbytes
+        if written != data_bytes:
+            raise ValueError(f"{name}: {written} bytes streamed for a {shape} array of {data_bytes}")
+
+
+def map_chunks(result, check: Callable[[], None]) -> Iterator[np.ndarray]:
+    """Every head's map (n, n) float32 in (layer, head) order: ``attentions`` a head at a time."""
+    for layer in range(result.n_layer):
+        for head in range(result.n_head):
+            check()
+            yield result.maps.weights(layer, [head])[0]
 
 
 def write_attention_npz(result: AttentionResult, path: Path, layer: int | None = None, head: int | None = None,
@@ -67,7 +117,15 @@ def write_attention_npz(result: AttentionResult, path: Path, layer: int | None =
     ``lenses.npz_arrays`` gives them — e.g. ``value_norms`` float32 (layer, head, query, key),
     A[i, j] · ‖f_h(x_j)‖, and ``rollout`` float32 (layer, query, key)."""
     one = layer is not None and head is not None
-    arrays = {"attentions": np.asarray(result.attentions[layer, head] if one else result.attentions, dtype=np.float32)}
+    if not one and result.attentions is None:  # maps on demand: streamed a head at a time, within the budget
+        every_map_fits(result)
+        L, H, n = result.n_layer, result.n_head, result.n_tokens
+        with NpzWriter(Path(path)) as npz:
+            npz.stream("attentions", (L, H, n, n), map_chunks(result, lambda: None))
+            npz.array("tokens", np.array(result.tokens, dtype=str))
+            npz.array("token_ids", result.token_ids.astype(np.int64))
+        return Path(path)
+    arrays = {"attentions": np.asarray(result.head_map(layer, head) if one else result.attentions, dtype=np.float32)}
     arrays.update(lenses or {})
     arrays.update(tokens=np.array(result.tokens, dtype=str), token_ids=result.token_ids.astype(np.int64))
     _savez_deterministic(Path(path), arrays)
@@ -76,13 +134,28 @@ def write_attention_npz(result: AttentionResult, path: Path, layer: int | None =
 
 def write_head_csv(result: AttentionResult, path: Path, layer: int, head: int) -> Path:
     """One head's attention as a table: a header of key tokens, one row per query token."""
-    a = result.attentions[layer, head]
+    a = result.head_map(layer, head)
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["query \\ key"] + [f"{i}:{t}" for i, t in enumerate(result.tokens)])
         for i, token in enumerate(result.tokens):
             writer.writerow([f"{i}:{token}"] + [f"{x:.6g}" for x in a[i]])
     return path
+
+
+def every_map_fits(result: AttentionResult) -> None:
+    """ExportError (one sentence) when a file of every head's map is asked of a result whose maps are computed on
+    demand and take more than the default export budget (layout.DEFAULT_MAX_EXPORT_MB)."""
+    from ..errors import ExportError
+    from ..display import format_bytes
+    from .layout import layout_of
+
+    layout = layout_of(result)
+    if result.attentions is None and not layout.fits("attentions"):
+        raise ExportError(f"Every head's map of {result.n_tokens:,} tokens takes "
+                          f"{format_bytes(layout.array_bytes('attentions'))}, more than an export file holds "
+                          f"({format_bytes(layout.budget_bytes)}): export one head, or every map with "
+                          "main.py export --all-maps.")
 
 
 def write_scores_csv(scores: HeadScores, path: Path) -> Path:
@@ -125,8 +198,15 @@ def write_tl_scores_csv(result: AttentionResult, path: Path, error_measure: str 
 
 def write_result_json(result: AttentionResult, path: Path, scores: HeadScores | None = None,
                       layer: int | None = None, head: int | None = None) -> Path:
-    """The tokens, predictions and (one head's or every head's) attention as JSON."""
-    attentions = result.attentions if layer is None else result.attentions[layer, head]
+    """The tokens, predictions and (one head's or every head's) attention as JSON; every head of an on-demand
+    result only when its maps fit the export budget (:func:`every_map_fits`)."""
+    if layer is None:
+        attentions = result.attentions
+        if attentions is None:
+            every_map_fits(result)
+            attentions = np.stack([result.maps.weights(l) for l in range(result.n_layer)])  # (L, H, n, n)
+    else:
+        attentions = result.head_map(layer, head)
     data = {"text": result.text, "tokens": list(result.tokens), "token_ids": result.token_ids.tolist(),
             "bos": result.bos, "chat": result.chat, "truncated": result.truncated, "model": result.model_label,
             "family": result.family, "causal": result.causal,

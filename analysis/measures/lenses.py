@@ -145,6 +145,22 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
     return ValueNorms(_frozen(norms), _frozen(keys))
 
 
+def key_norms_of(loaded, result, layer: int) -> np.ndarray:
+    """(H, n) float64: ‖f_h(x_j)‖ of ``layer`` for every head and key, whichever way ``result`` holds its maps: what
+    an on-demand run's capture kept (``QKCapture.key_norms``, from the model's own v), else computed from the model
+    (``loaded.attention_weights``) and ``result.layer_inputs`` as :func:`value_norms` computes them, so that
+    ``weighted_by_norms(A, key_norms_of(…)[h])`` is :func:`value_norms`' N[layer, h] to the bit."""
+    if result.attentions is None:
+        return np.asarray(result.maps.key_norms(layer), dtype=np.float64)
+    from ..families.steps import normalise
+
+    w = loaded.attention_weights(layer)
+    x_ln = normalise(np.asarray(result.layer_inputs[layer], dtype=np.float64), w.norm, np.float64)  # (n, d)
+    w_v, b_v, w_o = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
+    f = value_vectors(x_ln, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
+    return np.linalg.norm(f, axis=-1)  # (H, n)
+
+
 def first_token_shares(attentions: np.ndarray, value_norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """How much of each head goes to the first token, by weight and by value-weighted norm.
 
@@ -181,6 +197,66 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
     for layer in range(L):
         a_hat = residual_rows(a[layer], everywhere)  # (n, n)
         r = a_hat @ r  # (n, n): this layer composed onto everything below it
+        out[layer] = r
+    return _frozen(out)
+
+
+#: Rows of R(l) one product of :func:`iter_rollout` computes for a causal model: a product over the keys its rows
+#: see costs rows · seen², so smaller parts come closer to the triangular product's n³/3 multiply-adds a layer.
+ROLLOUT_PRODUCT_ROWS = 256
+
+
+def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
+                 rows_per_block: int | None = None, on_block: Callable[[int, slice, np.ndarray], None] | None = None):
+    """R(0), R(1), … R(``last``) (None: every layer) of :func:`rollout`'s definition from any attention maps
+    (qk_capture.AttentionMaps: kept or computed on demand), composed one layer onto the next, each layer read
+    once: yields (layer, R(layer)) with R (n, n) float64.
+
+    Memory: R, one block of every head's weights (H, b, n) and its head-mean rows; for a causal model (``causal``
+    None: the maps' own, else False) R is updated in place, the last block of rows first (rows i of R(l) read rows
+    j ≤ i of R(l − 1), which a later block has not yet overwritten), so the array yielded is the same one each
+    time: copy what is kept before asking for the next layer. A bidirectional model's R is a new matrix each layer.
+    ``on_block(layer, rows, weights)``: every block of weights (H, b, n) as it is read (another consumer of the same
+    pass, e.g. a writer of every map)."""
+    from ..run.qk_capture import block_rows
+
+    n, L = maps.n_tokens, maps.n_layer
+    last = L - 1 if last is None else int(last)
+    causal = bool(getattr(maps, "causal", False)) if causal is None else bool(causal)
+    step = block_rows(n, maps.n_head) if rows_per_block is None else int(rows_per_block)
+    starts = list(range(0, n, step))
+    r = None  # R(l − 1); None: the identity, below layer 0
+    for layer in range(last + 1):
+        in_place = causal and r is not None
+        out = r if in_place else np.empty((n, n))
+        for start in reversed(starts) if in_place else starts:
+            rows = slice(start, min(n, start + step))
+            queries = np.arange(rows.start, rows.stop)
+            weights = maps.weights(layer, None, rows)  # (H, b, n) float32
+            if on_block is not None:
+                on_block(layer, rows, weights)
+            a_hat = residual_rows(weights, queries)  # (b, n): Â(layer)'s rows
+            if r is None:
+                out[rows] = a_hat  # R(0) = Â(0)
+            elif in_place:  # a few rows at a time, last first: each product stops at the keys its rows see
+                for lo in reversed(range(0, a_hat.shape[0], ROLLOUT_PRODUCT_ROWS)):
+                    part = slice(lo, min(a_hat.shape[0], lo + ROLLOUT_PRODUCT_ROWS))
+                    seen = rows.start + part.stop  # keys past seen − 1: 0 in these rows of Â and R
+                    out[rows.start + part.start:seen, :seen] = a_hat[part, :seen] @ r[:seen, :seen]
+            else:
+                out[rows] = a_hat @ r
+        r = out
+        yield layer, r
+
+
+def rollout_of_result(result) -> np.ndarray:
+    """:func:`rollout` (L, n, n) float32, read-only, of an AttentionResult whichever way it holds its maps: from
+    ``result.attentions``, or composed layer after layer from maps computed on demand (:func:`iter_rollout`; the
+    answer's L·n²·4 bytes, never every map)."""
+    if result.attentions is not None:
+        return rollout(result.attentions)
+    out = np.empty((result.n_layer, result.n_tokens, result.n_tokens), dtype=np.float32)
+    for layer, r in iter_rollout(result.maps, causal=bool(result.causal)):
         out[layer] = r
     return _frozen(out)
 
@@ -275,7 +351,7 @@ LENSES: tuple[Lens, ...] = (
     Lens("rollout",
          "attention rollout (Abnar & Zuidema 2020): Â(l) = 0.5 · mean_h A(l) + 0.5 · I, rows renormalised; "
          "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l",
-         lambda i: rollout(i.result.attentions),
+         lambda i: rollout_of_result(i.result),
          npz_array=lambda r: r),
     Lens("sink_rate",
          "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "

@@ -15,6 +15,11 @@ command line's byte for byte, from the one definition of what an export holds
 Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options the Scores
 panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes the same
 bytes). A file of one head or of every head is written by its format's entry in analysis/export/formats.py.
+
+At any length (analysis/export/layout.py): a data or "everything" export holds every head's arrays that fit the
+export budget (the command line's default, layout.DEFAULT_MAX_EXPORT_MB); when the maps do not fit, it holds the
+current head as ``main.py export --heads L.H`` would (its whole map, value norms and its layer's rollout), and
+"everything" draws the grid (the run's pooled thumbnails) and that head's image (:func:`export_layout`).
 """
 from __future__ import annotations
 
@@ -101,8 +106,19 @@ class ExportJob:
             return [(self.path.name, None, None)] if self.fmt in IMAGE_FORMATS else []
         if self.what in ("data", FRONT):  # the figure in front is drawn already
             return []
-        sub = "heads/" if self.what == "everything" else ""  # `everything` has the command line's layout
-        return figure_files(r.n_layer, r.n_head, self.fmt, sub)
+        if self.what == "everything":  # the command line's layout: the heads drawn are the export's
+            return figure_files(r.n_layer, r.n_head, self.fmt, "heads/", export_layout(self).image_heads())
+        return figure_files(r.n_layer, r.n_head, self.fmt, "")
+
+
+def export_layout(job: ExportJob):
+    """The layout of a data or "everything" export (analysis/export/layout.py): every array that fits the default
+    budget; when the maps do not, the current head's arrays as ``--heads`` writes them."""
+    from analysis.export.layout import layout_of
+
+    r = job.bundle.result
+    plain = layout_of(r)
+    return plain if plain.fits("attentions") else layout_of(r, heads=[(job.layer, job.head)])
 
 
 def exists(path: Path) -> bool:
@@ -375,7 +391,7 @@ def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
 
     if job.what in ("data", "everything"):
         export = contents.export_contents(loaded, r, scores, sink_epsilon=job.view.sink_epsilon,
-                                          tl_options=job.view.tl_options)
+                                          tl_options=job.view.tl_options, layout=export_layout(job))
         return contents.write_export(job.path, export, image_writer=copy_drawn if job.what == "everything" else None)
     if job.what == "heads":
         return write_folder_atomically(job.path, copy_drawn)

@@ -289,7 +289,8 @@ class HeadPlot(ZoomableFigure):
 
 
 def grid_source(result) -> np.ndarray:
-    """What the grid draws: the thumbnails pooled during the run, or the attentions themselves."""
+    """What the grid draws: the thumbnails pooled during the run (an on-demand run's streamed pass pooled them),
+    or the attentions themselves."""
     return result.thumbnails if result.thumbnails is not None else result.attentions
 
 
@@ -319,7 +320,7 @@ def head_figure_size(n_tokens: int) -> tuple[int, int]:
 def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="linear", hide_first=False) -> HeadPlot:
     fig = HeadPlot()
     lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
-    fig.set_head(result.attentions[layer, head], result.tokens, f"{result.model_label} — layer {layer}, head {head}",
+    fig.set_head(result.head_map(layer, head), result.tokens, f"{result.model_label} — layer {layer}, head {head}",
                  cmap=cmap, scale=scale, hide_first=hide_first, causal=result.causal)
     settle_layout()  # the rotated labels' height changes the layout once
     fig.update_label_density()
@@ -328,8 +329,10 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
 
 def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, hide_first=False,
                           badge_label: str = "") -> GridPlot:
+    """Every head's pooled map in one figure: from the thumbnails (``grid_source``), pooled from the maps themselves
+    when they are kept and a cell needs more pixels (an on-demand result: the thumbnails alone)."""
     fig = GridPlot()
-    L, H = result.attentions.shape[:2]
+    L, H = result.n_layer, result.n_head
     lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
     fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
                        title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
@@ -340,10 +343,12 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
 
 
 def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
-                        heads: bool = True, hide_first: bool = False, check: Callable[[], None] | None = None,
+                        heads=True, hide_first: bool = False, check: Callable[[], None] | None = None,
                         png_width: int | None = None) -> list[Path]:
     """The figures of an export into ``folder``, named by ``contents.figure_files``: the grid and, if asked,
-    every head (``grid.<fmt>``, ``heads/L{layer}H{head}.<fmt>``).
+    every head (``heads`` True) or the (layer, head) pairs ``heads`` lists (``grid.<fmt>``,
+    ``heads/L{layer}H{head}.<fmt>``; ``ExportLayout.image_heads``: the heads asked for, above the budget). A head's
+    map is ``result.head_map`` (computed then, on demand); the grid is the pooled thumbnails.
 
     ``check()`` is called before each figure is drawn (a caller raises from it to stop between
     figures, never inside a paint); ``png_width`` sets the width of every PNG."""
@@ -352,7 +357,8 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     ensure_qapp()
     check = check or (lambda: None)
     folder = Path(folder)
-    (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt)
+    chosen = None if heads is True else list(heads or ())
+    (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt, heads=chosen)
     written = []
     check()
     grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
@@ -360,15 +366,15 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
         written.append(save_figure(grid, folder / grid_name, png_width))
     finally:
         dispose_figure(grid)
-    if heads:
+    if head_files:
         for subfolder in dict.fromkeys((folder / name).parent for name, _, _ in head_files):
             subfolder.mkdir(exist_ok=True)
         check()
-        fig = offscreen_head_figure(result, 0, 0, cmap, scale, hide_first)
+        fig = offscreen_head_figure(result, head_files[0][1], head_files[0][2], cmap, scale, hide_first)
         try:
             for name, layer, head in head_files:
                 check()
-                fig.set_head(result.attentions[layer, head], result.tokens,
+                fig.set_head(result.head_map(layer, head), result.tokens,
                              f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
                              hide_first=hide_first)
                 written.append(save_figure(fig, folder / name, png_width))

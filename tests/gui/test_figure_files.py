@@ -29,6 +29,7 @@ class Result:
     n_layer, n_head = 2, 2
     attentions = np.stack([np.stack([causal(N, seed=2 * layer + head) for head in range(2)]) for layer in range(2)])
     thumbnails, tokens, n_tokens, model_label, causal = None, tuple(f"t{i}" for i in range(N)), N, "m", True
+    head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
 
 
 @pytest.fixture

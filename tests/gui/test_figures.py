@@ -253,6 +253,7 @@ def test_svg_export_looks_like_the_png(qtbot, tmp_path):
         n, n_layer, n_head = 14, 3, 2
         attentions = np.stack([np.stack([causal(14, seed=l * 2 + h) for h in range(2)]) for l in range(3)])
         thumbnails, tokens, n_tokens, model_label, causal = None, tuple(f"tok{i}" for i in range(14)), 14, "m", True
+        head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
 
     for make in (lambda: offscreen_head_figure(Result, 1, 1), lambda: offscreen_grid_figure(Result)):
         fig = make()
@@ -292,6 +293,7 @@ def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
         n_layer, n_head = 2, 2
         attentions = np.stack([np.stack([causal(5, seed=l + h) for h in range(2)]) for l in range(2)])
         thumbnails, tokens, n_tokens, model_label, causal = None, tuple("abcde"), 5, "m", True
+        head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
 
     calls = []
     written = write_result_images(Result, tmp_path, check=lambda: calls.append(1), png_width=300)
@@ -429,6 +431,7 @@ def test_svg_text_falls_back_to_a_css_generic_family(qtbot, tmp_path):
         n_layer, n_head = 1, 1
         attentions = causal(5)[None, None]
         thumbnails, tokens, n_tokens, model_label, causal = None, tuple("abcde"), 5, "m", True
+        head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
 
     fig = offscreen_head_figure(Result, 0, 0)
     try:
@@ -463,6 +466,7 @@ def test_the_key_title_leaves_a_gap_below_the_longest_rotated_label(qtbot, head,
         class Result:
             n = n_tokens = 8
             model_label, causal, attentions = "m", True, causal(8)[None, None]
+            head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
         Result.tokens = tuple(tokens)
         fig = offscreen_head_figure(Result, 0, 0)
     else:
@@ -492,6 +496,7 @@ def test_an_svg_has_the_figures_background(qtbot, tmp_path):
     class Result:
         n = n_tokens = 4
         model_label, causal, attentions, tokens = "m", True, causal(4)[None, None], ("a", "b", "c", "d")
+        head_map = staticmethod(lambda layer, head: Result.attentions[layer, head])
 
     fig = offscreen_head_figure(Result, 0, 0)
     svg = save_figure(fig, tmp_path / "f.svg").read_text(encoding="utf-8")

@@ -1,0 +1,67 @@
+"""The window's Export… of a result whose maps are computed on demand (attentions None): the same contents as the
+command line's; above the export budget, the current head's arrays and image, and the grid from the thumbnails."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtWidgets  # noqa: E402
+
+from helpers import TEXT, WAIT_MS, bundle  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def on_demand(tiny_model):
+    from analysis.measures.measured import run_measured
+    from analysis.run import memory
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(memory.KEEP_MAPS_ENV, "0")
+        result = run_measured(tiny_model, TEXT, bos=True)
+    assert result.attentions is None and result.thumbnails is not None
+    return result
+
+
+def exported(qtbot, worker, settings, tmp_path, result, what="everything"):
+    from analysis.measures.head_scores import all_scores
+    from gui.export.exporting import Exporter
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    state.set_bundle(bundle(result, all_scores(result)))
+    state.select(2, 1)
+    parent = QtWidgets.QWidget()
+    qtbot.addWidget(parent)
+    exporter = Exporter(state, worker, settings, parent)
+    failed = []
+    exporter.failed.connect(failed.append)
+    with qtbot.waitSignal(exporter.finished, timeout=WAIT_MS) as blocker:
+        assert exporter.start(what, tmp_path / what)
+    assert failed == []
+    return tmp_path / what, sorted(p.relative_to(tmp_path / what).as_posix() for p in blocker.args[0])
+
+
+def test_everything_of_an_on_demand_result_within_the_budget_is_every_head(qtbot, loaded_worker, settings, tmp_path,
+                                                                          on_demand, tiny_result):
+    out, files = exported(qtbot, loaded_worker, settings, tmp_path, on_demand)
+    assert "grid.png" in files and len([f for f in files if f.startswith("heads/")]) == 12
+    with np.load(out / "attention.npz") as data:
+        assert data.files == ["attentions", "value_norms", "rollout", "tokens", "token_ids"]
+        np.testing.assert_allclose(data["attentions"], tiny_result.attentions, atol=1e-5, rtol=0)
+
+
+def test_above_the_budget_everything_holds_the_current_head(qtbot, loaded_worker, settings, tmp_path, on_demand,
+                                                            monkeypatch):
+    from analysis.export import layout
+
+    monkeypatch.setattr(layout, "DEFAULT_MAX_EXPORT_MB", 0)
+    out, files = exported(qtbot, loaded_worker, settings, tmp_path, on_demand)
+    assert [f for f in files if f.endswith(".png")] == ["grid.png", "heads/L2H1.png"]
+    with np.load(out / "attention.npz") as data:
+        assert data.files == ["head_maps", "head_value_norms", "head_index", "layer_rollout", "layer_index", "tokens",
+                              "token_ids"]
+        assert data["head_index"].tolist() == [[2, 1]]
+        np.testing.assert_array_equal(data["head_maps"][0], on_demand.head_map(2, 1))
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["export"]["left_out"].keys() == {"attentions", "value_norms", "rollout"}
