@@ -57,6 +57,10 @@ import numpy as np
 ATTENTION_NAME = "attnscope_qk"
 #: Bytes one block of weights (heads × rows × keys, float32) may take; a block's computation holds about three.
 BLOCK_BYTES = 64 * 2**20
+#: Rows a block has at most. A causal block of b rows starting at row r computes keys 0 … r + b − 1, so the keys no
+#: row of it sees (its b × b upper triangle, masked) grow with b: on SmolLM2 at 2,048 tokens (b = 910 by the bytes
+#: alone) blocks of 256 rows made the streamed pass 1.37 × faster (6.55 s → 4.79 s, quiet machine; 128 rows: 4.92 s).
+MAX_BLOCK_ROWS = 256
 StoreDtype = Literal["float32", "float16"]
 _STORE_BYTES = {"float32": 4, "float16": 2}
 #: Query rows the mask check compares at once (a (B, rows, n) bool block).
@@ -419,9 +423,9 @@ def iter_row_blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None 
 
 def block_rows(n_tokens: int, n_heads: int, budget: int | None = None) -> int:
     """Query rows of ``n_heads`` heads over ``n_tokens`` keys whose float32 weights fit in ``budget`` bytes (None:
-    :data:`BLOCK_BYTES`), at least 1."""
+    :data:`BLOCK_BYTES`), at least 1 and at most :data:`MAX_BLOCK_ROWS`."""
     budget = BLOCK_BYTES if budget is None else budget
-    return max(1, budget // (4 * max(1, n_heads) * max(1, n_tokens)))
+    return max(1, min(MAX_BLOCK_ROWS, budget // (4 * max(1, n_heads) * max(1, n_tokens))))
 
 
 def _index(i, size: int, what: str) -> int:
