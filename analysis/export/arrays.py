@@ -70,7 +70,7 @@ def write_export_npz(path: Path, result, layout: ExportLayout, kept: dict[str, n
     array} already in memory, as they are, the others streamed from ``result.maps``), the --heads arrays
     (``head_maps``, ``head_value_norms``, ``head_index``, ``layer_rollout``, ``layer_index``), then ``tokens`` and
     ``token_ids``. ``key_norms`` (L, H, n) float64: ‖f_h(x_j)‖ (lenses.key_norms_of), needed for value norms not in
-    ``kept``. ``check()`` between heads and layers."""
+    ``kept`` (None and not kept: no value norms are written, as an export made without the model never had them). ``check()`` between heads and layers."""
     check = check or (lambda: None)
     L, H, n = result.n_layer, result.n_head, result.n_tokens
     heads = layout.heads
@@ -81,6 +81,8 @@ def write_export_npz(path: Path, result, layout: ExportLayout, kept: dict[str, n
             elif name == "attentions":
                 npz.stream(name, (L, H, n, n), map_chunks(result, check))
             elif name == "value_norms":
+                if key_norms is None:  # contents made without the model (no value norms, no key norms): none
+                    continue
                 npz.stream(name, (L, H, n, n), value_norm_chunks(result, key_norms, check))
             else:
                 npz.stream(name, (L, n, n), rollout_chunks(result, check))

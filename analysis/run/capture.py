@@ -13,8 +13,8 @@ says where to hook:
 Copying in the hook (instead of asking transformers to collect ``output_attentions``) keeps only one
 layer's attention tensor alive at a time. A batch is right-padded and masked (``pad_id``): no real token
 sees a pad, and each sequence's arrays hold its own n_b real tokens only. A forward that copies no attention
-weights (ablation, the importance map's baseline, a layer-input-only capture) runs the fast kernel instead of
-eager attention (:func:`_fast_kernel`): no layer's weights are computed at all.
+weights (ablation, the importance map's baseline, a layer-input-only capture) runs transformers' sdpa kernel
+instead of eager attention (:func:`_fast_kernel`): no layer's weights are computed at all.
 """
 from __future__ import annotations
 
@@ -179,18 +179,19 @@ def forward(loaded: LoadedModel, batch_ids: list[list[int]], parts: Sequence[str
 
 @contextmanager
 def _fast_kernel(model, wanted: bool):
-    """A forward that copies no attention weights runs the fast kernel (qk_capture's registered sdpa function: every
-    family's, soft-capping included) instead of eager attention, which would compute every layer's (H, n, n) weights
-    only to drop them (SmolLM2 at 8,192 tokens: 2.4 GB a layer, 4.4 × slower). A model already switched (a
-    QKRecorder's forward) is left as it is; the implementation is restored afterwards, also on an error."""
-    from .qk_capture import ATTENTION_NAME, register
-
+    """A forward that copies no attention weights runs transformers' sdpa kernel instead of eager attention, which
+    would compute every layer's (H, n, n) weights only to drop them (SmolLM2 at 8,192 tokens: 2.4 GB a layer, 4.4 ×
+    slower). Only an eager model is switched (a QKRecorder's forward already runs its own kernel); a model sdpa
+    cannot run stays eager; the implementation is restored afterwards, also on an error."""
     previous = model.config._attn_implementation
-    if not wanted or previous == ATTENTION_NAME:
+    if not wanted or previous != "eager":
         yield
         return
-    register()
-    model.set_attn_implementation(ATTENTION_NAME)
+    try:
+        model.set_attn_implementation("sdpa")
+    except (ValueError, ImportError):  # this architecture has no sdpa path: eager it is
+        yield
+        return
     try:
         yield
     finally:

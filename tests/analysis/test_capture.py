@@ -55,10 +55,9 @@ def test_an_ablation_that_overflows_is_refused(overflows_at_the_last_position):
 
 
 def test_a_forward_without_weights_runs_the_fast_kernel_and_gives_the_eager_numbers(family_run):
-    """No "attentions" part: the model runs qk_capture's sdpa function (no layer's weights computed), the same
+    """No "attentions" part: the model runs transformers' sdpa (no layer's weights computed), the same
     residual stream and logits as eager attention to float32 rounding, and is eager again afterwards."""
     from analysis.run.capture import forward
-    from analysis.run.qk_capture import ATTENTION_NAME
 
     loaded, result = family_run("llama")
     seen = []
@@ -70,6 +69,6 @@ def test_a_forward_without_weights_runs_the_fast_kernel_and_gives_the_eager_numb
                                          logits="last")
     finally:
         hook.remove()
-    assert seen == [ATTENTION_NAME, "eager"] and loaded.model.config._attn_implementation == "eager"
+    assert seen == ["sdpa", "eager"] and loaded.model.config._attn_implementation == "eager"
     np.testing.assert_allclose(fast.layer_inputs, eager.layer_inputs, rtol=1e-5, atol=1e-5)  # float32 rounding
     np.testing.assert_allclose(logits.numpy(), eager_logits.numpy(), rtol=0, atol=1e-4)

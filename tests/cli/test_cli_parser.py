@@ -129,7 +129,7 @@ def test_scan_counts_must_be_positive(args, words, tmp_path, capsys):
     (("--models", "small,,bundled"), "an empty item is not a model"),
     (("--models", "tiny"), "'tiny' is not a model"),
     (("--models", ""), "an empty item"),
-    (("--ns", "1,5"), "from 2 to 1024 (GPT-2-small's context)"),
+    (("--ns", "1,5"), "from 2 to 1,024 (GPT-2-small's context)"),
     (("--ns", "16,2000"), "'2000' is not a token count"),
     (("--ns", "16,"), "an empty item"),
     (("--ns", "１６"), "is not a token count"),
