@@ -69,24 +69,25 @@ file_name = path_option(blank="a file name, such as out.json", writes="file")  #
 def head_list(text: str) -> str:
     """argparse type of ``ablate --heads``: the syntax is checked here, before the model loads; the
     range once it has (``analysis.measures.ablation.parse_head_list`` / ``parse_heads``)."""
-    from analysis.errors import InputError
     from analysis.measures.ablation import parse_head_list
 
-    try:
-        parse_head_list(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return _syntax_checked(parse_head_list, text)
 
 
 def export_heads(text: str) -> str:
     """argparse type of ``export --heads``: the syntax (``1.0,3.2`` or ``L1H0,L3H2``) is checked here, before the
     model loads; the range once it has (``analysis.export.layout.check_heads``)."""
-    from analysis.errors import InputError
     from analysis.export.layout import parse_export_heads
 
+    return _syntax_checked(parse_export_heads, text)
+
+
+def _syntax_checked(parse, text: str) -> str:
+    """``text`` when ``parse(text)`` takes it; its InputError's sentence as argparse's error otherwise."""
+    from analysis.errors import InputError
+
     try:
-        parse_export_heads(text)
+        parse(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
