@@ -8,7 +8,7 @@ A run takes one of two ways (:func:`plan_run`):
 - attention on demand: the forward keeps the queries and keys each layer's weights are computed from
   (run.qk_capture) and everything derived is streamed in blocks of query rows (measures.streamed):
   :func:`streamed_memory_bytes` plus the residual stream and attention output of every layer (2·L·n·d·4), nothing
-  that grows as L·H·n² (SmolLM2 at its 8,192-token context: 2.9 GiB, against 67.5 GiB for every map).
+  that grows as L·H·n² (SmolLM2 at its 8,192-token context: 2.84 GiB, against 67.5 GiB for every map; measured peak 2.3 GiB above the model).
 
 Either way a run may take :data:`MEMORY_SHARE` of the memory the system says is available, or what
 ``ATTNSCOPE_ATTENTION_BUDGET_MB`` fixes (:func:`attention_memory_budget`); a run that would not fit is refused with
@@ -36,7 +36,7 @@ MEMORY_SHARE = 0.5
 FALLBACK_BUDGET_BYTES = 8 * 2**30
 #: A run keeps every head's map when they take at most this many bytes (and fit the budget); a longer one computes
 #: them on demand. 1 GiB: GPT-2 small keeps its maps up to its whole 1,024-token context (576 MiB), where the eager
-#: capture is as fast as ever; SmolLM2 (30 × 9 heads) up to 1,000 tokens, beyond which on-demand maps are faster
+#: capture is as fast as ever; SmolLM2 (30 × 9 heads) up to 997 tokens, beyond which on-demand maps are faster
 #: (qk_capture.StoredMaps' measurements). ``ATTNSCOPE_KEEP_MAPS_MB`` sets it (0: always on demand).
 MAPS_KEPT_BYTES = 2**30
 KEEP_MAPS_ENV = "ATTNSCOPE_KEEP_MAPS_MB"
