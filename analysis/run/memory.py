@@ -8,7 +8,8 @@ A run takes one of two ways (:func:`plan_run`):
 - attention on demand: the forward keeps the queries and keys each layer's weights are computed from
   (run.qk_capture) and everything derived is streamed in blocks of query rows (measures.streamed):
   :func:`streamed_memory_bytes` plus the residual stream and attention output of every layer (2·L·n·d·4), nothing
-  that grows as L·H·n² (SmolLM2 at its 8,192-token context: 2.84 GiB, against 67.5 GiB for every map; measured peak 2.3 GiB above the model).
+  that grows as L·H·n² (SmolLM2 at its 8,192-token context: 2.84 GiB, against 67.5 GiB for every map; its
+  measured peak was 2.3 GiB above the model).
 
 Either way a run may take :data:`MEMORY_SHARE` of the memory the system says is available, or what
 ``ATTNSCOPE_ATTENTION_BUDGET_MB`` fixes (:func:`attention_memory_budget`); a run that would not fit is refused with
