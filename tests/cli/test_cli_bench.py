@@ -152,6 +152,7 @@ def test_bench_real_without_smollm2_says_so_and_measures_nothing(monkeypatch, ca
     assert "SmolLM2 is not installed (make smollm2)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole export in a fresh process (~7 s)
 def test_bench_export_figures_are_those_of_a_real_export(tiny_model_dir):
     """The export column runs main.py export in a fresh process: its bytes are the folder's, its parity the file's."""
     from cli.bench.real import export_figures
