@@ -20,6 +20,7 @@ not fit in memory is refused with a sentence before the forward.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -104,6 +105,8 @@ class AttentionResult:
     # TL-style scores, the thumbnails) on an on-demand run; None: nothing streamed (read the maps)
     streamed: Any = None
     _heads: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # head_map's last few maps
+    _heads_lock: Any = field(default_factory=threading.Lock, init=False, compare=False, repr=False)  # the app's
+    # worker and its GUI thread may both ask
 
     def __post_init__(self):
         if self.attentions is not None:  # kept maps are read through a StoredMaps over them (also after replace)
@@ -136,11 +139,16 @@ class AttentionResult:
         if self.attentions is not None:
             return self.attentions[layer, head]
         key = (int(layer), int(head))
-        if key not in self._heads:
+        with self._heads_lock:
+            kept = self._heads.get(key)
+        if kept is not None:
+            return kept
+        computed = _frozen(head_weights(self.maps, *key))  # outside the lock: another head may be asked meanwhile
+        with self._heads_lock:
             while len(self._heads) >= HEAD_MAPS_KEPT:
                 self._heads.pop(next(iter(self._heads)))
-            self._heads[key] = _frozen(head_weights(self.maps, *key))
-        return self._heads[key]
+            self._heads[key] = computed
+        return computed
 
 
 def _top_predictions(logits: np.ndarray | None, loaded: LoadedModel,
