@@ -41,7 +41,8 @@ from ..run.capture import THUMBNAIL_PX
 from ..run.qk_capture import AttentionMaps, _index, _rows, block_rows, head_weights, iter_row_blocks
 from . import head_scores as hs
 from . import tl_scores as tl
-from .lenses import SINK_EPSILON, SinkRate, residual_rows, row_normalise, sink_rate_of_scores, weighted_by_norms
+from .lenses import (SINK_EPSILON, SinkRate, iter_rollout, residual_rows, row_normalise, sink_rate_of_scores,
+                     weighted_by_norms)
 from .tl_patterns import HEAD_NAMES, ErrorMeasure
 
 #: What ``probe`` may be: the (L, H) induction_probe values already computed, the probe run's (maps, token ids)
@@ -226,49 +227,15 @@ def rollout_layer(maps: AttentionMaps, layer: int, rows=None, rows_per_block: in
     last = _index(layer, maps.n_layer, "layer")
     wanted = _rows(rows, n)
     causal = bool(getattr(maps, "causal", False)) if causal is None else bool(causal)
-    r = None  # R(l − 1), float64 (n, n); None: the identity, below layer 0
-    for l in range(last + 1):
-        if l == last and rows is not None:
-            return _rollout_rows(maps, l, wanted, r).astype(np.float32)
-        r = _rollout_step(maps, l, r, causal, rows_per_block)
-    return r[wanted].astype(np.float32)
-
-
-def _head_mean_rows(maps: AttentionMaps, layer: int, queries: np.ndarray) -> np.ndarray:
-    """Â(layer)'s rows ``queries`` (b, n) float64 (lenses.residual_rows of every head's rows)."""
-    return residual_rows(maps.weights(layer, None, queries), queries)
-
-
-def _rollout_rows(maps: AttentionMaps, layer: int, queries: np.ndarray, r: np.ndarray | None) -> np.ndarray:
-    """R(layer)'s rows ``queries``: Â(layer)[queries] · R(layer − 1) (b, n) float64."""
-    a_hat = _head_mean_rows(maps, layer, queries)
-    return a_hat if r is None else a_hat @ r
-
-
-def _rollout_step(maps: AttentionMaps, layer: int, r: np.ndarray | None, causal: bool,
-                  rows_per_block: int | None) -> np.ndarray:
-    """R(layer) (n, n) float64 from R(layer − 1) (None: the identity), a block of rows at a time. Causal: in place,
-    last block first (rows i of R(layer) read rows j ≤ i of R(layer − 1), which a later block has not yet
-    overwritten), each block's product over the keys its rows see; otherwise into a new matrix."""
-    n = maps.n_tokens
-    step = block_rows(n, maps.n_head) if rows_per_block is None else int(rows_per_block)
-    starts = list(range(0, n, step))
-    if r is None:  # R(0) = Â(0): Â · I is Â exactly
-        out = np.empty((n, n))
-        for start in starts:
-            queries = np.arange(start, min(n, start + step))
-            out[queries] = _head_mean_rows(maps, layer, queries)
-        return out
-    out = r if causal else np.empty((n, n))
-    for start in reversed(starts) if causal else starts:
-        queries = np.arange(start, min(n, start + step))
-        a_hat = _head_mean_rows(maps, layer, queries)  # (b, n)
-        if causal:
-            seen = int(queries[-1]) + 1  # Â's rows and R's rows below them are 0 past key ``seen − 1``
-            out[queries, :seen] = a_hat[:, :seen] @ r[:seen, :seen]
-        else:
-            out[queries] = a_hat @ r
-    return out
+    composed = last if rows is None else last - 1  # with rows asked for, the last layer gives only those rows
+    r = None  # R(composed), float64 (n, n); None: the identity, below layer 0
+    for _, r in (iter_rollout(maps, causal=causal, last=composed, rows_per_block=rows_per_block)
+                 if composed >= 0 else ()):
+        pass
+    if rows is None:
+        return r[wanted].astype(np.float32)
+    a_hat = residual_rows(maps.weights(last, None, wanted), wanted)  # Â(last)'s rows ``wanted`` (b, n) float64
+    return (a_hat if r is None else a_hat @ r).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- helpers
