@@ -61,10 +61,16 @@ def value_norms_layer(x_ln: np.ndarray, w_v: np.ndarray, b_v: np.ndarray, w_o: n
     attentions (H, n, n). Returns N (H, n, n) and the key norms ‖f_h(x_j)‖ (H, n), float64.
     Nothing passed in is modified.
     """
+    key_norms = key_norms_layer(x_ln, w_v, b_v, w_o)  # (H, n)
+    return weighted_by_norms(attentions, key_norms[:, None, :]), key_norms  # (H, n, n), (H, n)
+
+
+def key_norms_layer(x_ln: np.ndarray, w_v: np.ndarray, b_v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
+    """‖f_h(x_j)‖ (H, n) float64 of one layer, f_h(x) = (x W_V^h + b_V^h) W_O^h (:func:`value_vectors`); arguments
+    as :func:`value_norms_layer`'s."""
     x = np.asarray(x_ln, dtype=np.float64)
     f = value_vectors(x, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
-    key_norms = np.linalg.norm(f, axis=-1)  # (H, n)
-    return weighted_by_norms(attentions, key_norms[:, None, :]), key_norms  # (H, n, n), (H, n)
+    return np.linalg.norm(f, axis=-1)
 
 
 def weighted_by_norms(weights: np.ndarray, key_norms: np.ndarray) -> np.ndarray:
@@ -129,8 +135,6 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
     attention_inputs (L, n, d) what entered attention, or None to apply each layer's ``norm`` to
     block_inputs (L, n, d) (no norm: the block input enters as is); attentions (L, H, n, n).
     """
-    from ..families.steps import normalise
-
     L, H, n = attentions.shape[0], attentions.shape[1], attentions.shape[-1]
     norms = np.empty((L, H, n, n), dtype=np.float32)
     keys = np.empty((L, H, n), dtype=np.float32)
@@ -139,7 +143,7 @@ def value_norms_of(weights_of: Callable[[int], Any], attention_inputs: np.ndarra
         if attention_inputs is not None:
             x_ln = np.asarray(attention_inputs[layer], dtype=np.float64)  # (n, d)
         else:
-            x_ln = normalise(np.asarray(block_inputs[layer], dtype=np.float64), w.norm, np.float64)  # (n, d)
+            x_ln = _attention_input(w, block_inputs[layer])  # (n, d)
         per_head = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
         norms[layer], keys[layer] = value_norms_layer(x_ln, *per_head, attentions[layer])
     return ValueNorms(_frozen(norms), _frozen(keys))
@@ -152,13 +156,17 @@ def key_norms_of(loaded, result, layer: int) -> np.ndarray:
     ``weighted_by_norms(A, key_norms_of(…)[h])`` is :func:`value_norms`' N[layer, h] to the bit."""
     if result.attentions is None:
         return np.asarray(result.maps.key_norms(layer), dtype=np.float64)
+    w = loaded.attention_weights(layer)
+    per_head = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
+    return key_norms_layer(_attention_input(w, result.layer_inputs[layer]), *per_head)  # (H, n)
+
+
+def _attention_input(weights, block_input: np.ndarray) -> np.ndarray:
+    """What entered one layer's attention (n, d) float64: the family's norm (``weights.norm``) applied to the block
+    input (no norm: the block input as is)."""
     from ..families.steps import normalise
 
-    w = loaded.attention_weights(layer)
-    x_ln = normalise(np.asarray(result.layer_inputs[layer], dtype=np.float64), w.norm, np.float64)  # (n, d)
-    w_v, b_v, w_o = per_head_value_parameters(w.v_weight, w.v_bias, w.out_weight, w.n_head, w.n_kv_head)
-    f = value_vectors(x_ln, np.asarray(w_v, np.float64), np.asarray(b_v, np.float64), np.asarray(w_o, np.float64))
-    return np.linalg.norm(f, axis=-1)  # (H, n)
+    return normalise(np.asarray(block_input, dtype=np.float64), weights.norm, np.float64)
 
 
 def first_token_shares(attentions: np.ndarray, value_norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
