@@ -31,9 +31,9 @@ def head_map_task(result, kind: str, layer: int, head: int):
             from analysis.measures.streamed import value_weighted
 
             values = value_weighted(result.maps, layer, head)
+            values.setflags(write=False)
         else:
-            values = np.array(result.head_map(layer, head))
-        values.setflags(write=False)
+            values = result.head_map(layer, head)  # read-only already, and the result keeps it: no second copy
         return kind, layer, head, values
 
     return task
@@ -76,7 +76,7 @@ class HeadMaps(QtCore.QObject):
             if r.maps_kept:
                 return None  # the value lens of every map is on its way
         elif r.maps_kept:
-            return r.attentions[layer, head]
+            return r.head_map(layer, head)
         key = (s.bundle.request_id, kind, int(layer), int(head))
         if key in self._maps:
             return self._maps[key]
