@@ -112,8 +112,27 @@ class PooledRows:
         self.result = np.full((n_heads, c, c), np.nan, dtype=np.float32)
 
     def add(self, start: int, block: np.ndarray) -> None:
-        """Query rows start … start + b − 1 of every head: block (H, b, n)."""
+        """Query rows start … start + b − 1 of every head: block (H, b, n), or (H, b, m) with m < n for a block of a
+        causal map cut after its last visible key (the keys m … n − 1 are zeros there: weights ≥ 0, so a bin of
+        them pools to 0; not with ``hide_first``)."""
         stop = start + block.shape[-2]
+        width = block.shape[-1]
+        if width < self.n:
+            if self.hide_first:
+                raise ValueError("a cut block cannot be pooled with the first key hidden")
+            block = np.asarray(block, dtype=np.float32)
+            if self.edges is None:
+                self.result[:, start:stop, :width] = block
+                self.result[:, start:stop, width:] = 0
+                return
+            first, last = np.searchsorted(self.edges, [start, stop - 1], side="right") - 1
+            local = np.maximum(self.edges[first:last + 1] - start, 0)
+            inside = self.edges[self.edges < width]  # key bins that start before the cut
+            part = np.fmax.reduceat(_pool_rows(block, local), inside, axis=-1)  # (H, bins touched, bins inside)
+            bins = self.result[:, first:last + 1]
+            np.fmax(bins[..., :inside.size], part, out=bins[..., :inside.size])
+            np.fmax(bins[..., inside.size:], 0, out=bins[..., inside.size:])
+            return
         if self.edges is None:
             self.result[:, start:stop] = without_first_key(block) if self.hide_first else block
             return

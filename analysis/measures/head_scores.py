@@ -70,6 +70,15 @@ class QueryRows:
     token_ids: np.ndarray | None = None  # (n,) the text's tokens (read by the copying scores)
     causal: bool = True  # a decoder's mask (keys j ≤ i) or an encoder's (every key)
     window: int | None = None  # the layer's sliding window (keys back a query sees, itself included); None: none
+    #: the text's length when ``weights`` is a causal block cut after its last visible key (width stop < n); None:
+    #: the weights' width
+    n_keys: int | None = None
+    #: (H, b) float64 −Σ_j A ln A of each row when already computed (qk_capture.iter_causal_blocks); None: the
+    #: entropy score takes it from the weights
+    row_entropy: np.ndarray | None = None
+    #: a pass's memo of the text's repeat pairs per block of rows ({(gap, window, offset, start, stop): pairs}),
+    #: shared by every layer's blocks of the same rows; None: found afresh
+    pairs: dict | None = None
 
     @property
     def stop(self) -> int:
@@ -77,7 +86,7 @@ class QueryRows:
 
     @property
     def n(self) -> int:
-        return int(self.weights.shape[-1])
+        return int(self.weights.shape[-1]) if self.n_keys is None else int(self.n_keys)
 
     @property
     def sees(self) -> int:
@@ -247,8 +256,14 @@ INDUCTION_MIN_GAP = 3
 def _pattern_sum(rows: QueryRows, min_gap: int, key_offset: int) -> tuple[np.ndarray, int]:
     """Σ over the block's pairs of A[i, j + key_offset] (pairs in sight of the layer's window), and the block's
     positions i with a pair."""
-    i, j, n_positions = repeat_pairs(rows.token_ids, min_gap, None if rows.sees > rows.n else rows.sees, key_offset,
-                                     slice(rows.start, rows.stop))
+    window = None if rows.sees > rows.n else rows.sees
+    key = (min_gap, window, key_offset, rows.start, rows.stop)
+    found = None if rows.pairs is None else rows.pairs.get(key)
+    if found is None:
+        found = repeat_pairs(rows.token_ids, min_gap, window, key_offset, slice(rows.start, rows.stop))
+        if rows.pairs is not None:
+            rows.pairs[key] = found
+    i, j, n_positions = found
     return _gather_sum(rows.weights, i - rows.start, j + key_offset), n_positions
 
 
@@ -322,7 +337,9 @@ def _entropy_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
     for c in range(0, i.size, step):
         q = i[c:c + step]  # query positions, consecutive (only row 0, or every row of a 1-key window, is left out)
         block = w[:, q[0] - rows.start : q[-1] + 1 - rows.start]  # (H, b, n) a view
-        if rows.causal:
+        if rows.row_entropy is not None:
+            entropies = rows.row_entropy[:, q[0] - rows.start : q[-1] + 1 - rows.start]
+        elif rows.causal:
             entropies = _row_entropy(block[..., : q[-1] + 1], first_query=int(q[0]))  # only keys j ≤ i are read
         else:
             entropies = _row_entropy(block)

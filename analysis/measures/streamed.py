@@ -17,6 +17,13 @@ of query rows at a time (``iter_row_blocks``: every head's weights for b rows, ~
             thumbnails    the max of each (row bin, key bin) so far (display.PooledRows)
         → that layer's (H,) scores, (H, c, c) thumbnails
 
+A causal layer of a capture (no soft-capping) is read in small blocks cut after their last visible key
+(qk_capture.iter_causal_blocks: a block of b rows starting at r holds keys 0 … r + b − 1, sized to stay in the
+processor's cache), with each row's entropy computed from its scores there, not from a logarithm of every weight;
+the other consumers read the cut block as they read a full one (the keys past the cut are zeros). Those numbers
+equal the full-width blocks' to float32 rounding (≤ 1e-6 on a score, tests/analysis/test_streamed.py's CUT_ATOL;
+test_causal_blocks.py). The value-weighted and first-key-hidden thumbnails read full-width blocks.
+
 Every number is computed by the same definition the all-maps path uses (the score's ``row_sum``, ``_HeadSums``,
 ``PooledRows``, lenses' ``residual_rows`` and ``weighted_by_norms``); only the rows each call sees differ, so the
 results equal ``all_scores`` / ``scores_of_text`` / ``detect`` / capture's thumbnails / lenses on the same maps to
@@ -38,7 +45,8 @@ import numpy as np
 
 from ..display import PooledRows
 from ..run.capture import THUMBNAIL_PX
-from ..run.qk_capture import AttentionMaps, _index, _rows, block_rows, head_weights, iter_row_blocks
+from ..run.qk_capture import (AttentionMaps, QKCapture, _index, _rows, block_rows, head_weights, iter_causal_blocks,
+                               iter_row_blocks)
 from . import head_scores as hs
 from . import tl_scores as tl
 from .lenses import (SINK_EPSILON, SinkRate, iter_rollout, residual_rows, row_normalise, sink_rate_of_scores,
@@ -103,23 +111,29 @@ def streamed_pass(maps: AttentionMaps, token_ids: np.ndarray, *, probe: Probe = 
     tl_values = None if tl_heads is None else {name: np.full((L, H), -1.0) for name in tl_options.names}
     pooled = None if thumbnail_px is None else []
     pooled_weighted = [] if weighted and thumbnail_px is not None else None
+    memo = {}  # the text's repeat pairs per block of rows: the same for every layer, found once
     for layer in range(L):
         sums = {e.name: [] for e in entries}
         heads = None if tl_heads is None else tl_heads[layer]
-        tl_sums = None if heads is None or not heads.size else _tl_sums(maps, layer, heads, ids, tl_options)
+        tl_sums = None if heads is None or not heads.size else _tl_sums(maps, layer, heads, ids, tl_options,
+                                                                         memo=memo)
         pool = None if pooled is None else PooledRows(H, n, thumbnail_px, hide_first)
         pool_weighted = None if pooled_weighted is None else PooledRows(H, n, thumbnail_px, hide_first)
         norms = maps.key_norms(layer)[:, None, :] if pool_weighted is not None else None  # (H, 1, n)
-        for rows, block in iter_row_blocks(maps, layer, rows_per_block, reuse=True):  # (H, b, n), valid until the next
-            q = hs.QueryRows(block, rows.start, ids, causal, per_layer[layer])
+        blocks = _blocks(maps, layer, rows_per_block, cut=not hide_first and pool_weighted is None)
+        for start, block, entropy, row_sums in blocks:  # (H, b, n) or causally cut (H, b, stop); valid until the next
+            q = hs.QueryRows(block, start, ids, causal, per_layer[layer], n_keys=n, row_entropy=entropy, pairs=memo)
             for e in entries:
                 sums[e.name].append(e.row_sum(q))
             if tl_sums is not None:
-                tl_sums.add(rows.start, block if heads.size == H else block[heads])
+                if heads.size == H:
+                    tl_sums.add(start, block, row_sums)
+                else:
+                    tl_sums.add(start, block[heads], None if row_sums is None else row_sums[heads])
             if pool is not None:
-                pool.add(rows.start, block)
+                pool.add(start, block)
             if pool_weighted is not None:
-                pool_weighted.add(rows.start, row_normalise(weighted_by_norms(block, norms).astype(np.float32)))
+                pool_weighted.add(start, row_normalise(weighted_by_norms(block, norms).astype(np.float32)))
         for e in entries:
             score_values[e.name][layer] = hs.mean_of_sums(sums[e.name], H)
         if tl_sums is not None:
@@ -239,6 +253,22 @@ def rollout_layer(maps: AttentionMaps, layer: int, rows=None, rows_per_block: in
 
 
 # ----------------------------------------------------------------------------- helpers
+def _blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None, cut: bool
+            ) -> Iterable[tuple[int, np.ndarray, np.ndarray | None, np.ndarray | None]]:
+    """(first row, weights, row entropies or None, row sums or None) of every block of ``layer``. A causal layer of a capture
+    (no soft-capping) comes from qk_capture.iter_causal_blocks when ``cut`` allows its blocks to end at their
+    last visible key: the weights of the same arithmetic, each row's entropy computed from its scores in
+    cache. Every other layer: iter_row_blocks (full width, entropy from the weights)."""
+    if cut and isinstance(maps, QKCapture):
+        lqk = maps.layers[layer]
+        if lqk.causal and lqk.softcap is None:
+            for block in iter_causal_blocks(maps, layer, rows_per_block):
+                yield block.start, block.weights, block.entropy, block.row_sums
+            return
+    for rows, block in iter_row_blocks(maps, layer, rows_per_block, reuse=True):
+        yield rows.start, block, None, None
+
+
 def _score_entries(names: Sequence[str] | None, causal: bool) -> list[hs.HeadScore]:
     """The registry's entries of ``names`` that apply and are sums over this text's rows (not the probe's)."""
     if names is None:
@@ -295,11 +325,11 @@ def _tl_heads(options: TLOptions | None, L: int, H: int, n: int) -> list[np.ndar
 
 
 def _tl_sums(maps: AttentionMaps, layer: int, heads: np.ndarray, ids: np.ndarray, options: TLOptions,
-             patterns: Mapping | None = None) -> "tl._HeadSums":
+             patterns: Mapping | None = None, memo: dict | None = None) -> "tl._HeadSums":
     """A ``_HeadSums`` of ``layer``'s ``heads``; a head's whole map, when the reference must settle its score, is
-    computed again on demand (head_weights)."""
+    computed again on demand (head_weights). ``memo``: the pass's repeat pairs (tl._named_cells)."""
     n = maps.n_tokens
-    patterns = tl._named_cells(options.names, ids, n) if patterns is None else patterns
+    patterns = tl._named_cells(options.names, ids, n, memo) if patterns is None else patterns
     return tl._HeadSums(heads.size, n, np.float32, patterns, options.error_measure, options.exclude_bos,
                         options.exclude_current_token, lambda k: head_weights(maps, layer, int(heads[k])))
 

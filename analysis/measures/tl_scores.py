@@ -26,7 +26,7 @@ when almost all attention is excluded; ~1e-10 measured).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -104,23 +104,30 @@ class _Repeats:
 
     ids: np.ndarray
     shift: int
+    memo: dict | None = field(default=None, compare=False)  # {(start, stop): earlier copies}, shared by a pass
 
     @property
     def n(self) -> int:
         return int(self.ids.size)
 
     def rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        i, j = earlier_copies(self.ids, slice(start, stop))  # row-major
+        found = None if self.memo is None else self.memo.get(("copies", start, stop))
+        if found is None:
+            found = earlier_copies(self.ids, slice(start, stop))  # row-major
+            if self.memo is not None:
+                self.memo[("copies", start, stop)] = found
+        i, j = found
         return i, j + self.shift, np.ones(i.size)
 
     def dense(self) -> np.ndarray:
         return _Cells(self.n, *self.rows(0, self.n)).dense()
 
 
-def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int) -> dict:
+def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int, memo: dict | None = None) -> dict:
     """The named patterns straight as cells (the same cells as ``detection_pattern``, without an (n, n)
     matrix each): previous token (i, i − 1); duplicate token the repeat pairs (i, j), j < i; induction
-    the same pairs one key on, (i, j + 1)."""
+    the same pairs one key on, (i, j + 1). ``memo``: where the repeat pairs of each block of rows are kept for the
+    next layer (a streamed pass's; None: found afresh each time)."""
     ids = np.asarray(token_ids).ravel()
     if ids.size != n:
         raise ValueError(f"{ids.size} token ids for {n} attention positions")
@@ -132,7 +139,7 @@ def _named_cells(names: Sequence[str], token_ids: np.ndarray, n: int) -> dict:
             continue
         if name not in HEAD_NAMES:
             detection_pattern(name, ids)  # raises: unknown name
-        cells[name] = _Repeats(ids, 0 if name == "duplicate_token_head" else 1)
+        cells[name] = _Repeats(ids, 0 if name == "duplicate_token_head" else 1, memo)
     return cells
 
 
@@ -170,14 +177,19 @@ class _HeadSums:
         self.p_col0 = {key: np.zeros(n) for key in self.patterns}
         self.p_diag = {key: np.zeros(n) for key in self.patterns}
 
-    def add(self, start: int, block: np.ndarray) -> None:
-        """Query rows start … start + b − 1 of the K heads: block (K, b, n)."""
+    def add(self, start: int, block: np.ndarray, row_sums: np.ndarray | None = None) -> None:
+        """Query rows start … start + b − 1 of the K heads: block (K, b, n) (or a causal block cut after its last
+        visible key, (K, b, stop)). ``row_sums`` (K, b): Σ_j of each row when the caller has them (weights, which
+        are never negative, summed in float32 as here; not with an exclusion on, which sums in float64)."""
         if block.dtype != self.dtype:
             block = block.astype(self.dtype)  # float16, integers: sums in float64
         b = block.shape[1]
         stop, r = start + b, np.arange(b)
-        signed = self.error_measure == "abs" and block.size > 0 and bool(block.min() < 0)  # weights never are
-        self.row_sums[:, start:stop] = (np.abs(block) if signed else block).sum(axis=-1, dtype=self.accumulate)
+        if row_sums is not None and self.accumulate == np.float32:
+            self.row_sums[:, start:stop] = row_sums
+        else:
+            signed = self.error_measure == "abs" and block.size > 0 and bool(block.min() < 0)  # weights never are
+            self.row_sums[:, start:stop] = (np.abs(block) if signed else block).sum(axis=-1, dtype=self.accumulate)
         self.col0[:, start:stop] = block[:, :, 0]
         self.diag[:, start:stop] = block[:, r, start + r]
         for key, pattern in self.patterns.items():

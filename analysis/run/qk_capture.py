@@ -421,6 +421,78 @@ def iter_row_blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None 
         yield slice(start, stop), (block.cpu().numpy() if to_numpy else block)
 
 
+#: Bytes of one (H, b, n) float32 block in :func:`iter_causal_blocks`: small enough that its scores, its weights
+#: and the consumers' passes over them stay in the processor's cache (SmolLM2 at 2,048 tokens: 64 rows).
+CACHED_BLOCK_BYTES = 5 * 2**20
+#: The float32 stand-in for −∞ on hidden keys in :func:`iter_causal_blocks`: its exp is 0 like −∞'s, and 0 times it
+#: is 0 (−∞ would make the entropy's Σ A·s NaN there).
+_HIDDEN = -float(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True)
+class CausalBlock:
+    """Query rows start … stop − 1 of every head of one layer, over keys 0 … stop − 1 only (a causal row sees no
+    later key: the columns past stop are the zeros :func:`iter_row_blocks` would have written). Valid until the
+    next block is asked for."""
+
+    start: int
+    weights: np.ndarray  # (H, b, stop) float32 softmax weights, a view of the iterator's buffer
+    entropy: np.ndarray  # (H, b) float64 −Σ_j A[i, j] ln A[i, j] of each row (0 ln 0 = 0)
+    row_sums: np.ndarray  # (H, b) float32 Σ_j A[i, j] of each row as computed (1 to float32 rounding)
+
+
+def iter_causal_blocks(capture: "QKCapture", layer: int, rows_per_block: int | None = None
+                       ) -> Iterator[CausalBlock]:
+    """Every query row of a causal ``layer`` of ``capture`` in order, a :class:`CausalBlock` at a time: the weights
+    of :func:`iter_row_blocks` (the same arithmetic as :func:`_fill_rows`: s = (q·kᵀ)·scaling, hidden keys masked,
+    float32 softmax) with each row's entropy, computed where the block still sits in cache, so the streamed pass
+    need not take a logarithm of every weight.
+
+    The entropy from the scores: with m_i = max_j s_ij and d_ij = s_ij − m_i ≤ 0, A_ij = e^{d_ij} / Z_i and
+    Z_i = Σ_j e^{d_ij} = 1 / max_j A_ij (the row's largest weight is e⁰ / Z_i), so
+
+        H_i = −Σ_j A_ij ln A_ij = −Σ_j A_ij (d_ij − ln Z_i) = −ln(max_j A_ij) − Σ_j A_ij d_ij   (Σ_j A_ij = 1)
+
+    two terms ≥ 0, so nothing cancels: each is within a few float32 roundings of its value (relative), and the
+    sum as well; a hidden key has A = 0 and adds nothing. ``rows_per_block`` None: :data:`CACHED_BLOCK_BYTES`.
+    Soft-capping and non-causal layers are not taken here (ValueError): :func:`iter_row_blocks` computes those."""
+    import torch
+
+    lqk = capture.layers[_index(layer, capture.n_layer, "layer")]
+    if not lqk.causal or lqk.softcap is not None:
+        raise ValueError("iter_causal_blocks takes causal layers without soft-capping")
+    H, n, dk = lqk.q.shape
+    g = lqk.k.shape[0]
+    step = (block_rows(n, H, CACHED_BLOCK_BYTES) if rows_per_block is None else int(rows_per_block))
+    kt = lqk.k.transpose(1, 2).contiguous()  # (g, dk, n): a matmul reads contiguous keys twice as fast
+    q = lqk.q
+    if q.dtype != torch.float32:
+        q, kt = q.float(), kt.float()
+    scores = torch.empty(H * step * n, dtype=torch.float32, device=q.device)
+    weights = torch.empty(H * step * n, dtype=torch.float32, device=q.device)
+    with torch.inference_mode():
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            b = stop - start
+            s = scores[:H * b * stop].view(H, b, stop)
+            a = weights[:H * b * stop].view(H, b, stop)
+            grouped = s.view(g, (H // g) * b, stop)
+            torch.baddbmm(grouped, q[:, start:stop].reshape(g, (H // g) * b, dk), kt[:, :, :stop], beta=0,
+                          alpha=lqk.scaling, out=grouped)
+            if b > 1:
+                s[:, :, start:].masked_fill_(_upper_triangle(b, str(s.device)), _HIDDEN)
+            if lqk.window is not None:
+                width = stop - lqk.window  # keys j ≤ i − w of row i: below stop − w only
+                if width > 0:
+                    i = torch.arange(start, stop, device=s.device)[:, None]
+                    j = torch.arange(width, device=s.device)[None, :]
+                    s[:, :, :width].masked_fill_(j <= i - lqk.window, _HIDDEN)
+            s.sub_(s.amax(dim=-1, keepdim=True))  # d = s − m (hidden keys stay at the float32 minimum)
+            torch._softmax(s, -1, False, out=a)
+            entropy = (torch.linalg.vecdot(a, s).neg_().sub_(torch.log(a.amax(dim=-1)))).double()
+            yield CausalBlock(start, a.cpu().numpy(), entropy.cpu().numpy(), a.sum(dim=-1).cpu().numpy())
+
+
 def block_rows(n_tokens: int, n_heads: int, budget: int | None = None) -> int:
     """Query rows of ``n_heads`` heads over ``n_tokens`` keys whose float32 weights fit in ``budget`` bytes (None:
     :data:`BLOCK_BYTES`), at least 1 and at most :data:`MAX_BLOCK_ROWS`."""
@@ -731,5 +803,5 @@ def qk_capture_bytes_of(loaded, n_tokens: int, store: StoreDtype = "float32") ->
 
 
 __all__ = ["ATTENTION_NAME", "AttentionMaps", "LayerQK", "QKCapture", "QKRecorder", "StoredMaps", "forward_qk",
-           "head_weights", "iter_row_blocks", "qk_capture_bytes", "qk_capture_bytes_of", "register",
+           "CausalBlock", "head_weights", "iter_causal_blocks", "iter_row_blocks", "qk_capture_bytes", "qk_capture_bytes_of", "register",
            "block_rows", "weights_block_bytes"]
