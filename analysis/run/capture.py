@@ -85,9 +85,8 @@ class _Hooks:
     def _block_input(self, layer: int):
         def hook(module, args, kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]  # (B, T, d)
-            batch = hidden.detach().float().cpu().numpy()
             for b, (captured, n) in enumerate(zip(self.sequences, self.lengths)):
-                captured.layer_inputs[layer] = batch[b, :n]
+                _copy_into(captured.layer_inputs[layer], hidden[b, :n])
             self._mark("layer_inputs", layer)
 
         return hook
@@ -111,9 +110,8 @@ class _Hooks:
     def _output(self, layer: int):
         def hook(module, args, output):
             out = output[0] if isinstance(output, tuple) else output  # (B, T, d)
-            batch = out.detach().float().cpu().numpy()
             for b, (captured, n) in enumerate(zip(self.sequences, self.lengths)):
-                captured.attention_outputs[layer] = batch[b, :n]
+                _copy_into(captured.attention_outputs[layer], out[b, :n])
             self._mark("attention_outputs", layer)
 
         return hook
@@ -129,6 +127,15 @@ class _Hooks:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+
+
+def _copy_into(target: np.ndarray, tensor) -> None:
+    """target[...] = tensor (float32, on the CPU) by torch's copy, which splits a large copy over the threads (and
+    the first touch of the fresh array's pages with it): numpy's assignment copied on one core."""
+    import torch
+
+    with torch.inference_mode():
+        torch.from_numpy(target).copy_(tensor.detach())
 
 
 def forward(loaded: LoadedModel, batch_ids: list[list[int]], parts: Sequence[str] = tuple(PARTS),
