@@ -17,154 +17,18 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import apply_scale, elide, shown_weights
+from analysis.display import apply_scale, shown_weights
 from analysis.export.contents import figure_files
 
 from ..export.figure_files import save_figure, settle_layout
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data
+from .token_axis import (  # noqa: F401  (the figures' label names, read here by tests and the tabs)
+    AXIS_LABEL_NUDGE_PX, AXIS_TITLE_GAP_PX, LABEL_TOP_PX, ROTATED_LABEL_CHARS, TokenAxis, rotated_label,
+    tick_font, token_label)
 
 ROW_HIGHLIGHT = "#ff2d55"
-def tick_font() -> QtGui.QFont:
-    font = QtGui.QFont(QtWidgets.QApplication.font())
-    font.setPointSizeF(8.5)
-    return font
-
-
-#: A rotated token label (token and index) is elided to this many characters, so that one long token
-#: ("<|endoftext|> [0]") does not take the map's height.
-ROTATED_LABEL_CHARS = 11
-LABEL_TOP_PX = 4  # a rotated label starts this far below its axis line
-AXIS_TITLE_GAP_PX = 5  # at least this much air between the longest rotated label and the axis title below it
-AXIS_LABEL_NUDGE_PX = 5  # pyqtgraph's AxisItem.resizeEvent moves a bottom axis' title this far down
-
-
-def token_label(token: str, index: int, limit: int | None = None) -> str:
-    """The label of token ``index`` on either axis: the token, then its position in brackets, "1 [12]" (the hover
-    reads "'1' [12]"), so that a number token is never mistaken for its index. With ``limit`` the token is elided
-    so that the whole label has at most ``limit`` characters; the index is never cut. Tick labels are plain text
-    (pyqtgraph draws them with ``drawText``), so the token is not HTML-escaped here."""
-    suffix = f" [{index}]"
-    if limit is None:
-        return elide(token) + suffix
-    return elide(token, max(1, limit - len(suffix))) + suffix
-
-
-def rotated_label(token: str, index: int) -> str:
-    """The label of key ``index`` on a rotated axis: :func:`token_label` of at most :data:`ROTATED_LABEL_CHARS`."""
-    return token_label(token, index, ROTATED_LABEL_CHARS)
-
-
-class TokenAxis(pg.AxisItem):
-    """An axis whose ticks are token labels, "token [index]" (:func:`token_label`: the token elided to 24
-    characters; rotated ones to :data:`ROTATED_LABEL_CHARS` in all); on the bottom they are drawn rotated by 90°.
-    :meth:`label_px` is the room one label needs along the axis, from the font."""
-
-    def __init__(self, orientation: str, rotate: bool = False, on_click=None, **kwargs):
-        super().__init__(orientation, **kwargs)
-        self.on_click = on_click  # on_click(index): a left click on a label (or beside it, along the axis)
-        self.rotate = rotate and orientation in ("bottom", "top")
-        self._labels: list[str] = []
-        self._labels_by_index: dict[int, str] = {}
-        self._label_px = 12.0
-        self.setStyle(autoExpandTextSpace=True, tickLength=-3, tickFont=tick_font())
-
-    def set_tokens(self, tokens, with_index: bool = True) -> None:
-        """All labels, measured once (the ␣ marker and other fallback glyphs can be taller than letters)."""
-        if self.rotate:
-            self._labels = [rotated_label(t, i) if with_index else elide(t, ROTATED_LABEL_CHARS)
-                            for i, t in enumerate(tokens)]
-        else:
-            self._labels = [token_label(t, i) if with_index else elide(t) for i, t in enumerate(tokens)]
-        metrics = QtGui.QFontMetrics(self.style["tickFont"])
-        if self.rotate:  # the rotated labels' thickness along the axis, fallback glyphs (␣) included
-            self._label_px = max((metrics.boundingRect(label).height() for label in self._labels),
-                                 default=metrics.height())
-        else:  # one line of text: labels one line height apart read as lines of a text, a fallback glyph's
-            self._label_px = metrics.height()  # taller box notwithstanding (it thinned ~15 px rows: n4 #5)
-        if self.rotate:
-            self._longest = max((metrics.horizontalAdvance(label) for label in self._labels), default=10)
-            self._fit_height()
-        self.set_stride(1)
-
-    def _fit_height(self) -> None:
-        """A rotated axis is as tall as its longest label (up to 206 px) plus its title ("key") below it, with
-        AXIS_TITLE_GAP_PX between them (the title touched the longest labels: n4 #3)."""
-        if not getattr(self, "rotate", False):  # (pyqtgraph's __init__ may set a label before ours has run)
-            return
-        labels_end = LABEL_TOP_PX + min(getattr(self, "_longest", 10), 206) + 2  # drawPicture's rect is width + 2
-        title = 0.0
-        if self.label is not None and self.label.isVisible():  # pyqtgraph puts the title's box AXIS_LABEL_NUDGE_PX
-            box = self.label.boundingRect().height()  # below the axis; its text starts a document margin in
-            title = box - AXIS_LABEL_NUDGE_PX - self.label.document().documentMargin()
-        self.setHeight(int(math.ceil(labels_end + AXIS_TITLE_GAP_PX + title)))
-
-    def setLabel(self, *args, **kwargs):  # noqa: N802 (pyqtgraph's name): the title's height changes ours
-        super().setLabel(*args, **kwargs)
-        self._fit_height()
-
-    def showLabel(self, show=True):  # noqa: N802
-        super().showLabel(show)
-        if getattr(self, "_labels", None) is not None:
-            self._fit_height()
-
-    def index_at(self, scene_pos) -> int | None:
-        """The token whose label lies at ``scene_pos`` along this axis, or None outside the tokens."""
-        view = self.linkedView()
-        if view is None or not self._labels:
-            return None
-        point = view.mapSceneToView(scene_pos)
-        value = point.x() if self.orientation in ("bottom", "top") else point.y()
-        index = int(math.floor(value))
-        return index if 0 <= index < len(self._labels) else None
-
-    def mouseClickEvent(self, ev):  # noqa: N802
-        if self.on_click is None or ev.button() != QtCore.Qt.MouseButton.LeftButton:
-            return super().mouseClickEvent(ev)
-        index = self.index_at(ev.scenePos())
-        if index is None:
-            ev.ignore()
-            return
-        ev.accept()
-        self.on_click(index)
-
-    def label_px(self) -> float:
-        """The room one label needs along the axis: a rotated label its thickness and a little air; a
-        horizontal one the text's line height (labels are thinned only when rows are shorter than that)."""
-        return self._label_px + 2 if self.rotate else self._label_px
-
-    def set_stride(self, stride: int) -> None:
-        ticks = [(i + 0.5, self._labels[i]) for i in range(0, len(self._labels), max(1, stride))]
-        self._labels_by_index = {i: label for i, label in enumerate(self._labels)}
-        self.setTicks([ticks, []])
-
-    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802 (Qt naming)
-        if not self.rotate:
-            return super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
-        # pyqtgraph drops labels whose horizontal box would overlap or leave the axis; rotated
-        # labels are thinned by their height instead, so draw one at every tick, found from its position.
-        super().drawPicture(p, axisSpec, tickSpecs, [])
-        view = self.linkedView()
-        if view is None:
-            return
-        p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-        p.setFont(self.style["tickFont"])
-        p.setPen(self.textPen())
-        metrics = p.fontMetrics()
-        top = axisSpec[1].y() + LABEL_TOP_PX
-        for _pen, p1, _p2 in tickSpecs:
-            value = view.mapSceneToView(self.mapToScene(QtCore.QPointF(p1.x(), 0))).x()
-            text = self._labels_by_index.get(int(math.floor(value)))
-            if text is None:
-                continue
-            width = metrics.horizontalAdvance(text)
-            p.save()
-            p.translate(p1.x(), top)
-            p.rotate(-90)
-            p.drawText(QtCore.QRectF(-width - 2, -metrics.height() / 2, width + 2, metrics.height()),
-                       QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, text)
-            p.restore()
 
 
 class HeadPlot(ZoomableFigure):
@@ -202,6 +66,7 @@ class HeadPlot(ZoomableFigure):
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
         self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
         self._strides = None
+        self._title: tuple[str, int] | None = None  # (title, title_px) drawn now
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
         self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
@@ -222,14 +87,8 @@ class HeadPlot(ZoomableFigure):
         self.matrix, self.tokens = matrix, tuple(tokens)
         drawn, levels = apply_scale(matrix, scale)
         self.image.setImage(drawn, levels=levels, autoLevels=False)
-        self.colorbar.setColorMap(colormap(cmap))
-        self.colorbar.setLevels(levels)
-        self.colorbar.axis.setLabel(bar_label(scale, hide_first, quantity))
-        self.plot.setTitle(html.escape(title, quote=False), size="11pt")
-        self.plot.layout.setRowFixedHeight(0, self.title_px)
-        self.plot.titleLabel.setMaximumHeight(self.title_px)
-        self.plot.setLabel("left", "query")
-        self.plot.setLabel("bottom", "key")
+        self._show_scale(cmap, levels, bar_label(scale, hide_first, quantity))
+        self._show_titles(html.escape(title, quote=False))
         self.left_axis.set_tokens(self.tokens)
         self.bottom_axis.set_tokens(self.tokens)
         self._strides = None
@@ -239,8 +98,31 @@ class HeadPlot(ZoomableFigure):
         cell = self.image.cell_now
         self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
 
+    def _show_scale(self, cmap: str, levels: tuple[float, float], label: str) -> None:
+        """The colour bar's map, levels and label, each set only when it changes: pyqtgraph draws the bar's axis
+        again on every set, and a new label lays the figure out again."""
+        if self.colorbar.colorMap() is not colormap(cmap):  # (pyqtgraph keeps one ColorMap per name)
+            self.colorbar.setColorMap(colormap(cmap))
+        if tuple(self.colorbar.levels()) != tuple(levels):
+            self.colorbar.setLevels(levels)
+        if self.colorbar.axis.labelText != label:
+            self.colorbar.axis.setLabel(label)
+
+    def _show_titles(self, title_html: str) -> None:
+        """The plot's title and the axes' titles ("query", "key"), each set only when it changes (a new title lays
+        the figure out again, and every axis is drawn again after that)."""
+        if (title_html, self.title_px) != self._title:
+            self._title = (title_html, self.title_px)
+            self.plot.setTitle(title_html, size="11pt")
+            self.plot.layout.setRowFixedHeight(0, self.title_px)
+            self.plot.titleLabel.setMaximumHeight(self.title_px)
+        for axis, name in ((self.left_axis, "query"), (self.bottom_axis, "key")):
+            if axis.labelText != name or not axis.label.isVisible():
+                self.plot.setLabel(axis.orientation, name)
+
     def update_label_density(self) -> None:
-        """Thin the token labels so that neighbours never touch, from the labels' real height."""
+        """Thin the token labels so that neighbours never touch, from the labels' real height (after a new map, a
+        zoom, a pan or a resize)."""
         if self.matrix is None:
             return
         n = self.matrix.shape[0]
@@ -250,11 +132,11 @@ class HeadPlot(ZoomableFigure):
         col_px = vb.width() / max(1e-9, x1 - x0) if vb.width() > 10 else 400 / n
         strides = (max(1, math.ceil(self.left_axis.label_px() / row_px)),
                    max(1, math.ceil(self.bottom_axis.label_px() / col_px)))
-        if strides == self._strides:
-            return
-        self._strides = strides
-        self.left_axis.set_stride(strides[0])
-        self.bottom_axis.set_stride(strides[1])
+        if strides != self._strides:
+            self._strides = strides
+            self.left_axis.set_stride(strides[0])
+            self.bottom_axis.set_stride(strides[1])
+        self.left_axis.fit_width()  # the labels in view now: the figure laid out for them before it paints
 
     def resizeEvent(self, ev):  # noqa: N802
         super().resizeEvent(ev)

@@ -511,3 +511,31 @@ def test_an_svg_has_the_figures_background(qtbot, tmp_path):
     QtSvg.QSvgRenderer(str(tmp_path / "f.svg")).render(painter)
     painter.end()
     assert drawn.pixelColor(10, 10) == QtGui.QColor("white")
+
+
+def test_token_labels_are_measured_once_per_token_list_not_per_view(qtbot, head):
+    """A new head of the same text, a zoom or a pan measures no label again (issue 20: a run's paint re-measured
+    hundreds of labels): the axes' sizes are counted (LabelSizes.measured), and match Qt's own measure."""
+    n = 300
+    tokens = [("␣tok" if i % 3 else "word") + "x" * (i % 7) for i in range(n)]
+    head.set_head(causal(n), tokens, "a")
+    settle(qtbot)
+    axis = head.bottom_axis
+    metrics = QtGui.QFontMetrics(axis.style["tickFont"])
+    assert axis._label_px == max(metrics.boundingRect(label).height() for label in axis._labels)
+    assert axis._longest == max(metrics.horizontalAdvance(label) for label in axis._labels)
+    assert head.left_axis.sizes.measured < n / 2  # the labels in view at the stride shown, not all n
+    measured = (head.left_axis.sizes.measured, axis.sizes.measured)
+    head.set_head(causal(n, seed=1), tokens, "b")  # another head of the same text
+    settle(qtbot)
+    assert (head.left_axis.sizes.measured, axis.sizes.measured) == measured
+    ticks = axis._tickLevels
+    head.plot.getViewBox().setXRange(100, 140, padding=0)  # zoom in: more labels, each measured once at most
+    settle(qtbot)
+    head.plot.getViewBox().setXRange(0, n, padding=0)
+    settle(qtbot)
+    after_zoom = (head.left_axis.sizes.measured, axis.sizes.measured)
+    head.plot.getViewBox().setXRange(100, 140, padding=0)
+    settle(qtbot)
+    assert (head.left_axis.sizes.measured, axis.sizes.measured) == after_zoom
+    assert axis._tickLevels != ticks or axis._stride == 1
