@@ -117,24 +117,11 @@ class PooledRows:
         them pools to 0; not with ``hide_first``)."""
         stop = start + block.shape[-2]
         width = block.shape[-1]
-        if width < self.n:
-            if self.hide_first:
-                raise ValueError("a cut block cannot be pooled with the first key hidden")
-            block = np.asarray(block, dtype=np.float32)
-            if self.edges is None:
-                self.result[:, start:stop, :width] = block
-                self.result[:, start:stop, width:] = 0
-                return
-            first, last = np.searchsorted(self.edges, [start, stop - 1], side="right") - 1
-            local = np.maximum(self.edges[first:last + 1] - start, 0)
-            inside = self.edges[self.edges < width]  # key bins that start before the cut
-            part = np.fmax.reduceat(_pool_rows(block, local), inside, axis=-1)  # (H, bins touched, bins inside)
-            bins = self.result[:, first:last + 1]
-            np.fmax(bins[..., :inside.size], part, out=bins[..., :inside.size])
-            np.fmax(bins[..., inside.size:], 0, out=bins[..., inside.size:])
-            return
+        if width < self.n and self.hide_first:
+            raise ValueError("a cut block cannot be pooled with the first key hidden")
         if self.edges is None:
-            self.result[:, start:stop] = without_first_key(block) if self.hide_first else block
+            self.result[:, start:stop, :width] = without_first_key(block) if self.hide_first else block
+            self.result[:, start:stop, width:] = 0
             return
         first, last = np.searchsorted(self.edges, [start, stop - 1], side="right") - 1  # the row bins touched
         local = np.maximum(self.edges[first:last + 1] - start, 0)  # where each bin's rows start in the block
@@ -147,10 +134,12 @@ class PooledRows:
             part = np.fmax.reduceat(_pool_rows(rest, local, scale), np.maximum(self.edges - 1, 0), axis=-1)
             if self.edges[1] == 1:
                 part[..., 0] = np.nan  # the first key bin held key 0 alone
-        else:
-            part = np.fmax.reduceat(_pool_rows(values, local), self.edges, axis=-1)  # (H, bins touched, c)
-        bins = self.result[:, first:last + 1]
-        np.fmax(bins, part, out=bins)
+        else:  # the key bins that start before the block's last column (all of them unless it is cut)
+            part = np.fmax.reduceat(_pool_rows(values, local), self.edges[self.edges < width], axis=-1)
+        bins = self.result[:, first:last + 1]  # (H, bins touched, c)
+        inside = part.shape[-1]
+        np.fmax(bins[..., :inside], part, out=bins[..., :inside])
+        np.fmax(bins[..., inside:], 0, out=bins[..., inside:])  # a cut block's keys past its width: zeros
 
 
 def pooled_heads(attentions: np.ndarray, size: int, hide_first: bool = False) -> np.ndarray:

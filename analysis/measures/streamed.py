@@ -255,10 +255,11 @@ def rollout_layer(maps: AttentionMaps, layer: int, rows=None, rows_per_block: in
 # ----------------------------------------------------------------------------- helpers
 def _blocks(maps: AttentionMaps, layer: int, rows_per_block: int | None, cut: bool
             ) -> Iterable[tuple[int, np.ndarray, np.ndarray | None, np.ndarray | None]]:
-    """(first row, weights, row entropies or None, row sums or None) of every block of ``layer``. A causal layer of a capture
-    (no soft-capping) comes from qk_capture.iter_causal_blocks when ``cut`` allows its blocks to end at their
-    last visible key: the weights of the same arithmetic, each row's entropy computed from its scores in
-    cache. Every other layer: iter_row_blocks (full width, entropy from the weights)."""
+    """(first row, weights, row entropies or None, row sums or None) of every block of ``layer``. A causal layer
+    of a capture (no soft-capping) comes from qk_capture.iter_causal_blocks when ``cut`` allows its blocks to end
+    at their last visible key: the weights of the same arithmetic, each row's entropy and sum computed from its
+    scores in cache. Every other layer: iter_row_blocks (full width; the consumers take entropy and sums from the
+    weights)."""
     if cut and isinstance(maps, QKCapture):
         lqk = maps.layers[layer]
         if lqk.causal and lqk.softcap is None:

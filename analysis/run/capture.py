@@ -130,8 +130,9 @@ class _Hooks:
 
 
 def _copy_into(target: np.ndarray, tensor) -> None:
-    """target[...] = tensor (float32, on the CPU) by torch's copy, which splits a large copy over the threads (and
-    the first touch of the fresh array's pages with it): numpy's assignment copied on one core."""
+    """target[...] = tensor, for a float32 numpy ``target`` and a tensor of any dtype on any device (converted and
+    brought to the CPU as torch's copy_ does), by torch's copy, which splits a large copy over the threads (and the
+    first touch of the fresh array's pages with it): numpy's assignment copied on one core."""
     import torch
 
     with torch.inference_mode():

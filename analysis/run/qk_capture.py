@@ -223,17 +223,27 @@ def _fill_rows(lqk: LayerQK, start: int, stop: int, out, heads: np.ndarray | Non
         torch.baddbmm(target, qb, kt, beta=0, alpha=lqk.scaling, out=target)
         if lqk.softcap is not None:
             s.div_(lqk.softcap).tanh_().mul_(lqk.softcap)
-        if lqk.causal and b > 1:  # row start + r hides keys start + r + 1 … stop − 1 (hi = stop)
-            s[:, :, start - lo:].masked_fill_(_upper_triangle(b, str(s.device)), float("-inf"))
-        if lqk.window is not None:  # row i hides keys j ≤ i − w: of lo … hi − 1, only keys below stop − w
-            width = min(hi, stop - lqk.window) - lo
-            if width > 0:
-                i = torch.arange(start, stop, device=s.device)[:, None]
-                j = torch.arange(lo, lo + width, device=s.device)[None, :]
-                s[:, :, :width].masked_fill_(j <= i - lqk.window, float("-inf"))
+        _hide_keys(s, lqk, start, stop, lo, hi, float("-inf"))
         _softmax_in_place(s)  # every row sees itself, so no row is all −∞
         out[:, :, lo:hi] = s
     return lo, hi
+
+
+def _hide_keys(s, lqk: LayerQK, start: int, stop: int, lo: int, hi: int, value: float) -> None:
+    """``value`` written over the keys the mask hides from query rows start … stop − 1 in their scores s (h, b, m),
+    whose columns are keys lo … hi − 1 (:func:`_key_range`): the block's b × b causal triangle and the sliding
+    window's band, the only columns a row of the block may not see."""
+    import torch
+
+    b = stop - start
+    if lqk.causal and b > 1:  # row start + r hides keys start + r + 1 … stop − 1 (hi = stop)
+        s[:, :, start - lo:].masked_fill_(_upper_triangle(b, str(s.device)), value)
+    if lqk.window is not None:  # row i hides keys j ≤ i − w: of lo … hi − 1, only keys below stop − w
+        width = min(hi, stop - lqk.window) - lo
+        if width > 0:
+            i = torch.arange(start, stop, device=s.device)[:, None]
+            j = torch.arange(lo, lo + width, device=s.device)[None, :]
+            s[:, :, :width].masked_fill_(j <= i - lqk.window, value)
 
 
 @functools.lru_cache(maxsize=4)
@@ -484,14 +494,7 @@ def iter_causal_blocks(capture: "QKCapture", layer: int, rows_per_block: int | N
             grouped = s.view(g, (H // g) * b, stop)
             torch.baddbmm(grouped, q[:, start:stop].reshape(g, (H // g) * b, dk), kt[:, :, :stop], beta=0,
                           alpha=lqk.scaling, out=grouped)
-            if b > 1:
-                s[:, :, start:].masked_fill_(_upper_triangle(b, str(s.device)), _HIDDEN)
-            if lqk.window is not None:
-                width = stop - lqk.window  # keys j ≤ i − w of row i: below stop − w only
-                if width > 0:
-                    i = torch.arange(start, stop, device=s.device)[:, None]
-                    j = torch.arange(width, device=s.device)[None, :]
-                    s[:, :, :width].masked_fill_(j <= i - lqk.window, _HIDDEN)
+            _hide_keys(s, lqk, start, stop, 0, stop, _HIDDEN)  # keys 0 … stop − 1
             s.sub_(s.amax(dim=-1, keepdim=True))  # d = s − m (hidden keys stay at the float32 minimum)
             torch._softmax(s, -1, False, out=a)
             entropy = (torch.linalg.vecdot(a, s).neg_().sub_(torch.log(a.amax(dim=-1)))).double()
