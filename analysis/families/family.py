@@ -75,6 +75,10 @@ class Family:
         """The module whose output is the attention sub-layer's output before the residual (W_O)."""
         raise NotImplementedError
 
+    def final_norm(self, model):
+        """The norm between the last block and the unembedding (decoders), as a torch module."""
+        raise NotImplementedError
+
     def output_weight(self, block):
         """W_O as the torch tensor the model holds, laid out ``x @ W`` (in = h·dk, out = d): rows h·dk … (h+1)·dk
         read head h. A view of the model's own parameter (no copy); an ``nn.Linear`` stores (out, in)."""

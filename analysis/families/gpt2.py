@@ -45,6 +45,9 @@ class GPT2Family(Family):
     def attention_module(self, block):
         return block.attn
 
+    def final_norm(self, model):
+        return model.base_model.ln_f
+
     def output_module(self, block):
         return block.attn.c_proj
 

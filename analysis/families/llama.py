@@ -61,6 +61,9 @@ class LlamaFamily(Family):
     def attention_module(self, block):
         return block.self_attn
 
+    def final_norm(self, model):
+        return model.base_model.norm
+
     def output_module(self, block):
         return block.self_attn.o_proj
 

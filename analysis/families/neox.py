@@ -53,6 +53,9 @@ class NeoXFamily(Family):
     def attention_module(self, block):
         return block.attention
 
+    def final_norm(self, model):
+        return model.base_model.final_layer_norm
+
     def output_module(self, block):
         return block.attention.dense
 
