@@ -5,6 +5,7 @@ import os
 
 from .ablate import cmd_ablate
 from .app import cmd_gui
+from .attribute import cmd_attribute
 from .bench.command import cmd_bench
 from .calc import cmd_calc
 from .export import cmd_export
@@ -18,7 +19,7 @@ def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the process's arguments when None), run the command, and return the exit code."""
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
-               "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
+               "attribute": cmd_attribute, "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

@@ -148,6 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_bos(ablate)
     add_chat(ablate, main_parser=False)
 
+    attribute = sub.add_parser("attribute", help="direct logit attribution: what each head, MLP, the embeddings and "
+                                                 "biases add to the answer's logit (difference) at one position, as JSON")
+    add_model_options(attribute, main_parser=False)
+    source = attribute.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text")
+    source.add_argument("--text-file", type=text_file,
+                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    attribute.add_argument("--answer", required=True, metavar="TOKEN",
+                           help="the answer token as it is written after the text, leading space included (\" Mary\")")
+    attribute.add_argument("--wrong", metavar="TOKEN", help="a wrong answer: the metric is logit(answer) − logit(wrong)")
+    attribute.add_argument("--position", type=int, metavar="P", help="the position read (default the last; −1 the last)")
+    attribute.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
+    add_max_tokens(attribute, "run")
+    add_bos(attribute)
+    add_chat(attribute, main_parser=False)
+
     models = sub.add_parser("models", help="list the GGUF files already on this computer (Hugging Face cache, "
                                            "llama.cpp, LM Studio, Ollama) and whether AttnScope can open each")
     models.add_argument("--folder", action="append", metavar="DIR", type=path_option(blank="a folder name"),
@@ -183,6 +199,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
         parser.error(f"--chat takes the special tokens from the model's chat template: drop "
                      f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
-    if args.command in ("export", "scan", "ablate") and args.model is None:
+    if args.command in ("export", "scan", "ablate", "attribute") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args

@@ -134,6 +134,6 @@ def attribute(loaded, ids: list[int], answer: int, wrong: int | None = None, pos
         bias += float(ubias[answer] - (ubias[wrong] if wrong is not None else 0))
     value = float(logits[answer] - (logits[wrong] if wrong is not None else 0))
     total = heads.sum() + mlps.sum() + embeddings + bias
-    tok = loaded.tokenizer.convert_ids_to_tokens
+    tok = lambda i: loaded.tokenizer.decode([i])  # the text as typed ( Mary), not the byte-level piece (ĠMary)
     metric = f"logit({tok(answer)!r})" + (f" − logit({tok(wrong)!r})" if wrong is not None else "")
     return Attribution(metric, p, value, heads, mlps, embeddings, bias, value - float(total))
