@@ -9,6 +9,7 @@ from .attribute import cmd_attribute
 from .bench.command import cmd_bench
 from .calc import cmd_calc
 from .export import cmd_export
+from .lens import cmd_lens
 from .models import cmd_models
 from .output import fail, user_message
 from .parser import parse_args
@@ -19,7 +20,8 @@ def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the process's arguments when None), run the command, and return the exit code."""
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
-               "attribute": cmd_attribute, "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
+               "attribute": cmd_attribute, "lens": cmd_lens,
+               "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

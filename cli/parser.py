@@ -164,6 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_bos(attribute)
     add_chat(attribute, main_parser=False)
 
+    lens = sub.add_parser("lens", help="the logit lens: each layer's residual stream decoded through the final norm "
+                                       "and the unembedding at every position, and each next token's surprisal, as JSON")
+    add_model_options(lens, main_parser=False)
+    source = lens.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text")
+    source.add_argument("--text-file", type=text_file,
+                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    lens.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
+    add_max_tokens(lens, "run")
+    add_bos(lens)
+    add_chat(lens, main_parser=False)
+
     models = sub.add_parser("models", help="list the GGUF files already on this computer (Hugging Face cache, "
                                            "llama.cpp, LM Studio, Ollama) and whether AttnScope can open each")
     models.add_argument("--folder", action="append", metavar="DIR", type=path_option(blank="a folder name"),
@@ -199,6 +211,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
         parser.error(f"--chat takes the special tokens from the model's chat template: drop "
                      f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
-    if args.command in ("export", "scan", "ablate", "attribute") and args.model is None:
+    if args.command in ("export", "scan", "ablate", "attribute", "lens") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args
