@@ -8,6 +8,7 @@ from .app import cmd_gui
 from .attribute import cmd_attribute
 from .bench.command import cmd_bench
 from .calc import cmd_calc
+from .compose import cmd_compose
 from .export import cmd_export
 from .lens import cmd_lens
 from .models import cmd_models
@@ -20,7 +21,7 @@ def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the process's arguments when None), run the command, and return the exit code."""
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
-               "attribute": cmd_attribute, "lens": cmd_lens,
+               "attribute": cmd_attribute, "lens": cmd_lens, "compose": cmd_compose,
                "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
     try:
         return command(args)

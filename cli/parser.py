@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_bos(lens)
     add_chat(lens, main_parser=False)
 
+    compose = sub.add_parser("compose", help="head composition (Elhage et al. 2021): Q-, K- and V-composition scores "
+                                             "between every earlier and later head, from weights, as JSON")
+    add_model_options(compose, main_parser=False)
+    compose.add_argument("--top", type=positive_int, default=10, metavar="K", help="the K strongest pairs of each kind")
+    compose.add_argument("--json", type=file_name, metavar="FILE",
+                         help="also write every score (layer × head × layer × head per kind) to FILE")
+
     models = sub.add_parser("models", help="list the GGUF files already on this computer (Hugging Face cache, "
                                            "llama.cpp, LM Studio, Ollama) and whether AttnScope can open each")
     models.add_argument("--folder", action="append", metavar="DIR", type=path_option(blank="a folder name"),
@@ -211,6 +218,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
         parser.error(f"--chat takes the special tokens from the model's chat template: drop "
                      f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
-    if args.command in ("export", "scan", "ablate", "attribute", "lens") and args.model is None:
+    if args.command in ("export", "scan", "ablate", "attribute", "lens", "compose") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args
