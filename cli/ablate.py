@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .inputs import check_apart, load_model_of, read_text_file
+from .inputs import load_model_of, one_text
 from .output import compact_json, count_progress, warn
 from .signals import Signals, stopped
 
@@ -19,23 +19,9 @@ def _ablate(args, signals: Signals) -> int:
 
     if not args.heads and not args.importance:
         raise InputError("Name the heads to ablate with --heads LAYER.HEAD,… (e.g. 1.0,1.3), or pass --importance.")
-    check_apart(args)
-    warnings: list[str] = []
-    text = args.text
-    if args.text_file is not None:
-        text, warnings = read_text_file(args.text_file)
-    if not text or not text.strip():
-        raise InputError("The text is empty: give --text or a non-empty --text-file.")
-    if args.json is not None:
-        from analysis.export.paths import check_file_target
-
-        check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
+    text = one_text(args)
     from analysis.measures import ablation
-    from analysis.run.tokenize import check_text
 
-    check_text(text)
-    for warning in warnings:
-        warn(warning)
     loaded = load_model_of(args)
     ablation.heads_site(loaded)  # an encoder is refused before the heads are read
     heads = ablation.parse_heads(args.heads, loaded.n_layer, loaded.n_head) if args.heads else None

@@ -76,3 +76,45 @@ def load_model_of(args):
     return load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle,
                       progress=terminal_progress(), device_map=args.device_map,
                       max_memory=parse_max_memory(args.max_memory))
+
+
+def one_text(args) -> str:
+    """The text of a one-text command (--text or --text-file), its file's warnings said, checked before the model
+    loads: not empty, and the --json target writable."""
+    from analysis.errors import InputError
+    from analysis.run.tokenize import check_text
+
+    from .output import warn
+
+    check_apart(args)
+    text, warnings = args.text, []
+    if args.text_file is not None:
+        text, warnings = read_text_file(args.text_file)
+    if not text or not text.strip():
+        raise InputError("The text is empty: give --text or a non-empty --text-file.")
+    if args.json is not None:
+        from analysis.export.paths import check_file_target
+
+        check_file_target(args.json)  # before the slow part: a folder, a device, no permission …
+    check_text(text)
+    for warning in warnings:
+        warn(warning)
+    return text
+
+
+def text_ids(loaded, text: str, args, done: str) -> tuple[list[int], bool]:
+    """``text`` tokenised as every command runs it (a byte-order mark removed, BOS or the chat template, the token
+    cap), the cut said on stderr with ``done`` ("run: the lens describes that part"): (ids, cut)."""
+    from analysis.run.inference import bos_used
+    from analysis.run.tokenize import token_limit, tokenize, truncation_warning, without_bom
+
+    from .output import warn
+
+    text, bom = without_bom(text)
+    for warning in bom:
+        warn(warning)
+    use_bos = False if args.chat else bos_used(loaded, args.bos)
+    ids, _, cut = tokenize(loaded, text, use_bos, args.max_tokens, chat=args.chat)
+    if cut:
+        warn(truncation_warning(loaded, ids, use_bos, token_limit(loaded, args.max_tokens), done, chat=args.chat))
+    return list(ids), cut

@@ -65,6 +65,18 @@ class Parser(argparse.ArgumentParser):
         return None
 
 
+
+def add_one_text(p, what: str = "run") -> None:
+    """A command on one text: --text or --text-file, --json FILE, and the token cap, BOS and chat options."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text")
+    source.add_argument("--text-file", type=text_file,
+                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    p.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
+    add_max_tokens(p, what)
+    add_bos(p)
+    add_chat(p, main_parser=False)
+
 def build_parser() -> argparse.ArgumentParser:
     from analysis.export.formats import IMAGE_FORMATS
     from analysis.export.layout import DEFAULT_MAX_EXPORT_MB
@@ -151,30 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
     attribute = sub.add_parser("attribute", help="direct logit attribution: what each head, MLP, the embeddings and "
                                                  "biases add to the answer's logit (difference) at one position, as JSON")
     add_model_options(attribute, main_parser=False)
-    source = attribute.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text")
-    source.add_argument("--text-file", type=text_file,
-                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
+    add_one_text(attribute)
     attribute.add_argument("--answer", required=True, metavar="TOKEN",
                            help="the answer token as it is written after the text, leading space included (\" Mary\")")
     attribute.add_argument("--wrong", metavar="TOKEN", help="a wrong answer: the metric is logit(answer) − logit(wrong)")
     attribute.add_argument("--position", type=int, metavar="P", help="the position read (default the last; −1 the last)")
-    attribute.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
-    add_max_tokens(attribute, "run")
-    add_bos(attribute)
-    add_chat(attribute, main_parser=False)
 
     lens = sub.add_parser("lens", help="the logit lens: each layer's residual stream decoded through the final norm "
                                        "and the unembedding at every position, and each next token's surprisal, as JSON")
     add_model_options(lens, main_parser=False)
-    source = lens.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text")
-    source.add_argument("--text-file", type=text_file,
-                        help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
-    lens.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
-    add_max_tokens(lens, "run")
-    add_bos(lens)
-    add_chat(lens, main_parser=False)
+    add_one_text(lens)
 
     compose = sub.add_parser("compose", help="head composition (Elhage et al. 2021): Q-, K- and V-composition scores "
                                              "between every earlier and later head, from weights, as JSON")
