@@ -1,10 +1,8 @@
 """``attnscope ablate``: the next-token loss and top-5 with heads ablated (decoders), as JSON."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from .inputs import load_model_of, one_text
-from .output import compact_json, count_progress, warn
+from .output import compact_json, count_progress, save_text, warn
 from .signals import Signals, stopped
 
 
@@ -14,7 +12,6 @@ def cmd_ablate(args) -> int:
 
 def _ablate(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.folders import write_file_atomically
     from analysis.export.writers import _json_safe
 
     if not args.heads and not args.importance:
@@ -38,7 +35,6 @@ def _ablate(args, signals: Signals) -> int:
                               "loss_change": importance.loss_change.tolist()}
     out = compact_json(_json_safe(data))
     if args.json is not None:
-        signals.deferred = True  # a signal from here on waits: the file is written whole, then the command ends
-        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+        save_text(args.json, out, signals)
     print(out)
     return 0

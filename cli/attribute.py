@@ -1,10 +1,8 @@
 """``attnscope attribute``: direct logit attribution of one position (decoders), as JSON."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from .inputs import load_model_of, one_text, text_ids
-from .output import compact_json
+from .output import compact_json, save_text
 from .signals import Signals, stopped
 
 
@@ -14,7 +12,6 @@ def cmd_attribute(args) -> int:
 
 def _attribute(args, signals: Signals) -> int:
     from analysis.errors import InputError
-    from analysis.export.folders import write_file_atomically
     from analysis.export.writers import _json_safe
     from analysis.measures import ablation, attribution
 
@@ -31,7 +28,6 @@ def _attribute(args, signals: Signals) -> int:
     data = {"n_tokens": len(ids), "truncated": cut, **result.to_dict()}
     out = compact_json(_json_safe(data))
     if args.json is not None:
-        signals.deferred = True  # the file is written whole, then the command ends
-        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+        save_text(args.json, out, signals)
     print(out)
     return 0

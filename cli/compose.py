@@ -1,10 +1,8 @@
 """``attnscope compose``: Q-, K- and V-composition scores between every earlier and later head, from weights, as JSON."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from .inputs import load_model_of
-from .output import compact_json
+from .output import compact_json, save_text
 from .signals import Signals, stopped
 
 
@@ -13,7 +11,6 @@ def cmd_compose(args) -> int:
 
 
 def _compose(args, signals: Signals) -> int:
-    from analysis.export.folders import write_file_atomically
     from analysis.export.writers import _json_safe
 
     if args.json is not None:
@@ -31,8 +28,7 @@ def _compose(args, signals: Signals) -> int:
         data[kind] = getattr(c, kind).tolist()  # (L, H, L, H) raw scores, null where not earlier → later
     out = compact_json(_json_safe(data))
     if args.json is not None:
-        signals.deferred = True
-        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+        save_text(args.json, out, signals)
     summary = {k: v for k, v in data.items() if k not in KINDS}
     print(compact_json(_json_safe(summary)))
     return 0

@@ -1,10 +1,8 @@
 """``attnscope lens``: the logit lens, every layer's residual stream decoded at every position (decoders), as JSON."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from .inputs import load_model_of, one_text, text_ids
-from .output import compact_json
+from .output import compact_json, save_text
 from .signals import Signals, stopped
 
 
@@ -13,7 +11,6 @@ def cmd_lens(args) -> int:
 
 
 def _lens(args, signals: Signals) -> int:
-    from analysis.export.folders import write_file_atomically
     from analysis.export.writers import _json_safe
     from analysis.measures import ablation
     from analysis.measures.logit_lens import logit_lens
@@ -30,7 +27,6 @@ def _lens(args, signals: Signals) -> int:
             "surprisal": lens.surprisal.tolist()}
     out = compact_json(_json_safe(data))
     if args.json is not None:
-        signals.deferred = True  # the file is written whole, then the command ends
-        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(out + "\n", encoding="utf-8"))
+        save_text(args.json, out, signals)
     print(out)
     return 0

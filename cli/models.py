@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .output import counted, warn
+from .output import counted, save_text, warn
 from .signals import Signals, stopped
 
 
@@ -27,7 +27,6 @@ def cmd_models(args) -> int:
 def _models(args, signals: Signals) -> int:
     import json
 
-    from analysis.export.folders import write_file_atomically
     from analysis.model.gguf_scan import find_gguf_files
 
     folders = list(args.folder or ())
@@ -50,6 +49,5 @@ def _models(args, signals: Signals) -> int:
         data = {"files": [f.to_dict() for f in result.files],
                 "looked_in": [{"where": p.where, "path": str(p.path)} for p in result.looked_in]}
         text = json.dumps(data, indent=2, ensure_ascii=False)
-        signals.deferred = True  # the file is written whole, then the command ends
-        write_file_atomically(args.json, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+        save_text(args.json, text, signals)
     return 0

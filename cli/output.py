@@ -33,6 +33,17 @@ def user_message(exc) -> str:
     return str(exc)
 
 
+def save_text(path, text: str, signals) -> None:
+    """Write ``text`` and a newline to the file ``path`` whole (a temporary file renamed into place); a signal from
+    here on waits until the file is written, then ends the command."""
+    from pathlib import Path
+
+    from analysis.export.folders import write_file_atomically
+
+    signals.deferred = True
+    write_file_atomically(path, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+
+
 def compact_json(data) -> str:
     """Indented JSON with each innermost list on one line (``[1, 3]``, ``["␣The", 0.017]``): strict JSON."""
     import json
