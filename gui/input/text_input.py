@@ -124,7 +124,10 @@ class TextInput(QtWidgets.QWidget):
         self.warning.hide()
         self.stale = QtWidgets.QLabel("The text has changed since this result: press Run (Ctrl+Enter) to update it.",
                                       self)
-        self.stale.setStyleSheet("color: #b35c00; font-style: italic;")
+        # Drawn over the token strip's right end, outside the layout: showing or hiding it must not move the
+        # strip and the plots below (a relayout of every view, 26 ms at 512 tokens, in the turn a result arrives).
+        self.stale.setStyleSheet("color: #b35c00; font-style: italic; background: palette(window);"
+                                 " border: 1px solid #b35c00; border-radius: 3px; padding: 0 4px;")
         self.stale.hide()
         self.predictions = QtWidgets.QLabel(self)
         self.predictions.setTextFormat(QtCore.Qt.TextFormat.RichText)
@@ -134,6 +137,7 @@ class TextInput(QtWidgets.QWidget):
         self.predictions.setFixedWidth(PREDICTIONS_WIDTH)
         self.predictions.hide()  # until there are predictions to show (an encoder has none)
         self.token_strip = TokenStrip(state, self)
+        self.token_strip.installEventFilter(self)  # the stale line is placed over it (_place_stale)
         self.held_note = NoteBar(self, one_line=True)  # says that the text is held, not in the box
 
         buttons = QtWidgets.QGridLayout()
@@ -156,7 +160,6 @@ class TextInput(QtWidgets.QWidget):
         layout.addLayout(text_row, 1)
         layout.addWidget(self.held_note)
         layout.addWidget(self.warning)
-        layout.addWidget(self.stale)
         layout.addLayout(strip_row)
 
         # the menus are made last: see the note on the focus chain above
@@ -331,7 +334,27 @@ class TextInput(QtWidgets.QWidget):
         return bundle is not None and not self.auto_box.isChecked() and self.text() != bundle.result.text
 
     def _update_stale(self) -> None:
-        self.stale.setVisible(self.is_stale())
+        if self.is_stale():
+            self._place_stale()
+            self.stale.show()
+            self.stale.raise_()
+        else:
+            self.stale.hide()
+
+    def _place_stale(self) -> None:
+        """The stale line over the token strip's right end (its tokens are the old result's), inside this widget."""
+        strip = self.token_strip.geometry()
+        self.stale.adjustSize()
+        width = min(self.stale.sizeHint().width(), max(0, strip.width() - 8))
+        self.stale.resize(width, self.stale.sizeHint().height())
+        self.stale.move(strip.right() - width - 4, max(0, strip.top() + (strip.height() - self.stale.height()) // 2))
+
+    def eventFilter(self, watched, event) -> bool:
+        """The token strip moved or resized (the window, a warning shown above it): the stale line follows it."""
+        if watched is self.token_strip and event.type() in (QtCore.QEvent.Type.Move, QtCore.QEvent.Type.Resize) \
+                and self.stale.isVisible():
+            self._place_stale()
+        return super().eventFilter(watched, event)
 
     # ----------------------------------------------------------------- recent texts
     def recent_texts(self) -> list[str]:
