@@ -69,7 +69,13 @@ class Interrupted(AttnScopeError):
 
 
 class AnalysisCancelled(AttnScopeError):
-    """The user cancelled a long analysis (a scan, an importance map) between two of its steps."""
+    """The user cancelled a long analysis (a scan, an importance map) between two of its steps.
+
+    ``partial``: what was finished before the Cancel, for the caller to show as partial (None: nothing kept)."""
+
+    def __init__(self, message: str, partial: object = None):
+        super().__init__(message)
+        self.partial = partial
 
 
 _ANSI = None

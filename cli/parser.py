@@ -204,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the real model's table: SmolLM2-135M (make smollm2) at 512, 2,048 and 8,192 tokens against "
                             "its bare sdpa forward, with export and peak memory (~15 minutes here); alone unless "
                             "--models is given")
+    bench.add_argument("--no-importance", action="store_true",
+                       help="with --real: skip the importance map's cached/batched vs one-forward-per-head ratio (~1 min)")
     bench.add_argument("--real-ns", type=real_bench_ns, metavar="NS",
                        help="comma-separated token counts for --real (default 512,2048,8192)")
     return parser

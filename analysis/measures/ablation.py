@@ -62,6 +62,22 @@ class _FamilyHeads:
 
         return ablated
 
+    def edit_last_rows(self, mode: str):
+        """An edit for a batch whose last H rows are each ablated at their own head: row B − H + h loses head h
+        (the rows before them pass unchanged: the importance map's staircase)."""
+        H, dk = self.n_head, self.d_head
+
+        def ablated(merged):
+            B, n, _ = merged.shape  # (B, n, H·dk), B ≥ H
+            heads_out = merged[B - H:].view(H, n, H, dk)
+            edited = merged.clone()
+            new = edited[B - H:].view(H, n, H, dk)
+            for h in range(H):
+                new[h, :, h] = 0 if mode == "zero" else heads_out[h, :, h].mean(dim=0, keepdim=True)
+            return edited
+
+        return ablated
+
 
 def heads_site(loaded):
     """Where ``loaded``'s heads can be ablated: its family adapter's output modules (an encoder is refused)."""
@@ -103,7 +119,9 @@ class AblationResult:
 
 @dataclass(frozen=True)
 class ImportanceMap:
-    """Loss change when each head alone is ablated. Arrays (layer, head), read-only."""
+    """Loss change when each head alone is ablated. Arrays (layer, head), read-only.
+
+    A map cancelled part way (``partial``) holds NaN for the heads not measured; ``done`` says which were."""
 
     mode: str
     baseline_loss: float
@@ -112,10 +130,20 @@ class ImportanceMap:
     n_tokens: int  # tokens run (BOS included)
     truncated: bool  # only the start of a longer text was run
     warnings: tuple[str, ...] = ()  # sentences for the user (a byte-order mark removed, the text cut)
+    done: np.ndarray | None = None  # (L, H) bool: the heads measured; None: every head
+
+    @property
+    def partial(self) -> bool:
+        return self.done is not None and not bool(self.done.all())
+
+    @property
+    def n_done(self) -> int:
+        return int(self.loss_change.size if self.done is None else self.done.sum())
 
     def top(self, k: int = 5) -> list[tuple[int, int, float]]:
-        """The k heads whose ablation raises the loss most: (layer, head, loss change)."""
-        order = np.argsort(-self.loss_change, axis=None)[:k]
+        """The k heads whose ablation raises the loss most: (layer, head, loss change); unmeasured heads never."""
+        order = np.argsort(-np.nan_to_num(self.loss_change, nan=-np.inf), axis=None)[:k]
+        order = [i for i in order if np.isfinite(self.loss_change.flat[i])]
         return [(int(i // self.loss_change.shape[1]), int(i % self.loss_change.shape[1]),
                  float(self.loss_change.flat[i])) for i in order]
 
@@ -255,31 +283,144 @@ def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mod
                           _run(loaded, site, ids, chosen, mode), tokens.n_tokens, tokens.truncated, tokens.warnings)
 
 
+#: At most this many tokens (rows × n) of residual stream go through the blocks at once in the importance map.
+STREAM_TOKENS = 2048
+#: At most this many tokens (rows × n) are decoded at once: their logits are rows × n × vocab floats.
+DECODE_TOKENS = 1024
+
+
+def _losses(logits, ids: list[int]) -> np.ndarray:
+    """The mean next-token NLL (nats) of each row of ``logits`` (B, n, vocab): −mean_t log softmax(logits[t])[ids[t+1]],
+    as logsumexp(row) − logit of the next token, accumulated in float32 and averaged in float64."""
+    import torch
+
+    x = logits[:, :-1]
+    targets = torch.tensor(ids[1:], device=logits.device)
+    picked = x.gather(2, targets[None, :, None].expand(x.shape[0], -1, 1))[..., 0]
+    return (torch.logsumexp(x, dim=-1) - picked).double().mean(dim=1).cpu().numpy()
+
+
+def _decoded_losses(loaded, x, ids: list[int]) -> np.ndarray:
+    """:func:`_losses` of ``decode(x)`` for the residual streams ``x`` (R, n, d) after the last block, the same
+    arithmetic (final norm, unembedding, logsumexp − the next token's logit) done :data:`DECODE_TOKENS` at a time
+    into one reused logits buffer, in place: a fresh R × n × vocab array is mostly page faults on a small machine."""
+    import torch
+
+    model = loaded.model
+    unembed = model.get_output_embeddings()
+    weight, bias = unembed.weight, getattr(unembed, "bias", None)  # (vocab, d), (vocab,) or None
+    R, n, _ = x.shape
+    normed = loaded.family.final_norm(model)(x[:, :-1]).reshape(R * (n - 1), -1)  # (R·(n−1), d)
+    targets = torch.tensor(ids[1:], device=x.device).repeat(R)
+    nll = torch.empty(R * (n - 1), dtype=torch.float32, device=x.device)
+    step = max(1, DECODE_TOKENS)
+    buffer = torch.empty((min(step, normed.shape[0]), weight.shape[0]), dtype=weight.dtype, device=x.device)
+    for i in range(0, normed.shape[0], step):
+        h = normed[i:i + step]
+        logits = buffer[: h.shape[0]]
+        if bias is None:
+            torch.mm(h, weight.T, out=logits)
+        else:
+            torch.addmm(bias, h, weight.T, out=logits)
+        picked = logits.gather(1, targets[i:i + step, None])[:, 0]
+        top = logits.amax(dim=-1, keepdim=True)
+        logits.sub_(top).exp_()
+        nll[i:i + step] = top[:, 0] + logits.sum(dim=-1).log() - picked
+    return nll.view(R, n - 1).double().mean(dim=1).cpu().numpy()
+
+
 def importance_map(loaded, text: str | TextTokens, mode: AblationMode = "zero", bos: bool | None = None,
                    progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-                   max_tokens: int | None = None, chat: bool = False) -> ImportanceMap:
-    """Loss change when each head alone is ablated: one forward per head (plus the baseline).
+                   max_tokens: int | None = None, chat: bool = False, group: int | None = None) -> ImportanceMap:
+    """Loss change when each head alone is ablated, from one cached run (``run.resume``):
 
-    ``progress(done, total)`` after each forward; setting ``cancel`` stops between forwards with
-    AnalysisCancelled. ``bos``, ``max_tokens`` and ``chat`` tokenise a text as :func:`text_tokens` does.
+    the text runs once, keeping each block's input. Nothing before layer l changes when a head of layer l is
+    ablated, so its rows start at block l from that cached input. The rows go as a *staircase*: for a group of
+    ``group`` layers g … g+k−1, block g runs on H rows (row h ablates head h of layer g), at block g+1 the H rows
+    of layer g+1 join them (their own heads ablated there), and so on; after the group's last layer every row
+    runs on to the last block, and is decoded (final norm, unembedding, loss) :data:`DECODE_TOKENS` at a time.
+    Each row thus runs exactly the blocks from its own layer on (the truncation), in batches of up to k·H rows.
+    ``group`` (default: as many layers as fit :data:`STREAM_TOKENS`) trades speed for how often finished heads
+    come in. Equal to one whole forward per head (:func:`importance_map_by_forwards`) to float32 round-off.
+
+    ``progress(done, total)`` counts heads finished (+1 for the baseline run), after each group; setting
+    ``cancel`` stops with AnalysisCancelled whose ``partial`` is the map of the heads finished (whole groups).
+    ``bos``, ``max_tokens`` and ``chat`` tokenise a text as :func:`text_tokens` does.
     """
+    import torch
+
+    from ..run.capture import not_finite
+    from ..run.resume import cache_stream, edited, run_block
+
+    site = heads_site(loaded)
+    mode = _check_mode(mode)
+    tokens = _tokens(loaded, text, bos, max_tokens, chat)
+    ids, n = list(tokens.ids), tokens.n_tokens
+    L, H = loaded.n_layer, loaded.n_head
+    total = L * H + 1
+    group = max(1, min(L, group or STREAM_TOKENS // (n * H)))
+    stream = cache_stream(loaded, ids)
+    baseline = float(_losses(stream.logits, ids)[0])
+    if progress:
+        progress(1, total)
+    ablated = np.full((L, H), np.nan)
+    done = np.zeros((L, H), dtype=bool)
+
+    def result(finished: np.ndarray | None) -> ImportanceMap:
+        values = ablated.copy()
+        change = values - baseline
+        for a in (values, change) + (() if finished is None else (finished,)):
+            a.setflags(write=False)
+        return ImportanceMap(mode, baseline, values, change, tokens.n_tokens, tokens.truncated, tokens.warnings,
+                             finished)
+
+    def cancelled(cause=None):
+        message = f"Importance map cancelled after {int(done.sum())} of {L * H} heads."
+        raise AnalysisCancelled(message, partial=result(done.copy()) if done.any() else None) from cause
+
+    try:
+        for first in range(0, L, group):
+            if cancel is not None and cancel.is_set():
+                cancelled()
+            layers = range(first, min(L, first + group))
+            x = None
+            with edited(loaded, {layer: site.edit_last_rows(mode) for layer in layers}):
+                for layer in range(first, L):
+                    if layer in layers:  # this layer's H rows join the staircase
+                        new = stream.inputs[layer].expand(H, -1, -1)
+                        x = new if x is None else torch.cat([x, new])
+                    x = run_block(loaded, stream, layer, x)
+                losses = _decoded_losses(loaded, x, ids)
+            if not np.isfinite(losses).all():
+                raise not_finite("logits, with heads ablated", loaded.dtype)
+            ablated[layers.start:layers.stop] = losses.reshape(len(layers), H)
+            done[layers.start:layers.stop] = True
+            if progress:
+                progress(1 + int(done.sum()), total)
+    except AnalysisCancelled:
+        raise
+    except BaseException as exc:  # the worker's interrupt of a forward in flight, when Cancel was pressed
+        if cancel is not None and cancel.is_set():
+            cancelled(exc)
+        raise
+    return result(None)
+
+
+def importance_map_by_forwards(loaded, text: str | TextTokens, mode: AblationMode = "zero", bos: bool | None = None,
+                               max_tokens: int | None = None, chat: bool = False,
+                               heads: Iterable[tuple[int, int]] | None = None) -> ImportanceMap:
+    """The importance map the plain way: one whole forward per head (plus the baseline), for the tests and the
+    benchmark to measure :func:`importance_map` against. ``heads``: only these (the others NaN)."""
     site = heads_site(loaded)
     mode = _check_mode(mode)
     tokens = _tokens(loaded, text, bos, max_tokens, chat)
     ids = list(tokens.ids)
     L, H = loaded.n_layer, loaded.n_head
-    total = L * H + 1
+    chosen = [(l, h) for l in range(L) for h in range(H)] if heads is None else list(heads)
     baseline = _run(loaded, site, ids, [], mode).loss
-    if progress:
-        progress(1, total)
-    ablated = np.empty((L, H))
-    for layer in range(L):
-        for head in range(H):
-            if cancel is not None and cancel.is_set():
-                raise AnalysisCancelled("Importance map cancelled.")
-            ablated[layer, head] = _run(loaded, site, ids, [(layer, head)], mode).loss
-            if progress:
-                progress(2 + layer * H + head, total)
+    ablated = np.full((L, H), np.nan)
+    for layer, head in chosen:
+        ablated[layer, head] = _run(loaded, site, ids, [(layer, head)], mode).loss
     change = ablated - baseline
     ablated.setflags(write=False)
     change.setflags(write=False)

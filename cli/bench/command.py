@@ -137,12 +137,19 @@ def cmd_bench(args) -> int:
     if args.real:
         print(flush=True)
         real = bench_real(list(args.real_ns or REAL_NS), repeats=args.repeats or 1, memory=not args.no_memory)
+    importance = None
+    if args.real and not args.no_importance:
+        from .importance import bench_importance
+
+        print(flush=True)
+        importance = bench_importance()
     scan = None
     if not args.no_scan and not (args.real and not args.models):
         scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
         figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,
-                   "rows": rows, "real": real, "scan": scan}
+                   "rows": rows, "real": real, "scan": scan,
+                   "importance": importance}
         write_file_atomically(Path(args.json), lambda tmp: write_json(figures, Path(tmp)))  # NaN → null
         print(f"wrote {args.json}", flush=True)
     return 0

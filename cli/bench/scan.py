@@ -43,7 +43,8 @@ def bench_scan(folder: Path, n_texts: int, batch_sizes=SCAN_BATCHES, repeats: in
     return report
 
 
-def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeats: int = 3) -> dict:
+def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeats: int = 3,
+                     attentions: bool = True) -> dict:
     """The most batching can give on this machine, from the bare model (no AttnScope code):
 
         ratio = t₁ / (t_B¹ / T)
@@ -52,7 +53,8 @@ def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeat
     t_B¹: seconds a text at batch B on one thread. A batch can at best keep every core as busy as
     one thread keeps one core with a whole batch to itself, so t_B¹ / T is about the best batched time
     a text can have (float32, the precision AttnScope reports in). On a GPU, or many cores, t₁
-    leaves most of the machine idle and the ratio is large; on two CPU cores it is not."""
+    leaves most of the machine idle and the ratio is large; on two CPU cores it is not. ``attentions``: the forward
+    returns the attention weights (the scan's) or not (the importance map's)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -60,8 +62,8 @@ def batching_ceiling(model, batch_size: int, n_tokens: int = SCAN_TOKENS, repeat
     def per_text(batch: int) -> float:
         ids = torch.randint(0, model.config.vocab_size, (batch, n_tokens))
         with torch.inference_mode():
-            model(input_ids=ids, output_attentions=True)  # warm-up
-            return median_time(lambda: model(input_ids=ids, output_attentions=True), repeats) / batch
+            model(input_ids=ids, output_attentions=attentions)  # warm-up
+            return median_time(lambda: model(input_ids=ids, output_attentions=attentions), repeats) / batch
 
     one = per_text(1)
     torch.set_num_threads(1)

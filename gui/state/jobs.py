@@ -45,13 +45,16 @@ def running_jobs(worker, kind: RequestKind = RequestKind.ANALYSE) -> list:
 
 class Job(QtCore.QObject):
     """Runs ``work`` on the worker; only the latest run's outcome is delivered, as exactly one of
-    ``finished(value)``, ``failed(message)`` or ``cancelled()``."""
+    ``finished(value)``, ``failed(message)`` or ``cancelled()``; a cancelled run that kept what it finished
+    (``AnalysisCancelled.partial``) after its own Cancel delivers ``partial(value)`` just before ``cancelled()`` (a run
+    ended by a newer request — another text, a model — keeps nothing: its results would be of what is gone)."""
 
     started = QtCore.Signal()
     progressed = QtCore.Signal(int, int)  # done, total (the latest run only)
     finished = QtCore.Signal(object)
     failed = QtCore.Signal(str)  # one sentence for the user
     cancelled = QtCore.Signal()
+    partial = QtCore.Signal(object)  # what a cancelled run finished, before ``cancelled``
     _progress = QtCore.Signal(int, int, int)  # run, done, total: emitted on the worker thread, queued here
 
     def __init__(self, worker, name: str, parent: QtCore.QObject | None = None, *, label: str = "",
@@ -69,6 +72,7 @@ class Job(QtCore.QObject):
         self._runs = itertools.count(1)
         self._run = 0  # the latest run's number (progress carries it: it is known before the request id)
         self._cancel: threading.Event | None = None
+        self._cancel_asked = False
         self._progress.connect(self._progressed)
         worker.task_done.connect(self._task_done)
         worker.failed.connect(self._failed)
@@ -89,6 +93,7 @@ class Job(QtCore.QObject):
         run, event = next(self._runs), threading.Event()
         self._run, self._cancel = run, event if self.cancellable else None
         self.done = self.total = 0
+        self._cancel_asked = False  # set by cancel(): the run's partial result is wanted
         emit = self._progress.emit
 
         def task(loaded):
@@ -103,6 +108,7 @@ class Job(QtCore.QObject):
         """Ask the run in flight to stop at its next step or module call; ``cancelled`` follows once the worker
         has let it go."""
         if self.running and self._cancel is not None:
+            self._cancel_asked = True
             self._cancel.set()
 
     def drop(self) -> None:
@@ -132,7 +138,11 @@ class Job(QtCore.QObject):
             return
         cancelling = self.stopping
         self._cancel, self.request_id = None, 0
-        if cancelling or (self.cancellable and isinstance(getattr(failure, "error", None), AnalysisCancelled)):
+        error = getattr(failure, "error", None)
+        if cancelling or (self.cancellable and isinstance(error, AnalysisCancelled)):
+            kept = getattr(error, "partial", None) if isinstance(error, AnalysisCancelled) else None
+            if kept is not None and self._cancel_asked:
+                self.partial.emit(kept)
             self.cancelled.emit()
         else:
             self.failed.emit(failure.message)

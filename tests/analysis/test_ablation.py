@@ -91,13 +91,15 @@ def test_hooks_are_removed_and_the_model_is_unchanged(tiny_model):
 
 def test_importance_map_is_one_ablation_per_head(tiny_model):
     calls = []
-    imp = ablation.importance_map(tiny_model, TEXT, mode="zero", bos=True, progress=lambda d, t: calls.append((d, t)))
+    imp = ablation.importance_map(tiny_model, TEXT, mode="zero", bos=True, progress=lambda d, t: calls.append((d, t)),
+                                  group=1)
     L, H = tiny_model.n_layer, tiny_model.n_head
     assert imp.loss_change.shape == (L, H) and not imp.loss_change.flags.writeable
-    assert calls[-1] == (L * H + 1, L * H + 1) and len(calls) == L * H + 1
+    # the baseline, then each layer's heads (one batch a layer with group=1)
+    assert calls == [(1, L * H + 1)] + [(1 + H * (layer + 1), L * H + 1) for layer in range(L)]
     for layer, head in [(0, 0), (2, 3)]:
         single = ablation.ablate(tiny_model, TEXT, [(layer, head)], bos=True)
-        assert imp.loss_change[layer, head] == pytest.approx(single.loss_change, abs=1e-9)
+        assert imp.loss_change[layer, head] == pytest.approx(single.loss_change, abs=1e-6)
     top = imp.top(3)
     assert top[0][2] == pytest.approx(imp.loss_change.max())
     assert [t[2] for t in top] == sorted((t[2] for t in top), reverse=True)
@@ -110,7 +112,7 @@ def test_importance_map_cancels(tiny_model):
     cancel = threading.Event()
     with pytest.raises(AnalysisCancelled):
         ablation.importance_map(tiny_model, TEXT, progress=lambda d, t: cancel.set() if d >= 3 else None,
-                                cancel=cancel)
+                                cancel=cancel, group=1)
     assert hooks(tiny_model) == installed
 
 

@@ -5,8 +5,9 @@
   or to its mean over the text's positions). Shown side by side, before and after: the text's
   next-token loss (mean −log p over positions 1 … n−1, nats) and the last position's top-5 next tokens.
 - *Importance map*: the loss change when each head alone is ablated (``analysis.measures.ablation.importance_map``:
-  one forward per head), on the worker with progress and Cancel, on the shared layer × head map; a
-  click selects the head, a double-click opens it.
+  each head's later layers re-run from the cached residual stream, in batches), on the worker with progress,
+  an estimate and Cancel (which keeps the heads finished, shown as a partial map), on the shared layer × head
+  map; a click selects the head, a double-click opens it.
 
 Both run on the worker (gui/state/jobs.py). Their results belong to one text, BOS choice and model: a new
 text or model stops them at once (the status bar says so), drops the answers in flight and clears what
@@ -15,6 +16,8 @@ predicts no next token, and the tab says so. The map and the before/after boxes 
 gui/tabs/ablation/ablation_views.py.
 """
 from __future__ import annotations
+
+import time
 
 from PySide6 import QtCore, QtWidgets
 
@@ -57,6 +60,8 @@ class AblationTab(QtWidgets.QWidget):
         self.importance_job.finished.connect(self._importance_ready)
         self.importance_job.failed.connect(self._importance_failed)
         self.importance_job.cancelled.connect(self._importance_cancelled)
+        self.importance_job.partial.connect(self._importance_partial)
+        self._importance_started = 0.0  # time.monotonic() of the run in flight, for its estimate
         worker.model_loaded.connect(self._model_loaded)
         self._build()
         state.on_bundle(lambda _bundle: self._bundle_changed(), "ablation tab")
@@ -113,13 +118,14 @@ class AblationTab(QtWidgets.QWidget):
         self.message.hide()
 
         self.importance_button = QtWidgets.QPushButton("Importance map")
-        self.importance_button.setToolTip("Ablate each head alone (one forward per head) and map the loss change")
+        self.importance_button.setToolTip("Ablate each head alone and map the loss change (each head's layers re-run "
+                                          "from the cached residual stream, a layer's heads in one batch)")
         self.importance_button.clicked.connect(self.start_importance)
         self.importance_cancel = QtWidgets.QPushButton("Cancel")
         self.importance_cancel.clicked.connect(self.importance_job.cancel)
         self.importance_cancel.setEnabled(False)
         self.progress = QtWidgets.QProgressBar()
-        self.progress.setFormat("%v of %m forwards")
+        self.progress.setFormat("%v of %m heads")
         policy = self.progress.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # its place is kept while hidden: Cancel never moves under the pointer
         self.progress.setSizePolicy(policy)
@@ -287,8 +293,10 @@ class AblationTab(QtWidgets.QWidget):
         if self._usable():
             return None
         text, bos, mode, cap, chat = r.text, bool(r.bos), self.mode_choice.currentData(), r.max_tokens, r.chat
-        self.progress.setRange(0, r.n_layer * r.n_head + 1)
+        self.progress.setRange(0, r.n_layer * r.n_head)
         self.progress.setValue(0)
+        self.progress.setFormat("%v of %m heads")
+        self._importance_started = time.monotonic()
         self.progress.show()
         self.importance_button.setEnabled(False)
         self.importance_cancel.setEnabled(True)
@@ -298,8 +306,16 @@ class AblationTab(QtWidgets.QWidget):
                                                             chat=chat))
 
     def _importance_progress(self, done: int, total: int) -> None:
-        self.progress.setRange(0, total)
-        self.progress.setValue(done)
+        """``done`` of ``total`` counts the baseline run and then each head finished."""
+        r = self.state.result
+        heads, finished = max(0, total - 1), max(0, done - 1)
+        self.progress.setRange(0, heads)
+        self.progress.setValue(finished)
+        if r is None or not finished or finished >= heads:
+            return
+        left = importance_seconds_left(time.monotonic() - self._importance_started, finished // r.n_head,
+                                       r.n_layer, r.n_head)
+        self.progress.setFormat(f"%v of %m heads · about {duration(left)} left")
 
     def _importance_stopped(self, text: str, error: bool = False) -> None:
         self.progress.hide()
@@ -325,7 +341,17 @@ class AblationTab(QtWidgets.QWidget):
     def _importance_failed(self, message: str) -> None:
         self._importance_stopped(message, error=True)
 
+    def _importance_partial(self, importance) -> None:
+        """Cancel kept the heads finished: show them (the others blank) as a partial map."""
+        self._importance_ready(importance)
+
     def _importance_cancelled(self) -> None:
+        imp = self.importance
+        if imp is not None and imp.partial:
+            self._importance_stopped(f"Importance map cancelled: the map shows the {imp.n_done} of "
+                                     f"{imp.loss_change.size} heads finished (the others are blank). "
+                                     + importance_summary(imp))
+            return
         self._importance_stopped("Importance map cancelled." + (" The map shown is the last finished one."
                                                                 if self.importance is not None else ""))
 
@@ -349,6 +375,25 @@ class AblationTab(QtWidgets.QWidget):
         fig.set_title(title)
         settle_layout()  # the title's height moves the plot down once
         return fig
+
+
+def importance_seconds_left(elapsed: float, layers_done: int, n_layer: int, n_head: int) -> float:
+    """Seconds the importance map still needs, from ``elapsed`` for its first ``layers_done`` layers: a head of layer
+    l re-runs L − l blocks and one decoding (counted as one block more), so layer l weighs L − l + 1."""
+    weight = [n_layer - layer + 1 for layer in range(n_layer)]
+    done = sum(weight[:layers_done])
+    return elapsed * (sum(weight) - done) / done if done else float("nan")
+
+
+def duration(seconds: float) -> str:
+    """'12 s', '3 min', '1 h 05 min' (an estimate: rounded)."""
+    if not seconds == seconds:  # NaN: no estimate yet
+        return "?"
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min"
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
 
 
 def importance_summary(importance) -> str:

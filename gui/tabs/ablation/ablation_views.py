@@ -47,10 +47,12 @@ class ImportanceView(LayerHeadMap):
             return ""
         change = imp.loss_change
         v = float(change[layer, head])
+        if v != v:  # NaN: a partial map, cancelled before this head
+            return f"layer {layer}, head {head}: not measured (the importance map was cancelled first)"
         rank = int((change > v).sum()) + 1
         return (f"layer {layer}, head {head}: loss change {signed(v)} nats "
                 f"({imp.mode}-ablated alone: {imp.ablated_loss[layer, head]:.3f} vs baseline {imp.baseline_loss:.3f}; "
-                f"rank {rank} of {change.size})\ndouble-click or Enter: open")
+                f"rank {rank} of {int(np.isfinite(change).sum())})\ndouble-click or Enter: open")
 
 
 class Predictions(QtWidgets.QGroupBox):
