@@ -14,6 +14,7 @@ from .lens import cmd_lens
 from .models import cmd_models
 from .output import fail, user_message
 from .parser import parse_args
+from .patch import cmd_patch
 from .scan import cmd_scan
 
 
@@ -21,7 +22,7 @@ def run(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (the process's arguments when None), run the command, and return the exit code."""
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
-               "attribute": cmd_attribute, "lens": cmd_lens, "compose": cmd_compose,
+               "attribute": cmd_attribute, "patch": cmd_patch, "lens": cmd_lens, "compose": cmd_compose,
                "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
     try:
         return command(args)

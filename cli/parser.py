@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--mode", default="zero", choices=("zero", "mean"),
                         help="zero: the head writes nothing; mean: its output averaged over the text's positions")
     ablate.add_argument("--importance", action="store_true",
-                        help="also ablate each head alone (one forward per head) and list the heads that matter most")
+                        help="also ablate each head alone (its later layers re-run from the cached residual stream) and list the heads that matter most")
     ablate.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
     add_max_tokens(ablate, "run")
     add_bos(ablate)
@@ -168,6 +168,29 @@ def build_parser() -> argparse.ArgumentParser:
                            help="the answer token as it is written after the text, leading space included (\" Mary\")")
     attribute.add_argument("--wrong", metavar="TOKEN", help="a wrong answer: the metric is logit(answer) − logit(wrong)")
     attribute.add_argument("--position", type=int, metavar="P", help="the position read (default the last; −1 the last)")
+
+    patch = sub.add_parser("patch", help="activation patching: put one activation of a clean prompt's run into a "
+                                         "corrupted one's (or the reverse) and map how much of the metric it restores, "
+                                         "as JSON")
+    add_model_options(patch, main_parser=False)
+    patch.add_argument("--clean", required=True, help="the clean prompt, e.g. 'When Mary and John went to the store, "
+                                                     "John gave a drink to'")
+    patch.add_argument("--corrupted", required=True, help="the corrupted prompt, as many tokens (e.g. '… Mary gave …')")
+    patch.add_argument("--answer", metavar="TOKEN", help="the clean answer as written after the prompt (\" Mary\")")
+    patch.add_argument("--wrong", metavar="TOKEN", help="the corrupted answer (\" John\"): logit_diff reads "
+                                                         "logit(answer) − logit(wrong)")
+    patch.add_argument("--metric", default="logit_diff", choices=("logit_diff", "logprob", "loss"),
+                       help="logit_diff (default), logprob: log p(answer), or loss: −(the clean text's mean loss)")
+    patch.add_argument("--what", default="heads", choices=("heads", "head_positions", "resid", "layers"),
+                       help="heads: each head's output at every position (default); head_positions: at each position; "
+                            "resid: the residual stream per layer and position; layers: attention and MLP outputs")
+    patch.add_argument("--noising", action="store_true",
+                       help="run the clean prompt with corrupted activations (default: denoising, the reverse)")
+    patch.add_argument("--position", type=int, metavar="P", help="the position read (default the last)")
+    patch.add_argument("--json", type=file_name, metavar="FILE", help="also write the JSON to FILE")
+    add_max_tokens(patch, "run")
+    add_bos(patch)
+    add_chat(patch, main_parser=False)
 
     lens = sub.add_parser("lens", help="the logit lens: each layer's residual stream decoded through the final norm "
                                        "and the unembedding at every position, and each next token's surprisal, as JSON")
@@ -218,6 +241,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
         parser.error(f"--chat takes the special tokens from the model's chat template: drop "
                      f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
-    if args.command in ("export", "scan", "ablate", "attribute", "lens", "compose") and args.model is None:
+    if args.command in ("export", "scan", "ablate", "attribute", "patch", "lens", "compose") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args

@@ -40,11 +40,13 @@ class Stream:
 
 
 def cache_stream(loaded: LoadedModel, ids: list[int], edits: dict[int, Edit] | None = None,
-                 head_inputs: dict | None = None) -> Stream:
+                 head_inputs: dict | None = None, attention_outputs: dict | None = None,
+                 final: dict | None = None) -> Stream:
     """Run ``ids`` once (sdpa when the model allows) and keep each block's input and call arguments.
 
-    ``edits``: per layer, what W_O is given instead (an ablated or patched run to resume from); ``head_inputs``:
-    a dict filled with each layer's W_O input (1, n, h·dk), the heads' outputs z side by side (for patching)."""
+    ``edits``: per layer, what W_O is given instead (an ablated or patched run to resume from). Dicts filled when
+    given (for patching): ``head_inputs`` with each layer's W_O input (1, n, h·dk), the heads' outputs z side by
+    side; ``attention_outputs`` with each layer's W_O output (1, n, d); ``final["out"]``: the last block's output."""
     import torch
 
     from .capture import _fast_kernel
@@ -72,14 +74,24 @@ def cache_stream(loaded: LoadedModel, ids: list[int], edits: dict[int, Edit] | N
             return (fn(args[0]), *args[1:]), kwargs
         return hook
 
+    def out(store, key):
+        def hook(module, args, output):
+            store[key] = (output[0] if isinstance(output, tuple) else output).detach().clone()
+        return hook
+
     try:
-        for layer, block in enumerate(family.blocks(model)):
+        blocks = family.blocks(model)
+        if final is not None:
+            handles.append(blocks[-1].register_forward_hook(out(final, "out")))
+        for layer, block in enumerate(blocks):
             handles.append(block.register_forward_pre_hook(pre(layer), with_kwargs=True))
             if edits and layer in edits:  # before the z hook: the recorded z is what W_O was given
                 handles.append(family.output_module(block).register_forward_pre_hook(edit(edits[layer]),
                                                                                       with_kwargs=True))
             if head_inputs is not None:
                 handles.append(family.output_module(block).register_forward_pre_hook(z(layer)))
+            if attention_outputs is not None:
+                handles.append(family.output_module(block).register_forward_hook(out(attention_outputs, layer)))
         with torch.inference_mode(), _fast_kernel(model, True):
             logits = model(input_ids=torch.tensor([list(ids)], device=loaded.device),
                            **family.forward_kwargs()).logits
