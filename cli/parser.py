@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--text-file", type=text_file,
                         help=f"read the text from a UTF-8 file (at most {TEXT_FILE_LIMIT // 2**20} MiB)")
     ablate.add_argument("--heads", metavar="L.H,…", type=head_list,
-                        help="the heads to ablate together, e.g. 1.0,1.3 (each once)")
+                        help="the heads to ablate together, e.g. 1.0,1.3 or L1H0,L1H3 (each once)")
     ablate.add_argument("--mode", default="zero", choices=("zero", "mean"),
                         help="zero: the head writes nothing; mean: its output averaged over the text's positions")
     ablate.add_argument("--importance", action="store_true",

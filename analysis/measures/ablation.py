@@ -149,14 +149,15 @@ class ImportanceMap:
 
 
 # ----------------------------------------------------------------------------- running
-_HEAD = re.compile(r"([0-9]+)\.([0-9]+)", re.ASCII)  # LAYER.HEAD, ASCII digits only
+_HEAD = re.compile(r"([0-9]+)\.([0-9]+)|[Ll]([0-9]+)[Hh]([0-9]+)", re.ASCII)  # LAYER.HEAD or L1H0, ASCII digits
 
 
 def parse_head_list(spec: str) -> list[tuple[int, int]]:
     """The syntax of ``--heads``, before any model is loaded: ``"1.0, 1.3"`` → [(1, 0), (1, 3)].
 
-    Each comma-separated item is LAYER.HEAD in ASCII digits (spaces around an item are allowed, inside
-    it are not; no sign, no ``_``); an empty item, or a head named twice, is an InputError naming it.
+    Each comma-separated item is LAYER.HEAD or, as the app names heads, L1H0 (ASCII digits; spaces around an item
+    are allowed, inside it are not; no sign, no ``_``); an empty item, or a head named twice, is an InputError
+    naming it.
     Whether the heads exist is :func:`parse_heads`'s question, once the model is known."""
     if spec is None or not spec.strip():
         raise InputError("No heads given: name at least one as LAYER.HEAD, e.g. 1.0,1.3")
@@ -168,8 +169,10 @@ def parse_head_list(spec: str) -> list[tuple[int, int]]:
                              "commas, e.g. 1.0,1.3")
         match = _HEAD.fullmatch(part)
         if match is None:
-            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD with the digits 0–9, e.g. 1.0,1.3")
-        head = (int(match[1]), int(match[2]))
+            raise InputError(f"'{part}' is not a head: write heads as LAYER.HEAD (or L1H0) with the digits 0–9, "
+                             "e.g. 1.0,1.3")
+        layer, head_no = (match[1], match[2]) if match[1] is not None else (match[3], match[4])
+        head = (int(layer), int(head_no))
         if head in heads:
             raise InputError(f"Head {head[0]}.{head[1]} is named twice in '{spec}': name each head once.")
         heads.append(head)

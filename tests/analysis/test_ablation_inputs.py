@@ -62,6 +62,13 @@ def test_parse_head_list_reads_what_it_should():
         ablation.parse_heads("3.0", 3, 4)
     with pytest.raises(InputError, match="named twice"):
         ablation.parse_heads("01.0,1.00", 3, 4)  # the same head, written twice
+    # as the app names heads everywhere (L1H0), mixed with LAYER.HEAD
+    assert ablation.parse_head_list("L1H0, l10h3,0.11") == [(1, 0), (10, 3), (0, 11)]
+    with pytest.raises(InputError, match="named twice"):
+        ablation.parse_heads("L1H0,1.0", 3, 4)
+    for bad in ("L1", "H0", "L1H", "L1.H0", "LL1H0", "L1H0x"):
+        with pytest.raises(InputError, match="is not a head"):
+            ablation.parse_head_list(bad)
 
 
 def test_the_encoder_refusal_reads_as_english(family_run):

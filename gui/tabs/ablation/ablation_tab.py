@@ -77,8 +77,8 @@ class AblationTab(QtWidgets.QWidget):
         self.note.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.note.setWordWrap(True)
         self.heads_edit = QtWidgets.QLineEdit()
-        self.heads_edit.setPlaceholderText("LAYER.HEAD, e.g. 1.0, 1.3")
-        self.heads_edit.setToolTip("The heads to ablate together, as LAYER.HEAD separated by commas. It follows "
+        self.heads_edit.setPlaceholderText("LAYER.HEAD or L1H0, e.g. 1.0, L1H3")
+        self.heads_edit.setToolTip("The heads to ablate together, as LAYER.HEAD or L1H0 separated by commas. It follows "
                                    "the selected head until you type in it or press Add.")
         self.heads_edit.returnPressed.connect(self.ablate)
         self.add_button = QtWidgets.QPushButton("Add selected")
