@@ -292,21 +292,11 @@ STREAM_TOKENS = 2048
 DECODE_TOKENS = 1024
 
 
-def _losses(logits, ids: list[int]) -> np.ndarray:
-    """The mean next-token NLL (nats) of each row of ``logits`` (B, n, vocab): −mean_t log softmax(logits[t])[ids[t+1]],
-    as logsumexp(row) − logit of the next token, accumulated in float32 and averaged in float64."""
-    import torch
-
-    x = logits[:, :-1]
-    targets = torch.tensor(ids[1:], device=logits.device)
-    picked = x.gather(2, targets[None, :, None].expand(x.shape[0], -1, 1))[..., 0]
-    return (torch.logsumexp(x, dim=-1) - picked).double().mean(dim=1).cpu().numpy()
-
-
 def _decoded_losses(loaded, x, ids: list[int]) -> np.ndarray:
-    """:func:`_losses` of ``decode(x)`` for the residual streams ``x`` (R, n, d) after the last block, the same
-    arithmetic (final norm, unembedding, logsumexp − the next token's logit) done :data:`DECODE_TOKENS` at a time
-    into one reused logits buffer, in place: a fresh R × n × vocab array is mostly page faults on a small machine."""
+    """The mean next-token NLL (nats) of each residual stream ``x`` (R, n, d) after the last block:
+    −mean_t log softmax(logits[t])[ids[t+1]] with logits = unembedding(final norm(x)), as logsumexp − the next
+    token's logit, accumulated in float32 and averaged in float64; decoded :data:`DECODE_TOKENS` at a time into one
+    reused logits buffer, in place: a fresh R × n × vocab array is mostly page faults on a small machine."""
     import torch
 
     model = loaded.model
@@ -362,8 +352,9 @@ def importance_map(loaded, text: str | TextTokens, mode: AblationMode = "zero", 
     L, H = loaded.n_layer, loaded.n_head
     total = L * H + 1
     group = max(1, min(L, group or STREAM_TOKENS // (n * H)))
-    stream = cache_stream(loaded, ids)
-    baseline = float(_losses(stream.logits, ids)[0])
+    final: dict = {}
+    stream = cache_stream(loaded, ids, final=final)
+    baseline = float(_decoded_losses(loaded, final["out"], ids)[0])
     if progress:
         progress(1, total)
     ablated = np.full((L, H), np.nan)

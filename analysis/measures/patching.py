@@ -55,15 +55,11 @@ class Metric:
     wrong: int | None = None
     position: int = -1
 
-    def of_logits(self, logits, clean_ids: list[int]) -> np.ndarray:
-        """The metric of each row: ``logits`` (R, vocab) at the read position, or (R, n, vocab) for ``loss``."""
+    def of_logits(self, logits) -> np.ndarray:
+        """The metric of each row of ``logits`` (R, vocab) at the read position (logit_diff, logprob; ``loss`` is
+        scored from the residual stream by ``ablation._decoded_losses``)."""
         import torch
 
-        if self.kind == "loss":
-            x = logits[:, :-1].double()
-            targets = torch.tensor(clean_ids[1:], device=logits.device)
-            nll = -torch.log_softmax(x, -1).gather(2, targets[None, :, None].expand(x.shape[0], -1, 1))[..., 0]
-            return -nll.mean(1).cpu().numpy()
         x = logits.double()
         if self.kind == "logprob":
             return torch.log_softmax(x, -1)[:, self.answer].cpu().numpy()
@@ -177,6 +173,7 @@ def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric
     import torch
 
     from ..run.resume import decode, edited, run_block
+    from .ablation import _decoded_losses
 
     if what not in WHAT:
         raise InputError(f"Unknown patching target '{what}': use {', '.join(WHAT)}.")
@@ -184,17 +181,17 @@ def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric
         raise InputError("Patching reads the next-token logits, so it needs a decoder with a language-model head.")
     pair_ids(loaded, clean_ids, corrupted_ids)
     n = len(clean_ids)
-    position = metric.position % n
     if not -n <= metric.position < n:
         raise InputError(f"Position {metric.position} is outside the prompts' {n} tokens (0 … {n - 1}).")
+    position = metric.position % n
     L, H, dk = loaded.n_layer, loaded.n_head, loaded.d_head
     clean, corrupted = _cached(loaded, clean_ids), _cached(loaded, corrupted_ids)
     base, source = (corrupted, clean) if denoising else (clean, corrupted)
 
     def score(x):  # (R, n, d) after the last block → (R,) the metric
         if metric.kind == "loss":
-            return metric.of_logits(decode(loaded, x), clean_ids)
-        return metric.of_logits(decode(loaded, x[:, position]), clean_ids)
+            return -_decoded_losses(loaded, x, clean_ids)
+        return metric.of_logits(decode(loaded, x[:, position]))
 
     m_clean, m_corrupted = float(score(clean.final)[0]), float(score(corrupted.final)[0])
     if not abs(m_clean - m_corrupted) > 1e-6 * max(1.0, abs(m_clean)):

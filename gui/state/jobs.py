@@ -140,9 +140,8 @@ class Job(QtCore.QObject):
         self._cancel, self.request_id = None, 0
         error = getattr(failure, "error", None)
         if cancelling or (self.cancellable and isinstance(error, AnalysisCancelled)):
-            kept = getattr(error, "partial", None) if isinstance(error, AnalysisCancelled) else None
-            if kept is not None and self._cancel_asked:
-                self.partial.emit(kept)
+            if isinstance(error, AnalysisCancelled) and error.partial is not None and self._cancel_asked:
+                self.partial.emit(error.partial)
             self.cancelled.emit()
         else:
             self.failed.emit(failure.message)

@@ -119,7 +119,8 @@ def test_cancel_keeps_the_finished_layers_as_a_partial_map(qtbot, panel, monkeyp
     import analysis.measures.ablation as ablation_module
 
     monkeypatch.setattr(ablation_module, "STREAM_TOKENS", 1)  # one layer's heads a batch: a partial every layer
-    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_decoded_losses", 2)  # layer 1, until Cancel
+    # call 1 is the baseline, 2 layer 0, 3 layer 1: held there until Cancel
+    calls, reached, go = hold_at_call(monkeypatch, ablation_module, "_decoded_losses", 3)
     panel.start_importance()
     assert panel.importance_cancel.isEnabled() and not panel.importance_button.isEnabled()
     qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
@@ -129,7 +130,7 @@ def test_cancel_keeps_the_finished_layers_as_a_partial_map(qtbot, panel, monkeyp
         go.set()
     r = panel.state.result
     imp = panel.importance
-    assert len(calls) == 2 < r.n_layer  # layer 0 finished, layer 1 stopped
+    assert len(calls) == 3 < r.n_layer + 1  # the baseline and layer 0 finished, layer 1 stopped
     assert imp.partial and imp.n_done == r.n_head and imp.done[0].all() and not imp.done[1:].any()
     assert panel.map.isVisible()
     assert panel.importance_label.text().startswith(f"Importance map cancelled: the map shows the {r.n_head} of")
