@@ -49,6 +49,12 @@ def display_problem(env=None, platform: str | None = None) -> str | None:
 
 
 def cmd_gui(args) -> int:
+    if getattr(args, "text_file", None) is not None:  # read before any window opens: a bad file is one line
+        from .inputs import read_text_file
+
+        args.text, warnings = read_text_file(args.text_file)
+        for warning in warnings:
+            print(f"attnscope: warning: {warning}", file=sys.stderr)
     problem = display_problem()
     if problem is not None:
         return fail(f"{problem}. On a desktop run it there; here try 'xvfb-run -a python main.py', or use the "

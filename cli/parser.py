@@ -84,8 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="attnscope", description="Look inside the attention of GPT-2, Llama-style, GPT-NeoX and BERT-style models.")
     add_model_options(parser, main_parser=True)
-    parser.add_argument("--text", help="text to run as soon as the model is loaded")
+    launch_text = parser.add_mutually_exclusive_group()
+    launch_text.add_argument("--text", help="text to run as soon as the model is loaded")
+    launch_text.add_argument("--text-file", type=text_file, help="the same, read from a UTF-8 file (at most "
+                             f"{TEXT_FILE_LIMIT // 2**20} MiB)")
     parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
+    parser.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
+                        help="analyse at most N tokens of a text in this session, as Run → Token limit… does but "
+                             "not saved (default: that saved cap, 2048 until set; the model's context if shorter)")
     add_chat(parser, main_parser=True)
     parser.add_argument("--screenshot", metavar="DIR", type=path_option(),
                         help="save screenshots of the main views into DIR once painted, then exit")

@@ -12,6 +12,7 @@ from pathlib import Path
 import shiboken6
 from PySide6 import QtCore, QtWidgets
 
+from .input.token_limit import MAX_TOKENS_LIMIT
 from .qt import ensure_qapp
 
 SCREENSHOT_TIMEOUT_MS = 300_000
@@ -186,6 +187,8 @@ def start(window, args, select, screenshot_dir: Path | None, leave, status) -> N
     screenshots."""
     if args.device and args.device != "auto":
         window.model_bar.set_device(args.device)  # not probed yet: loading will say if it is not there
+    if getattr(args, "max_tokens", None) is not None:
+        window.token_limit.use_for_session(min(args.max_tokens, MAX_TOKENS_LIMIT))
     source, gpt2_missing = choose_source(args.model, window.settings)
     if gpt2_missing:
         from .chrome.downloads import offer_gpt2_download

@@ -31,10 +31,14 @@ class TokenLimit(QtCore.QObject):
         self.settings, self.action = settings, action
         self.context: int | None = None  # the loaded model's context in tokens; None before a model is loaded
         self.n_special: int | None = None  # the special tokens it puts around a text (BOS on); None: no model
+        self.launch_cap: int | None = None  # main.py --max-tokens: this session's cap, not saved (None: the saved one)
         self._show()
 
     def value(self) -> int:
-        """The saved cap; the default when none, or a bad one, is saved."""
+        """The cap: the launch option's for this session (:meth:`use_for_session`), else the saved one; the
+        default when none, or a bad one, is saved."""
+        if self.launch_cap is not None:
+            return self.launch_cap
         try:
             value = int(self.settings.value("run/max_tokens", DEFAULT_MAX_TOKENS))
         except (TypeError, ValueError):
@@ -51,9 +55,21 @@ class TokenLimit(QtCore.QObject):
         plus one token of text; :data:`MIN_TOKENS_NO_MODEL` before a model is loaded."""
         return MIN_TOKENS_NO_MODEL if self.n_special is None else self.n_special + 1
 
-    def set(self, value: int) -> None:
-        """Save ``value`` as the cap; emit ``changed`` when it differs from the saved one."""
+    def use_for_session(self, value: int) -> None:
+        """``main.py --max-tokens N``: cap runs at ``value`` tokens until the app closes or the cap is set in the
+        dialog, without saving it (the next launch has the saved cap again). At least 1, at most MAX_TOKENS_LIMIT."""
+        if not 1 <= int(value) <= MAX_TOKENS_LIMIT:
+            raise ValueError(f"the token limit must be between 1 and {MAX_TOKENS_LIMIT:,}")
         before = self.value()
+        self.launch_cap = int(value)
+        self._show()
+        if self.value() != before:
+            self.changed.emit(self.value())
+
+    def set(self, value: int) -> None:
+        """Save ``value`` as the cap (it replaces a launch option's); emit ``changed`` when the cap changes."""
+        before = self.value()
+        self.launch_cap = None
         self.settings.setValue("run/max_tokens", int(value))
         self._show()
         if self.value() != before:
@@ -101,6 +117,8 @@ class TokenLimit(QtCore.QObject):
             self.action.setText(f"Token limit ({self.context:,}: the model's context; your cap {cap:,})…")
         else:
             self.action.setText(f"Token limit ({cap:,})…")
+        if self.launch_cap is not None:
+            self.action.setText(self.action.text()[:-1] + " — from --max-tokens, not saved…")
         self.action.setToolTip(f"The most tokens a run analyses: your cap ({cap:,}) or the model's context"
                                + ("" if self.context is None else f" ({self.context:,})")
                                + ", whichever is smaller; the attention takes layers × heads × tokens² × 4 bytes")

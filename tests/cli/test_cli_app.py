@@ -30,3 +30,30 @@ def test_gui_without_a_display_says_what_to_do(capsys, monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     code, _, err = run(capsys)
     assert code == 2 and "xvfb-run" in one_error_line(err)
+
+
+def test_a_launch_text_file_that_cannot_be_read_is_one_line_before_any_window(capsys, monkeypatch, tmp_path):
+    """main.py --text-file: a folder, a missing file, or --text beside it is refused in one line, before the
+    display is even looked at (no window opens for a text that cannot run)."""
+    monkeypatch.setattr("cli.app.display_problem", lambda: pytest.fail("the display was checked first"))
+    for path, said in ((tmp_path, "is a folder"), (tmp_path / "missing.txt", "Cannot read")):
+        code, _, err = run(capsys, "--text-file", str(path))
+        assert code == 2 and said in one_error_line(err)
+    code, _, err = run(capsys, "--text", "a", "--text-file", str(tmp_path))
+    assert code == 2 and "not allowed with argument --text" in one_error_line(err)
+
+
+def test_a_launch_text_file_becomes_the_launch_text(monkeypatch, tmp_path):
+    """The file's text reaches the app as --text would (the app itself is replaced here: no window)."""
+    import cli.app
+    import gui.app
+
+    (tmp_path / "t.txt").write_text("When Mary and John went to the store", encoding="utf-8")
+    seen = []
+    monkeypatch.setattr(cli.app, "display_problem", lambda: None)
+    monkeypatch.setattr(gui.app, "run_app", lambda args: seen.append((args.text, args.max_tokens)) or 0)
+    monkeypatch.setattr(gui.app, "shut_down_qt", lambda: None)
+    from cli.parser import parse_args
+
+    assert cli.app.cmd_gui(parse_args(["--text-file", str(tmp_path / "t.txt"), "--max-tokens", "8192"])) == 0
+    assert seen == [("When Mary and John went to the store", 8192)]

@@ -123,6 +123,50 @@ def test_the_dialog_saves_what_is_typed_and_nothing_when_cancelled(qtbot, tmp_pa
     assert changes == [40]
 
 
+def test_a_launch_cap_holds_for_the_session_only_and_the_dialog_replaces_it(qtbot, tmp_path):
+    """main.py --max-tokens N: the cap for this session, said in the menu, never saved; a cap set in the dialog
+    afterwards is saved and replaces it."""
+    from gui.qt import ensure_qapp
+    from gui.input.token_limit import TokenLimit
+
+    ensure_qapp()
+    settings = settings_in(tmp_path)
+    limit = TokenLimit(settings, QtGui.QAction())
+    limit.set(300)
+    changes = []
+    limit.changed.connect(changes.append)
+    limit.use_for_session(8192)
+    assert limit.value() == 8192 and limit.applies() == 8192 and changes == [8192]
+    assert "--max-tokens" in limit.action.text() and "8,192" in limit.action.text()
+    assert int(settings.value("run/max_tokens")) == 300  # not saved
+    assert TokenLimit(settings, QtGui.QAction()).value() == 300  # the next launch has the saved cap
+    limit.set(500)
+    assert limit.value() == 500 and int(settings.value("run/max_tokens")) == 500 and changes == [8192, 500]
+    assert "--max-tokens" not in limit.action.text()
+    with pytest.raises(ValueError):
+        limit.use_for_session(0)
+
+
+@pytest.mark.slow
+def test_the_launch_option_caps_the_first_run(qtbot, tmp_path, tiny_model_dir):
+    """start() with --max-tokens: the text of the launch runs cut at that many tokens."""
+    import argparse
+
+    from gui.qt import ensure_qapp
+    from gui.app import start
+    from gui.chrome.window import MainWindow
+
+    ensure_qapp()
+    w = MainWindow(settings_in(tmp_path))
+    qtbot.addWidget(w)
+    args = argparse.Namespace(model=str(tiny_model_dir), device="cpu", text=LONG_TEXT, select=None, chat=False,
+                              max_tokens=9)
+    with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
+        start(w, args, None, None, leave=lambda code: None, status={"code": 0})
+    assert w.state.result.n_tokens == 9 and w.state.result.truncated
+    assert int(w.settings.value("run/max_tokens", 2048)) != 9
+
+
 # ----------------------------------------------------------------------------- the result on screen
 @pytest.fixture
 def window(qtbot, tmp_path, tiny_model_dir):
