@@ -21,29 +21,31 @@ def elide(label: str, limit: int = LABEL_CHARS) -> str:
 def without_first_key(weights: np.ndarray) -> np.ndarray:
     """Drop key 0 and renormalise each row over the remaining keys, to see past an attention sink.
 
-    (..., n, n) → (..., n, n): column 0 becomes NaN; a row with no other allowed key (row 0) is all NaN.
-    """
-    w = np.array(weights, dtype=np.float64)
+    (..., n, n) → (..., n, n) float32: column 0 becomes NaN; a row with no other allowed key (row 0) is all NaN.
+    Each row's sum over keys 1 … n−1 is taken in float64; the division is float32, in place in the copy (no float64
+    copy of the map: 512 MiB at 8,192 tokens)."""
+    w = np.array(weights, dtype=np.float32)  # the copy returned
     rest = w[..., 1:]
-    total = rest.sum(axis=-1, keepdims=True)
+    total = rest.sum(axis=-1, keepdims=True, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        renormalised = np.where(total > 0, rest / total, np.nan)
-    out = np.full(w.shape, np.nan)
-    out[..., 1:] = renormalised
-    return out.astype(np.float32)
+        np.divide(rest, np.where(total > 0, total, np.nan).astype(np.float32), out=rest)
+    w[..., 0] = np.nan
+    return w
 
 
 def shown_weights(weights: np.ndarray, causal: bool = True, hide_first: bool = False) -> np.ndarray:
     """What a head map draws: (n, n) float32, NaN on cells with nothing to show (drawn as background).
 
     ``causal``: keys after their query (j > i) are NaN, the model's mask; an encoder (False) masks
-    nothing. ``hide_first``: :func:`without_first_key` first (key 0 NaN, rows renormalised)."""
+    nothing. ``hide_first``: :func:`without_first_key` first (key 0 NaN, rows renormalised). One float32 copy,
+    masked in place row by row (no n × n mask beside it)."""
     matrix = without_first_key(weights) if hide_first else np.array(weights, dtype=np.float32)
     if causal:
         n_query, n_key = matrix.shape[-2:]
-        future = ~np.tri(n_query, n_key, n_key - n_query, dtype=bool)  # j > i + (n_key − n_query)
-        matrix = np.where(future, np.float32(np.nan), matrix)
-    return matrix.astype(np.float32, copy=False)
+        offset = n_key - n_query  # query i sees keys 0 … i + offset
+        for i in range(max(0, -offset - 1), n_query):
+            matrix[..., i, max(0, i + offset + 1):] = np.nan
+    return matrix
 
 
 def apply_scale(values: np.ndarray, scale: str) -> tuple[np.ndarray, tuple[float, float]]:
@@ -54,19 +56,21 @@ def apply_scale(values: np.ndarray, scale: str) -> tuple[np.ndarray, tuple[float
     (log₁₀ LOG_FLOOR, log₁₀ top). NaN stays NaN (drawn as background).
     """
     v = np.asarray(values, dtype=np.float32)
-    finite = v[np.isfinite(v)]
-    top = float(finite.max()) if finite.size else 1.0
-    top = top if top > 0 else 1.0
+    with np.errstate(invalid="ignore"):
+        top = float(np.fmax.reduce(v, axis=None)) if v.size else np.nan  # NaN ignored; NaN when all are NaN
+    top = top if np.isfinite(top) and top > 0 else 1.0
     if scale == "linear":
         return v, (0.0, top)
     if scale == "power":
         with np.errstate(invalid="ignore"):
-            return np.clip(v, 0, None) ** np.float32(POWER_GAMMA), (0.0, top**POWER_GAMMA)
+            rooted = np.clip(v, 0, None)  # NaN stays NaN
+            return np.sqrt(rooted, out=rooted) if POWER_GAMMA == 0.5 else rooted ** np.float32(POWER_GAMMA), (
+                0.0, top**POWER_GAMMA)
     if scale == "log":
+        logged = np.clip(v, np.float32(LOG_FLOOR), None)  # NaN stays NaN, through the log too
         with np.errstate(divide="ignore", invalid="ignore"):
-            logged = np.log10(np.clip(v, LOG_FLOOR, None))
-        logged = np.where(np.isnan(v), np.nan, logged)
-        return logged.astype(np.float32), (float(np.log10(LOG_FLOOR)), max(float(np.log10(top)), np.log10(LOG_FLOOR) + 1e-6))
+            np.log10(logged, out=logged)
+        return logged, (float(np.log10(LOG_FLOOR)), max(float(np.log10(top)), np.log10(LOG_FLOOR) + 1e-6))
     raise ValueError(f"unknown scale {scale!r}; choose one of {SCALES}")
 
 
@@ -96,6 +100,132 @@ def pooled(matrix: np.ndarray, size: int) -> np.ndarray:
         return matrix
     edges = pool_edges(n, size)
     return np.fmax.reduceat(_pool_rows(np.asarray(matrix, dtype=np.float32), edges), edges, axis=-1)
+
+
+def pool_stride(extent: int, pixels: int) -> int:
+    """The cells one pixel of :func:`pool_window` covers along a side of ``extent`` cells drawn on ``pixels``
+    screen pixels: ⌈extent / pixels⌉, at least 1 (1: every cell its own pixel or more, full resolution)."""
+    return max(1, -(-int(extent) // max(1, int(pixels))))
+
+
+def pool_window(values: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], stride: int) -> np.ndarray:
+    """The window ``values[rows[0]:rows[1], cols[0]:cols[1]]`` of an (n, m) map max-pooled over square bins of
+    ``stride`` × ``stride`` cells: out[a, b] = max of values[r0 + a·s : r0 + (a+1)·s, c0 + b·s : c0 + (b+1)·s]
+    (the last bins of a side hold what is left), NaN ignored, NaN where a bin has only NaN (a causal map's
+    future, a hidden first key). (⌈h / s⌉, ⌈w / s⌉) float32. A max, not a mean: a one-cell line (a
+    previous-token diagonal, one key every query reads) keeps its full value at any stride, and a monotone
+    colour scale (linear, √, log) gives the same picture pooled before or after it. ``stride`` 1: the window
+    itself (a float32 copy)."""
+    s = int(stride)
+    if s < 1:
+        raise ValueError(f"stride must be at least 1, got {stride}")
+    (r0, r1), (c0, c1) = (max(0, int(r)) for r in rows), (max(0, int(c)) for c in cols)
+    window = np.asarray(values)[r0:r1, c0:c1]
+    if s == 1:
+        return np.array(window, dtype=np.float32)
+    h, w = window.shape
+    out = np.empty((-(-h // s), -(-w // s)), dtype=np.float32)
+    for a, start in enumerate(range(0, h, s)):  # one band of s rows at a time: a reduction over whole rows is fast
+        band = np.fmax.reduce(np.asarray(window[start:start + s], dtype=np.float32), axis=0)  # (w,)
+        out[a] = np.fmax.reduceat(band, np.arange(0, w, s))
+    return out
+
+
+class ShownMap:
+    """What a head map draws (:func:`shown_weights`) read cell by cell, row by row or pooled, without the n × n
+    float32 copy shown_weights makes (256 MiB at 8,192 tokens, most of a second of first-touch page faults here).
+
+    ``weights`` (n_query, n_key), kept as given (read-only). The cell (i, j) shown is NaN where the model hides
+    key j from query i (``causal``: j > i + n_key − n_query), else w[i, j]; with ``hide_first`` NaN for j = 0
+    and w[i, j] / Σ_{j' ≥ 1} w[i, j'] (the row renormalised over keys 1 …, NaN where that sum is 0), the sums
+    taken once in float64. Equal, cell for cell, to ``shown_weights(weights, causal, hide_first)``."""
+
+    def __init__(self, weights: np.ndarray, causal: bool = True, hide_first: bool = False):
+        self.weights = np.asarray(weights)
+        if self.weights.ndim != 2:
+            raise ValueError(f"a head map is (query, key), got shape {self.weights.shape}")
+        self.shape = self.weights.shape
+        self.causal, self.hide_first = bool(causal), bool(hide_first)
+        self.offset = self.shape[1] - self.shape[0]  # query i sees keys 0 … i + offset
+        self.scale: np.ndarray | None = None  # hide_first: 1 / Σ_{j ≥ 1} w[i, j] per row (NaN where it is 0)
+        if hide_first:
+            total = self.weights[:, 1:].sum(axis=1, dtype=np.float64)
+            with np.errstate(divide="ignore"):
+                self.scale = np.where(total > 0, 1 / np.where(total > 0, total, 1), np.nan)
+
+    def __getitem__(self, cell: tuple[int, int]) -> float:
+        """The value shown at cell (query, key)."""
+        q, k = (int(c) for c in cell)
+        if (self.causal and k > q + self.offset) or (self.hide_first and k == 0):
+            return float("nan")
+        value = float(self.weights[q, k])
+        return value if self.scale is None else float(np.float32(value * self.scale[q]))
+
+    def row(self, q: int) -> np.ndarray:
+        """Query ``q``'s row as shown: (n_key,) float32, NaN where hidden or masked."""
+        out = np.array(self.weights[q], dtype=np.float32)
+        if self.scale is not None:
+            out *= np.float32(self.scale[q])
+            out[0] = np.nan
+        if self.causal:
+            out[max(0, q + self.offset + 1):] = np.nan
+        return out
+
+    def pooled(self, rows: tuple[int, int], cols: tuple[int, int], stride: int) -> np.ndarray:
+        """:func:`pool_window` of the shown map: each stride × stride bin's max over its shown cells, NaN where
+        it has none. Pooled from the weights themselves: a causal map's hidden cells are weights of 0 (the
+        softmax of a masked score), so they never raise a bin's max, and a bin that holds only hidden cells (all
+        of its keys after all of its queries) is set to NaN; the first key is left out of its bin with
+        ``hide_first``, each row scaled before it is pooled."""
+        s = int(stride)
+        if s < 1:
+            raise ValueError(f"stride must be at least 1, got {stride}")
+        r0, r1 = max(0, int(rows[0])), min(self.shape[0], int(rows[1]))
+        c0, c1 = max(0, int(cols[0])), min(self.shape[1], int(cols[1]))
+        h, w = r1 - r0, c1 - c0
+        out = np.empty((-(-h // s), -(-w // s)), dtype=np.float32)
+        starts = np.arange(0, w, s)
+        for a, start in enumerate(range(r0, r1, s)):
+            block = np.asarray(self.weights[start:min(r1, start + s), c0:c1], dtype=np.float32)
+            if self.scale is not None:
+                block = block * self.scale[start:start + block.shape[0], None].astype(np.float32)
+            band = np.fmax.reduce(block, axis=0)  # (w,)
+            if self.hide_first and c0 == 0:
+                band[0] = np.nan
+            if self.causal:  # keys after the band's last query: hidden from every row of the band
+                band[max(0, start + block.shape[0] - 1 + self.offset + 1 - c0):] = np.nan
+            out[a] = np.fmax.reduceat(band, starts) if s > 1 else band
+        return out
+
+
+def top_keys(row: np.ndarray, k: int = 5) -> list[tuple[int, float]]:
+    """The ``k`` largest finite values of one query's row as (key, value), largest first; ties in key order.
+    NaN (a masked or hidden key) is never among them."""
+    values = np.asarray(row, dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(values))
+    if not finite.size or k < 1:
+        return []
+    order = finite[np.argsort(-values[finite], kind="stable")][:k]
+    return [(int(j), float(values[j])) for j in order]
+
+
+def in_context(tokens, index: int, around: int = 3) -> tuple[str, str, str]:
+    """Token ``index`` with up to ``around`` tokens each side, joined as the text reads: (before, the token, after),
+    "…" where the text goes on."""
+    before = "".join(tokens[max(0, index - around):index])
+    after = "".join(tokens[index + 1:index + 1 + around])
+    return ("…" if index - around > 0 else "") + before, tokens[index], after + (
+        "…" if index + 1 + around < len(tokens) else "")
+
+
+def pooled_row(row: np.ndarray, bins: int) -> tuple[np.ndarray, int]:
+    """One query's row (n,) max-pooled over bins of s = ⌈n / bins⌉ keys (NaN ignored; NaN where a bin has only
+    NaN): (the (⌈n / s⌉,) maxima, s). A strip of n keys on fewer pixels keeps every peak."""
+    values = np.asarray(row, dtype=np.float32)
+    s = pool_stride(values.shape[0], bins)
+    if s == 1:
+        return values.copy(), 1
+    return np.fmax.reduceat(values, np.arange(0, values.shape[0], s)), s
 
 
 class PooledRows:

@@ -143,13 +143,19 @@ def cmd_bench(args) -> int:
 
         print(flush=True)
         importance = bench_importance()
+    head_view = None
+    if not args.no_stall:
+        from .head_view import bench_head_view
+
+        print(flush=True)
+        head_view = bench_head_view()
     scan = None
     if not args.no_scan and not (args.real and not args.models):
         scan = bench_scan(model_folder("small"), n_texts=24 if args.quick else 64, repeats=2 if args.quick else 3)
     if args.json:
         figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,
                    "rows": rows, "real": real, "scan": scan,
-                   "importance": importance}
+                   "importance": importance, "head_view": head_view}
         write_file_atomically(Path(args.json), lambda tmp: write_json(figures, Path(tmp)))  # NaN → null
         print(f"wrote {args.json}", flush=True)
     return 0

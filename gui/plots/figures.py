@@ -17,18 +17,20 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import apply_scale, shown_weights
+from analysis.display import ShownMap, apply_scale, pool_stride, shown_weights
 from analysis.export.contents import figure_files
 
 from ..export.figure_files import save_figure, settle_layout
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
-from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data
+from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
+from .tiles import OVERVIEW_CELLS, DetailTile, TileMaker, tile_for_view
 from .token_axis import (  # noqa: F401  (the figures' label names, read here by tests and the tabs)
     AXIS_LABEL_NUDGE_PX, AXIS_TITLE_GAP_PX, LABEL_TOP_PX, ROTATED_LABEL_CHARS, TokenAxis, rotated_label,
     tick_font, token_label)
 
 ROW_HIGHLIGHT = "#ff2d55"
+TILE_DELAY_MS = 40  # a detail tile is asked for once the view has rested this long (not at every wheel step)
 
 
 class HeadPlot(ZoomableFigure):
@@ -58,9 +60,24 @@ class HeadPlot(ZoomableFigure):
         self.image = HoverImage(text_for=self._text_for, on_hover=self._hovered,
                                 on_click=lambda cell: self.query_clicked.emit(cell[0]))
         self.plot.addItem(self.image)
+        # a long map: the image is the whole map pooled (the overview), the tile the part in view in more detail
+        self.detail = DetailTile()
+        self.detail.setZValue(self.image.zValue() + 1)
+        self.detail.setVisible(False)
+        self.plot.addItem(self.detail, ignoreBounds=True)
+        self.tiles = TileMaker(self)
+        self.tiles.ready.connect(self.detail.show_tile)
+        self.shown: ShownMap | None = None  # a long map's cells (self.matrix too), pooled into the tiles
+        self.scale = "linear"  # the colour scale of the map drawn
+        self._tile_wanted = None  # (rows, cols, stride) asked of the tile maker last
+        self._tile_timer = QtCore.QTimer(self)
+        self._tile_timer.setSingleShot(True)
+        self._tile_timer.setInterval(TILE_DELAY_MS)
+        self._tile_timer.timeout.connect(self._make_tile)
         self.row_highlight = QtWidgets.QGraphicsRectItem()
         self.row_highlight.setPen(pg.mkPen(ROW_HIGHLIGHT, width=2, cosmetic=True))
         self.row_highlight.setVisible(False)
+        self.row_highlight.setZValue(self.detail.zValue() + 1)  # over the detail tile
         self.plot.addItem(self.row_highlight, ignoreBounds=True)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
@@ -70,6 +87,8 @@ class HeadPlot(ZoomableFigure):
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
         self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._want_tile())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._want_tile())
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
                  hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight") -> None:
@@ -80,14 +99,19 @@ class HeadPlot(ZoomableFigure):
         ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight")."""
         if causal is not None:
             self.causal = bool(causal)
-        matrix = shown_weights(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
-        self.before_hiding = np.asarray(weights) if hide_first else None  # what each cell was before renormalising
-        n = matrix.shape[0]
+        shown = ShownMap(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
+        self.before_hiding = shown.weights if hide_first else None  # what each cell was before renormalising
+        n = shown.shape[0]
+        stride = pool_stride(max(shown.shape), OVERVIEW_CELLS)
+        # up to OVERVIEW_CELLS a side the whole map is the image; past it the image is the map pooled (the overview)
+        # and self.matrix the ShownMap (cells looked up, no n × n copy); the part in view comes as a detail tile
+        matrix = shown_weights(weights, self.causal, hide_first) if stride == 1 else shown
         new_size = self.matrix is None or self.matrix.shape != matrix.shape
         self.matrix, self.tokens = matrix, tuple(tokens)
-        drawn, levels = apply_scale(matrix, scale)
-        self.image.setImage(drawn, levels=levels, autoLevels=False)
+        overview = matrix if stride == 1 else shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
+        drawn, levels = apply_scale(overview, scale)  # a max over cells commutes with the monotone scales
         self._show_scale(cmap, levels, bar_label(scale, hide_first, quantity))
+        self._draw(shown, scale, drawn, levels, stride)
         self._show_titles(html.escape(title, quote=False))
         self.left_axis.set_tokens(self.tokens)
         self.bottom_axis.set_tokens(self.tokens)
@@ -97,6 +121,58 @@ class HeadPlot(ZoomableFigure):
         self.update_label_density()
         cell = self.image.cell_now
         self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
+
+    def _draw(self, shown: ShownMap, scale: str, drawn: np.ndarray, levels: tuple[float, float], stride: int) -> None:
+        """The image: ``drawn``, the map (``stride`` 1) or its overview pooled over ``stride`` × ``stride`` cells a
+        pixel, coloured by ``scale`` over ``levels``; a detail tile of ``shown`` is asked for the view."""
+        self.tiles.drop()
+        self.detail.clear()
+        self._tile_wanted = None
+        self.shown, self.scale = shown, scale
+        self.image.cells_per_pixel, self.image.data_shape = stride, shown.shape
+        self.image.setImage(drawn, levels=levels, autoLevels=False)
+        self.image.setRect(QtCore.QRectF(0, 0, drawn.shape[1] * stride, drawn.shape[0] * stride))
+        self._want_tile()
+
+    def _want_tile(self) -> None:
+        """The view moved or the map changed: ask for the tile it needs once the view rests (TILE_DELAY_MS)."""
+        if self.shown is not None:
+            self._tile_timer.start()
+
+    def _make_tile(self) -> None:
+        """Ask the tile maker for the part in view at the stride the view needs (:func:`tile_for_view`), unless
+        the tile shown or asked for already covers it; none when the overview is fine enough."""
+        values, vb = self.shown, self.plot.getViewBox()
+        if values is None or vb.width() < 10 or vb.height() < 10:
+            return
+        ratio = self.devicePixelRatioF()
+        (x0, x1), (y0, y1) = view = vb.viewRange()
+        want = tile_for_view(view, (vb.width() * ratio, vb.height() * ratio), values.shape,
+                             self.image.cells_per_pixel)
+        if want is None:
+            self.tiles.drop()
+            self.detail.clear()
+            self._tile_wanted = None
+            return
+
+        def covers(tile) -> bool:
+            (r0, r1), (c0, c1), stride = tile
+            return (stride == want[2] and r0 <= max(0, math.floor(y0)) and c0 <= max(0, math.floor(x0))
+                    and r1 >= min(values.shape[0], math.ceil(y1)) and c1 >= min(values.shape[1], math.ceil(x1)))
+
+        shown = self.detail.request
+        if self._tile_wanted is not None and covers(self._tile_wanted):
+            return  # shown, or on its way
+        if shown is not None and covers((shown.rows, shown.cols, shown.stride)):
+            return
+        self._tile_wanted = want
+        lut = self.image.lut if isinstance(self.image.lut, np.ndarray) else self.colorbar.colorMap().getLookupTable(
+            nPts=256, alpha=True)
+        self.tiles.request(values, *want, self.scale, self.image.levels, lut)
+
+    def on_theme(self, dark: bool) -> None:
+        self.detail.background = theme_colors(dark)["background"]
+        self.detail.update()
 
     def _show_scale(self, cmap: str, levels: tuple[float, float], label: str) -> None:
         """The colour bar's map, levels and label, each set only when it changes: pyqtgraph draws the bar's axis
@@ -148,6 +224,12 @@ class HeadPlot(ZoomableFigure):
             return
         self.row_highlight.setRect(QtCore.QRectF(0, row, self.matrix.shape[1], 1))
         self.row_highlight.setVisible(True)
+
+    def shown_row(self, q: int) -> np.ndarray:
+        """Query ``q``'s row as the map shows it, every key: (n_key,) float32, NaN where masked or hidden."""
+        if isinstance(self.matrix, ShownMap):
+            return self.matrix.row(q)
+        return np.array(self.matrix[q], dtype=np.float32)
 
     def weight_text(self, q: int, k: int, value: float, to: str = KEY) -> str:
         """The hover text of cell (query ``q``, key ``k``, ``value`` as drawn) of a weights map

@@ -80,7 +80,8 @@ class HoverImage(pg.ImageItem):
     an item's tooltip when Qt asks for one, so it stays while the pointer rests; a tooltip set on the
     widget is hidden by the scene at Qt's ~0.7 s tooltip wake-up) and is shown at once.
     ``on_hover(cell)`` is called after the tooltip is up to date; ``on_click(cell)`` on a left click,
-    ``on_double(cell)`` on a double-click. ``cell`` is (row, column) in image pixels, or None.
+    ``on_double(cell)`` on a double-click. ``cell`` is (row, column) in image pixels, or None; in cells of the map
+behind a pooled image (``cells_per_pixel`` cells a side per pixel, ``data_shape`` cells in all).
     After a zoom or pan under a resting pointer, :meth:`refresh_hover` reports the cell now under it."""
 
     def __init__(self, text_for=None, on_hover=None, on_click=None, on_double=None, **kwargs):
@@ -92,6 +93,8 @@ class HoverImage(pg.ImageItem):
         self.setAcceptHoverEvents(True)
         self.cell_now: tuple[int, int] | None = None
         self.pointer: QtCore.QPointF | None = None  # where the pointer rests, in scene coordinates (None: outside)
+        self.cells_per_pixel = 1  # a pooled image (gui/plots/tiles.py): each pixel covers this many cells a side
+        self.data_shape: tuple[int, int] | None = None  # the cells (rows, columns) behind it; None: the image's
 
     def render(self):
         """pyqtgraph's render, but a one-channel float image with NaN cells (a causal map's future, a hidden key:
@@ -109,8 +112,9 @@ class HoverImage(pg.ImageItem):
     def _cell(self, pos) -> tuple[int, int] | None:
         if self.image is None:
             return None
-        row, col = int(math.floor(pos.y())), int(math.floor(pos.x()))
-        h, w = self.image.shape[:2]
+        s = self.cells_per_pixel
+        row, col = int(math.floor(pos.y() * s)), int(math.floor(pos.x() * s))
+        h, w = self.image.shape[:2] if self.data_shape is None else self.data_shape
         return (row, col) if 0 <= row < h and 0 <= col < w else None
 
     def hoverEvent(self, ev):  # noqa: N802

@@ -104,3 +104,93 @@ def test_shown_weights_masks_future_keys_only_for_a_causal_model():
     assert np.array_equal(full, shown_weights(full, False))  # not aliased: the input is unchanged below
     shown_weights(full, True)[0, 0] = 7
     assert full[0, 0] != 7
+
+
+# ----------------------------------------------------------------------------- long maps: pooled windows, cells, rows
+def causal_map(n_query: int, n_key: int, seed: int = 0) -> np.ndarray:
+    """A causal attention map: each row a softmax over the keys its query sees, exact zeros after them."""
+    rng = np.random.default_rng(seed)
+    w = rng.random((n_query, n_key)).astype(np.float32) ** 4
+    offset = n_key - n_query
+    for i in range(n_query):
+        w[i, i + offset + 1:] = 0
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def max_over_bins(values: np.ndarray, rows, cols, s: int) -> np.ndarray:
+    """The definition, one bin at a time: the max of each s × s bin's finite cells (NaN when it has none)."""
+    window = values[rows[0]:rows[1], cols[0]:cols[1]]
+    h, w = -(-window.shape[0] // s), -(-window.shape[1] // s)
+    out = np.full((h, w), np.nan, dtype=np.float32)
+    for a in range(h):
+        for b in range(w):
+            cells = window[a * s:(a + 1) * s, b * s:(b + 1) * s]
+            cells = cells[np.isfinite(cells)]
+            if cells.size:
+                out[a, b] = cells.max()
+    return out
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 7, 16])
+@pytest.mark.parametrize("rows,cols", [((0, 45), (0, 45)), ((5, 33), (2, 41)), ((40, 45), (0, 9))])
+def test_pool_window_is_the_max_over_each_bin(stride, rows, cols):
+    from analysis.display import pool_window
+
+    values = shown_weights(causal_map(45, 45))  # NaN above the diagonal
+    np.testing.assert_array_equal(pool_window(values, rows, cols, stride), max_over_bins(values, rows, cols, stride))
+    with pytest.raises(ValueError):
+        pool_window(values, rows, cols, 0)
+
+
+@pytest.mark.parametrize("hide_first", [False, True])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(40, 40), (23, 40)])
+def test_a_shown_map_is_shown_weights_cell_by_cell_row_by_row_and_pooled(hide_first, causal, shape):
+    """ShownMap (no n × n copy) against shown_weights (the copy): every cell, every row, and pooled windows
+    against the bin-by-bin max of shown_weights; a causal map's hidden cells are the softmax's zeros."""
+    from analysis.display import ShownMap
+
+    weights = causal_map(*shape, seed=3)
+    expected = shown_weights(weights, causal, hide_first)
+    shown = ShownMap(weights, causal, hide_first)
+    assert shown.shape == expected.shape
+    cells = np.array([[shown[q, k] for k in range(shape[1])] for q in range(shape[0])])
+    np.testing.assert_allclose(cells, expected, rtol=3e-7, equal_nan=True)
+    for q in range(shape[0]):
+        np.testing.assert_allclose(shown.row(q), expected[q], rtol=3e-7, equal_nan=True)
+    for stride in (1, 2, 5, 9):
+        for rows, cols in (((0, shape[0]), (0, shape[1])), ((3, 20), (1, 37))):
+            np.testing.assert_allclose(shown.pooled(rows, cols, stride), max_over_bins(expected, rows, cols, stride),
+                                       rtol=3e-7, equal_nan=True)
+
+
+def test_a_one_cell_diagonal_keeps_its_value_in_every_pooled_bin_it_crosses():
+    from analysis.display import ShownMap
+
+    n = 100
+    w = np.zeros((n, n), np.float32)
+    w[:, 0] = 0.5
+    w[np.arange(1, n), np.arange(n - 1)] += 0.4  # previous-token, on top of the sink column
+    w[np.arange(n), np.arange(n)] += 1 - w.sum(axis=1)
+    pooled = ShownMap(w).pooled((0, n), (0, n), 8)
+    for a in range(len(pooled)):  # the diagonal bin of each band of rows holds ≥ 0.4 (0.5 in the first column)
+        assert pooled[a, a] >= 0.4 - 1e-6
+    assert np.isnan(pooled[0, 1:]).all()  # keys after every query of the band: hidden, background
+
+
+def test_top_keys_in_context_and_pooled_rows():
+    from analysis.display import in_context, pooled_row, top_keys
+
+    row = np.array([0.1, np.nan, 0.5, 0.2, 0.5, np.nan], dtype=np.float32)
+    assert top_keys(row, 3) == [(2, 0.5), (4, 0.5), (3, pytest.approx(0.2))]  # ties in key order, NaN never
+    assert top_keys(np.full(3, np.nan), 2) == []
+    tokens = ["The", " cat", " sat", " on", " the", " mat", "."]
+    assert in_context(tokens, 3, 2) == ("… cat sat", " on", " the mat…")
+    assert in_context(tokens, 0, 2) == ("", "The", " cat sat…")
+    assert in_context(tokens, 6, 2) == ("… the mat", ".", "")
+    values = np.arange(10, dtype=np.float32)[::-1].copy()
+    values[4] = np.nan
+    got, stride = pooled_row(values, 4)
+    assert stride == 3 and got.tolist() == [9, 6, 3, 0]  # the max of keys 0–2, 3–5 (NaN ignored), 6–8, 9
+    got, stride = pooled_row(values, 20)
+    assert stride == 1 and np.array_equal(got, values, equal_nan=True)

@@ -539,3 +539,111 @@ def test_token_labels_are_measured_once_per_token_list_not_per_view(qtbot, head)
     settle(qtbot)
     assert (head.left_axis.sizes.measured, axis.sizes.measured) == after_zoom
     assert axis._tickLevels != ticks or axis._stride == 1
+
+
+# ----------------------------------------------------------------------------- a long map: overview and tiles
+def long_causal(n: int, seed: int = 0) -> np.ndarray:
+    """n × n causal weights with a sink column and a previous-token diagonal (exact zeros after each query)."""
+    rng = np.random.default_rng(seed)
+    w = np.tril(rng.random((n, n), dtype=np.float32) * 0.01)
+    w[:, 0] += 0.5
+    w[np.arange(1, n), np.arange(n - 1)] += 0.3
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def bin_max(values: np.ndarray, rows, cols, s: int) -> np.ndarray:
+    """The max of each s × s bin's finite cells, NaN when none, one bin at a time (the definition)."""
+    window = values[rows[0]:rows[1], cols[0]:cols[1]]
+    out = np.full((-(-window.shape[0] // s), -(-window.shape[1] // s)), np.nan, np.float32)
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            cells = window[a * s:(a + 1) * s, b * s:(b + 1) * s]
+            if np.isfinite(cells).any():
+                out[a, b] = np.nanmax(cells)
+    return out
+
+
+def wait_for_tile(qtbot, head, timeout=5000):
+    qtbot.waitUntil(lambda: head.detail.request is not None and head.detail.isVisible(), timeout=timeout)
+
+
+@pytest.mark.parametrize("scale", ["linear", "log"])
+def test_a_long_map_is_drawn_pooled_and_the_part_in_view_comes_as_a_tile_of_the_maps_max(qtbot, head, scale):
+    """Past OVERVIEW_CELLS tokens the image is the map max-pooled (every bin's max, a one-cell diagonal kept),
+    never the n × n map; zoomed in, the tile in view is the map's max over each of its bins down to single
+    cells, coloured on the overview's levels; the hover and the tooltip read the cell itself at every zoom."""
+    from analysis.display import apply_scale, shown_weights
+    from gui.plots.tiles import OVERVIEW_CELLS
+
+    n = 2 * OVERVIEW_CELLS + 50
+    w = long_causal(n)
+    head.set_head(w, [f"t{i}" for i in range(n)], "long", scale=scale)
+    shown = shown_weights(w)
+    stride = head.image.cells_per_pixel
+    assert stride == 3 and head.image.image.shape == (-(-n // 3),) * 2
+    expected, _ = apply_scale(bin_max(shown, (0, n), (0, n), 3), scale)
+    np.testing.assert_allclose(head.image.image, expected, rtol=1e-6, equal_nan=True)
+    assert np.isfinite(np.diag(head.image.image)).all()  # the diagonal bins: the previous-token cells' max
+    # zoom into 60 × 60 cells: a full-resolution tile of the part in view
+    head.plot.getViewBox().setRange(xRange=(1000, 1060), yRange=(1020, 1080), padding=0)
+    wait_for_tile(qtbot, head)
+    tile = head.detail.request
+    assert tile.stride == 1 and tile.rows[0] <= 1020 and tile.rows[1] >= 1080 and tile.cols[0] <= 1000
+    np.testing.assert_allclose(head.detail.pooled, shown[tile.rows[0]:tile.rows[1], tile.cols[0]:tile.cols[1]],
+                               rtol=1e-6, equal_nan=True)
+    # the hover at a zoomed cell: the cell's own value, not a bin's
+    seen = []
+    head.cell_hovered.connect(seen.append)
+    point = head.image.mapFromScene(head.plot.vb.mapViewToScene(QtCore.QPointF(1031.5, 1032.5)))
+    assert head.image._cell(point) == (1032, 1031)
+    head.image.hover_cell(head.image._cell(point))
+    assert seen[-1] == (1032, 1031, pytest.approx(float(shown[1032, 1031])))
+    assert head._text_for((1032, 1031)).endswith(f": {shown[1032, 1031]:.3f}")
+    # zoomed out to a middle view, then to the whole map on fewer pixels than the overview has: tiles pooled at the
+    # view's stride (⌈cells / pixels⌉), each bin the max of its cells, so the screen drops no row or column
+    from analysis.display import pool_stride
+
+    vb = head.plot.getViewBox()
+    for span in (700, n):
+        vb.setRange(xRange=(0, span), yRange=(n - span, n), padding=0)
+        want = max(1, min(pool_stride(span, vb.width()), pool_stride(span, vb.height())))
+        assert want != stride
+        qtbot.waitUntil(lambda: head.detail.request is not None and head.detail.request.stride == want, timeout=5000)
+        tile = head.detail.request
+        np.testing.assert_allclose(head.detail.pooled, bin_max(shown, tile.rows, tile.cols, tile.stride), rtol=1e-6,
+                                   equal_nan=True)
+
+
+def test_a_new_map_drops_the_tile_of_the_old_one(qtbot, head):
+    from gui.plots.tiles import OVERVIEW_CELLS
+
+    n = OVERVIEW_CELLS + 200
+    head.set_head(long_causal(n), [f"t{i}" for i in range(n)], "a")
+    head.plot.getViewBox().setRange(xRange=(100, 140), yRange=(100, 140), padding=0)
+    wait_for_tile(qtbot, head)
+    head.set_head(long_causal(n, seed=9), [f"u{i}" for i in range(n)], "b")
+    assert not head.detail.isVisible() and head.detail.request is None  # nothing of the old map stays on top
+    wait_for_tile(qtbot, head)  # the view was kept: a tile of the new map comes
+    np.testing.assert_allclose(head.detail.pooled[0, 0], long_causal(n, seed=9)[head.detail.request.rows[0],
+                                                                                head.detail.request.cols[0]],
+                               rtol=1e-6)
+
+
+def test_the_shown_row_is_the_maps_row_as_drawn():
+    """HeadPlot.shown_row: the row as drawn (NaN masked, renormalised when the first key is hidden), short or
+    long map."""
+    from analysis.display import shown_weights
+    from gui.plots.figures import HeadPlot
+    from gui.plots.tiles import OVERVIEW_CELLS
+
+    fig = HeadPlot()
+    try:
+        for n in (12, OVERVIEW_CELLS + 30):
+            w = long_causal(n)
+            for hide_first in (False, True):
+                fig.set_head(w, [f"t{i}" for i in range(n)], "x", hide_first=hide_first)
+                expected = shown_weights(w, True, hide_first)
+                for q in (0, 5, n - 1):
+                    np.testing.assert_allclose(fig.shown_row(q), expected[q], rtol=1e-6, equal_nan=True)
+    finally:
+        dispose_figure(fig)

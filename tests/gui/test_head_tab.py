@@ -191,3 +191,33 @@ def test_a_narrow_head_label_shows_a_shorter_wording_whole(qtbot, panel, tiny_re
     shown = label.shown_document().toPlainText()
     assert shown in (whole.replace("top score:", "top:"), whole.split(" · ")[0])
     assert label.shown_document().idealWidth() <= label.contentsRect().width()
+
+
+def test_the_query_row_view_shows_the_chosen_rows_values_as_the_map_draws_them(qtbot, panel, tiny_result):
+    """A query row chosen (a click on the map or a token): the view under the map holds that row of the head on
+    screen, as drawn (first key hidden too), its bars every key's value, its top keys the row's largest; it
+    follows the head; its × and a second click clear the row."""
+    from analysis.display import shown_weights, top_keys
+
+    state = panel.state
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    assert not panel.query_view.isVisible()
+    q = tiny_result.n_tokens - 1
+    state.set_query_row(q)
+    assert panel.query_view.isVisible() and panel.query_view.query == q
+    for hide_first in (False, True):
+        state.set_hide_first(hide_first)
+        for layer, head in ((0, 0), (2, 1)):
+            state.select(layer, head)
+            expected = shown_weights(tiny_result.attentions[layer, head], True, hide_first)[q]
+            np.testing.assert_allclose(panel.query_view.values, expected, rtol=1e-6, equal_nan=True)
+            heights = panel.query_view.bars.opts["height"]  # one bar a key: the strip is wider than the keys
+            np.testing.assert_allclose(heights, np.nan_to_num(expected), rtol=1e-6)
+            best = top_keys(expected, 1)[0]
+            assert f"#{best[0]} " in plain(panel.query_view.keys) and f"{best[1]:.3f}" in plain(panel.query_view.keys)
+            assert ("first key hidden" in plain(panel.query_view.title)) == hide_first
+    panel.query_view.closed.emit()
+    assert state.query_row is None and not panel.query_view.isVisible()
+    state.toggle_query_row(2)
+    state.toggle_query_row(2)
+    assert not panel.query_view.isVisible()

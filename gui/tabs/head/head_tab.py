@@ -27,6 +27,7 @@ from ...state.head_maps import HeadMaps
 from ...state.lens_data import VALUE_NORMS, LensData
 from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS, ViewState
 from ...widgets import ElidedLabel, add_arrow_keys, choice_box, show_focus_ring
+from .query_row import QueryRowView
 
 #: The pattern scores the head label compares: every AttnScope score but entropy (a spread, not a pattern).
 HEAD_LABEL_SCORES = tuple(name for name in SCORE_NAMES if name != "entropy")
@@ -118,6 +119,9 @@ class HeadTab(QtWidgets.QWidget):
         layout.setSpacing(1)
         layout.addLayout(controls)
         layout.addWidget(self.plot, 1)
+        self.query_view = QueryRowView()  # one query's row, under the map: shown while a query row is chosen
+        self.query_view.closed.connect(lambda: state.set_query_row(None))
+        layout.addWidget(self.query_view)
         layout.addWidget(self.hover_label)
         state.on_bundle(lambda _: self.redraw(), "head tab")
         state.selection_changed.connect(lambda *_: self.redraw())
@@ -130,8 +134,13 @@ class HeadTab(QtWidgets.QWidget):
         state.scale_changed.connect(lambda name: self._show_choice(self.scale_choice, name))
         state.hide_first_changed.connect(self.hide_first_box.setChecked)
         state.query_row_changed.connect(self.plot.highlight_row)
-        state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
-        apply_theme(self.plot, state.dark)
+        state.query_row_changed.connect(lambda _row: self._show_query_row())
+        state.dark_changed.connect(self._theme)
+        self._theme(state.dark)
+
+    def _theme(self, dark: bool) -> None:
+        apply_theme(self.plot, dark)
+        apply_theme(self.query_view.plot, dark)
 
     @staticmethod
     def _show_choice(box: QtWidgets.QComboBox, name: str) -> None:
@@ -143,6 +152,7 @@ class HeadTab(QtWidgets.QWidget):
         s = self.state
         self.hover_label.setText(" ")  # a cell of an earlier picture means nothing now
         if s.bundle is None:
+            self.query_view.hide()
             return
         layer, head = s.layer, s.head
         kind = view_to_draw(s)
@@ -150,6 +160,7 @@ class HeadTab(QtWidgets.QWidget):
         if matrix is None:  # an on-demand result's head, on its way from the worker (_map_ready draws it)
             self.pending = (kind, layer, head)
             self._label_head(layer, head)
+            self.query_view.hide()  # the row would be the previous head's
             return
         self.pending = None
         # known before drawing: set_head re-reports the cell under a resting pointer, described as drawn now
@@ -157,6 +168,19 @@ class HeadTab(QtWidgets.QWidget):
         draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}", matrix)
         self.plot.highlight_row(s.query_row)
         self._label_head(layer, head)
+        self._show_query_row()
+
+    def _show_query_row(self) -> None:
+        """The query-row view of the chosen query row of the map on screen, or hidden (no row chosen, no map yet)."""
+        s, q = self.state, self.state.query_row
+        if q is None or s.result is None or self.plot.matrix is None or self.pending is not None \
+                or q >= self.plot.matrix.shape[0]:
+            self.query_view.hide()
+            return
+        quantity = "share of the row's N" if self.drawn == "value-weighted" else "weight"
+        if s.hide_first:
+            quantity += " (first key hidden, renormalised)"
+        self.query_view.show_row(s.result.tokens, q, self.plot.shown_row(q), quantity)
 
     def _map_ready(self, kind: str, layer: int, head: int) -> None:
         if self.pending == (kind, layer, head):
