@@ -144,3 +144,69 @@ class ElidedLabel(QtWidgets.QLabel):
         context.clip = QtCore.QRectF(0, 0, rect.width(), doc.size().height())
         doc.documentLayout().draw(painter, context)
         painter.end()
+
+
+STALE_WASH_ALPHA = 120  # how much of the window's colour lies over a view whose numbers are not the newest
+
+
+class StaleMark(QtWidgets.QWidget):
+    """A wash of the window's colour and a one-line label over ``target`` while what it shows is not the newest
+    result (:meth:`mark` with the words, :meth:`clear`). Outside any layout, so showing it moves nothing (a label in
+    the layout relaid out every view below it); transparent to the mouse, so the old result can still be hovered
+    and the controls under it used. ``label`` False: the wash alone (a second mark beside one that speaks)."""
+
+    def __init__(self, target: QtWidgets.QWidget, label: bool = True):
+        super().__init__(target)
+        self.target, self.speaks, self.text = target, label, ""
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setFocusPolicy(QtCore.Qt.FocusPolicy.NoFocus)
+        target.installEventFilter(self)
+        self.hide()
+
+    @property
+    def marked(self) -> bool:
+        return not self.isHidden()
+
+    def mark(self, text: str) -> None:
+        """Mark the target: ``text`` says what it shows and what is coming (also the mark's tooltip)."""
+        if self.marked and text == self.text:
+            return
+        self.text = text
+        self.setToolTip(text)
+        self.setGeometry(self.target.rect())
+        self.show()
+        self.raise_()
+        self.update()
+
+    def clear(self) -> None:
+        if self.marked:
+            self.hide()
+
+    def eventFilter(self, obj, event):  # noqa: N802
+        if obj is self.target and event.type() == QtCore.QEvent.Type.Resize and self.marked:
+            self.setGeometry(self.target.rect())
+        return False
+
+    def paintEvent(self, event):  # noqa: N802
+        painter = QtGui.QPainter(self)
+        wash = QtGui.QColor(self.palette().color(QtGui.QPalette.ColorRole.Window))
+        wash.setAlpha(STALE_WASH_ALPHA)
+        painter.fillRect(self.rect(), wash)
+        if not self.speaks or not self.text:
+            return
+        font = QtGui.QFont(self.font())
+        font.setBold(True)
+        painter.setFont(font)
+        metrics = QtGui.QFontMetrics(font)
+        width = min(self.width() - 8, metrics.horizontalAdvance(self.text) + 16)
+        text = metrics.elidedText(self.text, QtCore.Qt.TextElideMode.ElideRight, max(0, width - 16))
+        top = 4  # the top edge; a tab widget's below its tab bar, so that every tab's name stays readable
+        if isinstance(self.target, QtWidgets.QTabWidget):
+            top += self.target.tabBar().geometry().bottom() + 1
+        box = QtCore.QRect((self.width() - width) // 2, top, width, metrics.height() + 8)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        painter.setPen(QtGui.QPen(self.palette().color(QtGui.QPalette.ColorRole.Mid)))
+        painter.setBrush(self.palette().color(QtGui.QPalette.ColorRole.ToolTipBase))
+        painter.drawRoundedRect(box, 4, 4)
+        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.ToolTipText))
+        painter.drawText(box, QtCore.Qt.AlignmentFlag.AlignCenter, text)

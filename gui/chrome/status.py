@@ -50,10 +50,19 @@ class StatusLine:
         self.model, self.tokens, self.run = QtWidgets.QLabel("no model"), QtWidgets.QLabel(), QtWidgets.QLabel()
         for widget in (self.model, self.tokens, self.run):
             window.statusBar().addPermanentWidget(widget)
+        self.shown_line = ""  # the tokens of the result on screen (attention_line), "" before the first
+
+    def previous(self, what: str | None) -> None:
+        """While something newer is on its way the tokens label says the result on screen is ``what`` ("the previous
+        text"), so that the bar reads as one line: what is shown, then what is running; None: the result is the newest."""
+        if not self.shown_line:
+            return
+        self.tokens.setText(self.shown_line if what is None else f"shown: {self.shown_line}, {what} ·")
 
     # ---- the model
     def loading(self, source: str) -> None:
         self.model.setText(f"loading {Path(source).name or source}…")
+        self.previous("the previous model's")
 
     def model_loaded(self, info) -> None:
         self.model.setText(model_line(info))
@@ -63,10 +72,12 @@ class StatusLine:
     def still_using(self, info) -> None:
         """A load failed: back to the model still loaded (``info``), or to none."""
         self.model.setText(model_line(info) if info is not None else "no model")
+        self.previous(None)
 
     # ---- the run
     def running(self, n_tokens: int | None = None, plan=None) -> None:
         """A run started; once its size is known (``n_tokens``, its run.memory.RunPlan), what it will take."""
+        self.previous("the previous text")
         self.run.setText("running…" if n_tokens is None else f"running {attention_line(n_tokens, plan)}…")
 
     def streaming(self, n_tokens: int, plan, done: int, total: int) -> None:
@@ -79,12 +90,14 @@ class StatusLine:
         self.run.setText(f"waiting for {job.label}{done} to finish before running the text…")
 
     def run_failed(self) -> None:
+        self.previous(None)
         self.run.setText("")
 
     def shown(self, bundle) -> None:
         """The result of ``bundle`` (an AnalysisBundle) is on screen: its tokens, their memory, its time."""
         r = bundle.result
-        self.tokens.setText(attention_line(r.n_tokens, bundle.plan) + (" (truncated)" if r.truncated else ""))
+        self.shown_line = attention_line(r.n_tokens, bundle.plan) + (" (truncated)" if r.truncated else "")
+        self.tokens.setText(self.shown_line)
         self.tokens.setToolTip(attention_tip(r, bundle.plan))
         self.run.setText(f"last run {time.strftime('%H:%M:%S')} in {bundle.seconds * 1000:.0f} ms")
 

@@ -17,6 +17,8 @@ buttons (top to bottom, each left to right) → back.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import shiboken6
 from PySide6 import QtCore, QtWidgets
 
@@ -30,6 +32,7 @@ from ..input.text_input import TextInput
 from ..input.token_limit import TokenLimit
 from ..plots.grid_panel import GridPanel
 from ..state.jobs import running_jobs
+from .stale_marks import StaleMarks
 from ..state.view_state import ViewState
 from ..state.worker import Failure, RequestKind, Worker
 from ..tabs.ablation.ablation_tab import AblationTab
@@ -46,6 +49,7 @@ from .window_layout import MainArea
 #: The tabs on the right, in order (the protocol is in gui/tabs/protocol.py): a new tab is one line here.
 TABS = (HeadTab, ScoresTab, ScratchTab, RolloutTab, AblationTab)
 LOADING_NOTE = "loading the model…"
+RUN_NOTE = "The previous text's result — running the new text"  # over the views while a newer text runs
 
 
 def analysed_as_now(result, applies: int) -> bool:
@@ -104,6 +108,9 @@ class MainWindow(QtWidgets.QMainWindow):
                 tab.head_activated.connect(self.open_head)
         self.head_tab = self.tab(HeadTab)
         self.grid_panel.plot.head_activated.connect(self.open_head)
+        # while a newer text runs or a new model loads, what these show is the previous result: said over each
+        self.stale_marks = StaleMarks(self.state, [self.text_input.token_strip, self.grid_panel, self.tabs],
+                                      [self.text_input.predictions])
         self.area = MainArea([self.note, self.error, self.cap_note, self.text_input], self.grid_panel, self.tabs,
                              self.settings)
         self.input_area, self.splitter, self.vsplitter = self.area.input_area, self.area.splitter, self.area.vsplitter
@@ -198,6 +205,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status.loading(source)
         if self.state.bundle is None:
             self.state.set_placeholder(LOADING_NOTE)
+        else:
+            shown = self.model_info.label if self.model_info is not None else "the previous model"
+            self.state.set_running(True, f"{shown}'s result — loading {Path(source).name or source}…")
         self.latest_load_id = self.worker.load(source, self.model_bar.device(), self.model_bar.dtype(), allow_pickle)
         return self.latest_load_id
 
@@ -283,6 +293,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self._wait_for(waiting[0] if waiting else None)
         if not waiting:
             self.status.running()
+        # from the request on, not from the worker's start: what is on screen is the previous text's while it queues
+        self.state.set_running(True, f"The previous text's result — the new text waits for {waiting[0].label}…"
+                               if waiting else f"{RUN_NOTE}…")
 
     def _wait_for(self, job) -> None:
         """While the newest run waits for ``job`` (None: for nothing), the status bar says so and follows its progress."""
@@ -309,6 +322,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if request_id == self.latest_analyse_id and self.model_info is not None:
             self._sized = (n_tokens, plan)
             self.status.running(n_tokens, plan)
+            if self.state.running:
+                self.state.set_running(True, f"{RUN_NOTE} ({n_tokens:,} tokens)…")
 
     def _analysis_progress(self, request_id: int, done: int, total: int) -> None:
         if request_id == self.latest_analyse_id and self._sized is not None and not self.closed:
@@ -318,7 +333,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if request_id == self.latest_analyse_id:  # superseded requests are skipped by the worker anyway
             self._wait_for(None)
             self.status.running()
-            self.state.set_running(True)
+            self.state.set_running(True, f"{RUN_NOTE}…")
 
     def _analysis_ready(self, bundle) -> None:
         if self.closed or bundle.request_id != self.latest_analyse_id:
@@ -340,6 +355,7 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         if failure.kind is RequestKind.LOAD and failure.request_id == self.latest_load_id:
             self.model_bar.load_failed()
+            self.state.set_running(False)  # the result on screen is the newest again
             actions, message, source = [], failure.message, self.loading_source
             if isinstance(failure.error, PickleWeightsError) and source:
                 actions.append(("Load anyway (I trust it)", lambda: self.load_model(source, allow_pickle=True)))

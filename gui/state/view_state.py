@@ -73,6 +73,7 @@ class ViewState(QtCore.QObject):
     tl_options_changed = QtCore.Signal(object)  # dict: TL's error_measure, exclude_bos, exclude_current_token
     placeholder_changed = QtCore.Signal(object)  # str | None: what views without a result show instead
     running_changed = QtCore.Signal(bool)  # a newer text is being analysed: the bundle on screen is the previous one
+    running_note_changed = QtCore.Signal(str)  # what is running, in words for the views that show the previous result
     chat_changed = QtCore.Signal(bool)  # the Chat format switch, as the user set it
     chat_problem_changed = QtCore.Signal(object)  # str | None: why the loaded model has no chat format (None: it has)
 
@@ -95,6 +96,7 @@ class ViewState(QtCore.QObject):
         self._tl_options = TL_DEFAULTS
         self._placeholder: str | None = None
         self._running = False
+        self._running_note = ""
         self._chat = False
         self._chat_problem: str | None = None
         self._bundle_views: list = []  # (name, handler(bundle)) of the views that paint a new bundle (on_bundle)
@@ -177,6 +179,12 @@ class ViewState(QtCore.QObject):
     def running(self) -> bool:
         """True while the newest text asked for is being analysed: what views show is the previous text's."""
         return self._running
+
+    @property
+    def running_note(self) -> str:
+        """While :attr:`running`: one line a view marked stale shows ("The previous text's result: running the new
+        text, 1,638 tokens…"); "" otherwise."""
+        return self._running_note
 
     @property
     def chat(self) -> bool:
@@ -340,7 +348,10 @@ class ViewState(QtCore.QObject):
         text = str(text) if text else None
         self._change("placeholder", text, self.placeholder_changed)
 
-    def set_running(self, running: bool) -> None:
+    def set_running(self, running: bool, note: str = "") -> None:
+        """A newer text is being analysed, or a new model loaded, while the bundle on screen is the previous one
+        (``note``: what is running, in words; kept only while running)."""
+        self._change("running_note", str(note) if running else "", self.running_note_changed)
         self._change("running", bool(running), self.running_changed)
 
     def set_chat(self, chat: bool) -> None:

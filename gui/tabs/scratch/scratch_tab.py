@@ -13,6 +13,7 @@ from PySide6 import QtCore, QtWidgets
 from ...plots.matrix_view import MatrixView
 from ...plots.plot_items import apply_theme
 from ...state.jobs import Job
+from ...widgets import StaleMark
 from .calculator_page import CalculatorPage
 from .scratch_lab import CostPage, ScalingPage
 from .scratch_parity import ErrorMap, ParityPage
@@ -60,6 +61,8 @@ class ScratchTab(QtWidgets.QTabWidget):
         self.addTab(self.scaling, "Why √dₖ")
         self.addTab(self.cost, "Cost")
 
+        self.stale = StaleMark(self)  # over the pages while they show another head's or text's numbers than asked for
+        self._shown_key = None  # (result request id, layer, head, dtype) of the numbers on the pages
         self.job = Job(worker, "scratch", self, ended_by=(), announced=False)  # a newer request drops the older
         self.latest_request_id = 0
         self._key = None  # (result request id, layer, head, dtype) last asked for
@@ -91,7 +94,15 @@ class ScratchTab(QtWidgets.QTabWidget):
         super().showEvent(event)
         self._request()
 
+    def _wanted_key(self):
+        """(result request id, layer, head, dtype) of the numbers the pages should show now; None without a result."""
+        bundle = self.state.bundle
+        if bundle is None:
+            return None
+        return bundle.request_id, self.state.layer, self.state.head, self.dtype_choice.currentText()
+
     def _request(self) -> None:
+        self._mark_stale()  # at once, visible or not: the pages are never shown unmarked before the request goes
         if self.state.bundle is not None and self.isVisible():
             self._timer.start()
 
@@ -110,6 +121,7 @@ class ScratchTab(QtWidgets.QTabWidget):
         cache = self._parity_cache
         cached = cache[2] if cache is not None and cache[:2] == (bundle.request_id, dtype) else None
         self.status.setText("computing…")
+        self._mark_stale()
         self.latest_request_id = self.job.start(
             lambda loaded, _progress, _cancel: scratch_data(loaded, result, layer, head, dtype, cached))
 
@@ -117,7 +129,21 @@ class ScratchTab(QtWidgets.QTabWidget):
         """The latest request's answer (the job drops answers to an older selection)."""
         self._parity_cache = (value.result.request_id, value.report.manual_dtype, value.report)
         self.show_data(value)
+        self._shown_key = (value.result.request_id, value.recomputation.layer, value.head, value.report.manual_dtype)
+        self._mark_stale()
         self.data_shown.emit(self.latest_request_id)
+
+    def _mark_stale(self) -> None:
+        """The pages marked while what they show is not what is asked for: "Layer 2, head 1 of the previous text —
+        computing layer 3, head 0…" (the Cost page's sizes, the steps, the parity table alike)."""
+        shown, wanted = self._shown_key, self._wanted_key()
+        if shown is None or wanted is None or shown == wanted:
+            self.stale.clear()
+            return
+        which = "the previous text" if shown[0] != wanted[0] else "this text"
+        dtype = f" in {shown[3]}" if shown[3] != wanted[3] else ""
+        self.stale.mark(f"Layer {shown[1]}, head {shown[2]} of {which}{dtype} — computing layer {wanted[1]}, "
+                        f"head {wanted[2]}{f' in {wanted[3]}' if dtype else ''}…")
 
     def _failed(self, message: str) -> None:
         self._key = None  # ask again on the next change
