@@ -146,20 +146,22 @@ class ElidedLabel(QtWidgets.QLabel):
         painter.end()
 
 
-STALE_WASH_ALPHA = 120  # how much of the window's colour lies over a view whose numbers are not the newest
-
-
 class StaleMark(QtWidgets.QWidget):
-    """A wash of the window's colour and a one-line label over ``target`` while what it shows is not the newest
-    result (:meth:`mark` with the words, :meth:`clear`). Outside any layout, so showing it moves nothing (a label in
-    the layout relaid out every view below it); transparent to the mouse, so the old result can still be hovered
-    and the controls under it used. ``label`` False: the wash alone (a second mark beside one that speaks)."""
+    """A one-line label over the top of ``target`` while what it shows is not the newest result (:meth:`mark` with
+    the words, :meth:`clear`): a small box centred near the target's top edge (a tab widget's: below its tab bar).
+    Outside any layout, so showing it moves nothing (a label in the layout relaid out every view below it), and only
+    the box's own rectangle is painted again: a wash over the whole target made Qt paint every view under it again,
+    10–20 ms of the GUI thread at each run's start and end (``gui_stall_ms``); the maps dim themselves instead
+    (plot_items.RunDimmer). Transparent to the mouse: what is under it can still be hovered and used."""
 
-    def __init__(self, target: QtWidgets.QWidget, label: bool = True):
+    def __init__(self, target: QtWidgets.QWidget):
         super().__init__(target)
-        self.target, self.speaks, self.text = target, label, ""
+        self.target, self.text = target, ""
         self.setAttribute(QtCore.Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.setFocusPolicy(QtCore.Qt.FocusPolicy.NoFocus)
+        font = QtGui.QFont(self.font())
+        font.setBold(True)
+        self.setFont(font)
         target.installEventFilter(self)
         self.hide()
 
@@ -173,7 +175,7 @@ class StaleMark(QtWidgets.QWidget):
             return
         self.text = text
         self.setToolTip(text)
-        self.setGeometry(self.target.rect())
+        self._place()
         self.show()
         self.raise_()
         self.update()
@@ -182,31 +184,26 @@ class StaleMark(QtWidgets.QWidget):
         if self.marked:
             self.hide()
 
+    def _place(self) -> None:
+        metrics = QtGui.QFontMetrics(self.font())
+        width = max(0, min(self.target.width() - 8, metrics.horizontalAdvance(self.text) + 16))
+        top = 4
+        if isinstance(self.target, QtWidgets.QTabWidget):  # every tab's name stays readable
+            top += self.target.tabBar().geometry().bottom() + 1
+        self.setGeometry((self.target.width() - width) // 2, top, width, metrics.height() + 8)
+
     def eventFilter(self, obj, event):  # noqa: N802
         if obj is self.target and event.type() == QtCore.QEvent.Type.Resize and self.marked:
-            self.setGeometry(self.target.rect())
+            self._place()
         return False
 
     def paintEvent(self, event):  # noqa: N802
         painter = QtGui.QPainter(self)
-        wash = QtGui.QColor(self.palette().color(QtGui.QPalette.ColorRole.Window))
-        wash.setAlpha(STALE_WASH_ALPHA)
-        painter.fillRect(self.rect(), wash)
-        if not self.speaks or not self.text:
-            return
-        font = QtGui.QFont(self.font())
-        font.setBold(True)
-        painter.setFont(font)
-        metrics = QtGui.QFontMetrics(font)
-        width = min(self.width() - 8, metrics.horizontalAdvance(self.text) + 16)
-        text = metrics.elidedText(self.text, QtCore.Qt.TextElideMode.ElideRight, max(0, width - 16))
-        top = 4  # the top edge; a tab widget's below its tab bar, so that every tab's name stays readable
-        if isinstance(self.target, QtWidgets.QTabWidget):
-            top += self.target.tabBar().geometry().bottom() + 1
-        box = QtCore.QRect((self.width() - width) // 2, top, width, metrics.height() + 8)
+        metrics = QtGui.QFontMetrics(self.font())
+        text = metrics.elidedText(self.text, QtCore.Qt.TextElideMode.ElideRight, max(0, self.width() - 16))
         painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
         painter.setPen(QtGui.QPen(self.palette().color(QtGui.QPalette.ColorRole.Mid)))
         painter.setBrush(self.palette().color(QtGui.QPalette.ColorRole.ToolTipBase))
-        painter.drawRoundedRect(box, 4, 4)
+        painter.drawRoundedRect(QtCore.QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.ToolTipText))
-        painter.drawText(box, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        painter.drawText(self.rect(), QtCore.Qt.AlignmentFlag.AlignCenter, text)

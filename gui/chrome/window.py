@@ -110,7 +110,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.grid_panel.plot.head_activated.connect(self.open_head)
         # while a newer text runs or a new model loads, what these show is the previous result: said over each
         self.stale_marks = StaleMarks(self.state, [self.text_input.token_strip, self.grid_panel, self.tabs],
-                                      [self.text_input.predictions])
+                                      dimmed=[self.grid_panel.plot, self.tab(ScoresTab).map, self.tab(AblationTab).map],
+                                      greyed=[self.text_input.predictions])
         self.area = MainArea([self.note, self.error, self.cap_note, self.text_input], self.grid_panel, self.tabs,
                              self.settings)
         self.input_area, self.splitter, self.vsplitter = self.area.input_area, self.area.splitter, self.area.vsplitter

@@ -16,7 +16,7 @@ def marks_over(window) -> dict:
 
 
 def covered(window, widget) -> bool:
-    """``widget`` is under a mark that shows (itself or one of its parents is a mark's target)."""
+    """``widget`` carries a mark that shows (it or one of its parents is a mark's target, the mark placed on it)."""
     marked = {mark.target for mark in window.stale_marks.marks if mark.marked}
     while widget is not None:
         if widget in marked:
@@ -33,24 +33,27 @@ def test_every_view_of_the_previous_text_is_marked_while_the_new_one_queues_and_
         window.set_text("A different text entirely, and longer")
         window.run_text()
         assert window.state.running and window.bundle.result.text == "The cat sat on the mat"
-        views = [window.text_input.token_strip, window.text_input.predictions, window.grid_panel.plot,
-                 window.head_tab.plot]
+        views = [window.text_input.token_strip, window.grid_panel.plot, window.head_tab.plot]
         for index in range(window.tabs.count()):  # every tab, each page of it
             window.tabs.setCurrentIndex(index)
             page = window.tabs.widget(index)
             views.append(page)
             views += [w for w in page.findChildren(QtWidgets.QWidget) if w.isVisible()][:20]
         assert all(covered(window, view) for view in views)
-        words = next(mark.text for mark in window.stale_marks.marks if mark.speaks)
-        assert "previous text" in words
-        assert window.head_tab.plot.image.opacity() < 1  # the map itself dimmed too
+        words = {mark.text for mark in window.stale_marks.marks}
+        assert len(words) == 1 and "previous text" in words.pop()
+        for mark in window.stale_marks.marks:  # on its view, in sight
+            assert mark.isVisible() and mark.target.rect().contains(mark.geometry())
+        assert window.head_tab.plot.image.opacity() < 1 and window.grid_panel.plot.image.opacity() < 1  # maps dimmed
+        assert not window.text_input.predictions.isEnabled()  # the previous text's predictions greyed
         assert window.status.tokens.text().startswith(f"shown: {shown_tokens}, the previous text")
         assert window.status.run.text().startswith("running")
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         pass
     assert window.bundle.result.text == "A different text entirely, and longer"
     assert not any(marks_over(window).values()) and not window.state.running
-    assert window.head_tab.plot.image.opacity() == 1
+    assert window.head_tab.plot.image.opacity() == 1 and window.grid_panel.plot.image.opacity() == 1
+    assert window.text_input.predictions.isEnabled()
     assert not window.status.tokens.text().startswith("shown:") and window.status.run.text().startswith("last run")
 
 
@@ -60,8 +63,7 @@ def test_a_new_model_loading_marks_the_previous_models_result(qtbot, window, tin
     with worker_held(window.worker):
         window.load_model(str(tiny_model_dir))
         assert all(marks_over(window).values())
-        words = next(mark.text for mark in window.stale_marks.marks if mark.speaks)
-        assert words.startswith(f"{label}'s result — loading")
+        assert all(mark.text.startswith(f"{label}'s result — loading") for mark in window.stale_marks.marks)
         assert "the previous model's" in window.status.tokens.text()
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         pass  # the model loads, the text runs again on it
