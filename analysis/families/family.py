@@ -90,8 +90,8 @@ class Family:
     # --- the recomputation
     def recompute(self, weights: AttentionWeights, layer_input: np.ndarray, positions: np.ndarray | None = None,
                   dtype: type = np.float32, mistakes: Mistakes | None = None,
-                  rows: np.ndarray | None = None) -> FamilyRecomputation:
-        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes, rows)
+                  rows: np.ndarray | None = None, heads=None) -> FamilyRecomputation:
+        return recompute(weights, layer_input, self.steps, positions, dtype, mistakes, rows, heads)
 
     # --- tokens
     def bos_token(self, tokenizer) -> str | None:

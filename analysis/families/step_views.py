@@ -197,8 +197,7 @@ def step_views(rec: FamilyRecomputation, head: int, attention_norm: str = "") ->
     index = {"query": head, "kv": facts.kv_head}
     shown = []
     for view in views:
-        values = getattr(rec, view.field)
-        values = values if view.head == "all" else values[index[view.head]]
+        values = getattr(rec, view.field) if view.head == "all" else rec.of_head(view.field, index[view.head])
         shown.append(ShownView(view.key, view.title(facts), view.note(facts), values, view.columns))
     return shown
 

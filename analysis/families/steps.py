@@ -216,18 +216,42 @@ class FamilyRecomputation:
     sliding_window: int | None
     rotary_dim: int  # 0 without rotary
     rows: np.ndarray | None = None  # (R,) the query rows recomputed, ascending; None: every row (R = n)
+    heads: np.ndarray | None = None  # (h',) the query heads whose scores … weights are kept, ascending; None: all
 
     def __post_init__(self):
         _freeze_fields(self)
 
+    def head_slot(self, head: int) -> int:
+        """Where query head ``head`` is in the per-kept-head fields (:data:`KEPT_PER_HEAD`)."""
+        if self.heads is None:
+            return int(head)
+        found = np.flatnonzero(self.heads == int(head))
+        if not found.size:
+            raise ValueError(f"head {head} was not kept by this recomputation (kept: {self.heads.tolist()})")
+        return int(found[0])
+
+    def of_head(self, field: str, head: int) -> np.ndarray:
+        """Field ``field`` of query head ``head`` (any per-head field: q, k, v, scores … weights, head_outputs)."""
+        values = getattr(self, field)
+        return values[self.head_slot(head)] if field in KEPT_PER_HEAD else values[int(head)]
+
+
+#: The fields of a FamilyRecomputation that hold only the kept heads (``heads``): the n² ones.
+KEPT_PER_HEAD = ("scores", "scaled", "masked", "weights")
+
 
 def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[str, ...] = (),
               positions: np.ndarray | None = None, dtype: type = np.float32,
-              mistakes: Mistakes | None = None, rows: np.ndarray | None = None) -> FamilyRecomputation:
+              mistakes: Mistakes | None = None, rows: np.ndarray | None = None,
+              heads=None) -> FamilyRecomputation:
     """Recompute one layer's attention from the block input with plain numpy, keeping every step.
 
     ``rows`` (ascending query positions): compute the scores, weights and output of those query rows only, against
-    every key — what parity needs of a long text, at R·n instead of n² memory. None: every row."""
+    every key — what parity needs of a long text, at R·n instead of n² memory. None: every row.
+    ``heads`` (query heads): keep the scores, scaled scores, masked scores and weights of those heads only
+    (:data:`KEPT_PER_HEAD`; the From-scratch tab's selected head): every head is still computed, one at a time, for
+    its output (so the merged heads and W_O are the whole layer's), but only h' × R × n of each n² step is kept,
+    not h × R × n. None: every head, computed together."""
     m = mistakes or Mistakes()
     w = weights
     as_dtype = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
@@ -259,13 +283,33 @@ def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[s
     if rows is not None:
         rows = np.asarray(rows, dtype=np.int64)
     q_rows = q_rot if rows is None else q_rot[:, rows]  # (h, R, dk)
-    scores = attention_scores(q_rows, k)  # (h, R, n)
-    scaled = scale_scores(scores, dtype(w.scale))  # (h, R, n)
     causal = w.causal if m.causal is None else m.causal
     hidden = hidden_keys(len(rows) if rows is not None else n, n, causal, w.sliding_window, rows)  # (R, n)
-    masked = mask(scaled, hidden)  # (h, R, n)
-    attn = softmax(masked)  # (h, R, n)
-    head_outputs = mix_values(attn, v)  # (h, R, dk)
+    kept = None if heads is None else np.unique(np.asarray(heads, dtype=np.int64))
+    if kept is None:
+        scores = attention_scores(q_rows, k)  # (h, R, n)
+        scaled = scale_scores(scores, dtype(w.scale))  # (h, R, n)
+        masked = mask(scaled, hidden)  # (h, R, n)
+        attn = softmax(masked)  # (h, R, n)
+        head_outputs = mix_values(attn, v)  # (h, R, dk)
+    else:
+        if kept.size and (kept[0] < 0 or kept[-1] >= w.n_head):
+            raise ValueError(f"heads must be in 0 … {w.n_head - 1}, got {kept.tolist()}")
+        steps_of = {"scores": [], "scaled": [], "masked": [], "weights": []}
+        head_outputs = np.empty((w.n_head, q_rows.shape[1], v.shape[-1]), dtype=dtype)  # (h, R, dk)
+        for head in range(w.n_head):  # one head's R × n at a time, the same steps as above
+            one = slice(head, head + 1)
+            s_h = attention_scores(q_rows[one], k[one])  # (1, R, n)
+            scaled_h = scale_scores(s_h, dtype(w.scale))
+            masked_h = mask(scaled_h, hidden)
+            attn_h = softmax(masked_h)
+            head_outputs[one] = mix_values(attn_h, v[one])
+            if head in kept:
+                for name, value in (("scores", s_h), ("scaled", scaled_h), ("masked", masked_h), ("weights", attn_h)):
+                    steps_of[name].append(value[0])
+        empty = np.empty((0, q_rows.shape[1], n), dtype=dtype)
+        scores, scaled, masked, attn = (np.stack(steps_of[name]) if steps_of[name] else empty
+                                        for name in ("scores", "scaled", "masked", "weights"))
     merged = merge_heads(head_outputs)  # (R, h·dk)
     output = project(merged, as_dtype(w.out_weight), as_dtype(w.out_bias))  # (R, d)
     return FamilyRecomputation(
@@ -274,8 +318,9 @@ def recompute(weights: AttentionWeights, layer_input: np.ndarray, steps: tuple[s
         angles=angles, k_per_kv_head=k_rot, v_per_kv_head=v_kv, kv_head_of=kv_head_of, q=q_rot, k=k, v=v,
         scores=scores, scaled=scaled, hidden=hidden, masked=masked, weights=attn, head_outputs=head_outputs,
         merged=merged, output=output, scale=float(w.scale), causal=causal, sliding_window=w.sliding_window,
-        rotary_dim=w.rotary.rotary_dim if w.rotary is not None else 0, rows=rows,
+        rotary_dim=w.rotary.rotary_dim if w.rotary is not None else 0, rows=rows, heads=kept,
     )
 
 
-__all__ = ["OUTPUT_RELATIVE_TOLERANCE", "WEIGHT_TOLERANCE", "FamilyRecomputation", "Mistakes", "recompute"]
+__all__ = ["KEPT_PER_HEAD", "OUTPUT_RELATIVE_TOLERANCE", "WEIGHT_TOLERANCE", "FamilyRecomputation", "Mistakes",
+           "recompute"]

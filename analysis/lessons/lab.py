@@ -172,9 +172,12 @@ def explain_weight(rec: LayerRecomputation, head: int, query: int, key: int) -> 
     """How weight[head, query, key] was made: scaled score, row max, exp, row sum, weight.
 
     ``rec``: a ``LayerRecomputation`` or a family's ``FamilyRecomputation`` (the same field names)."""
-    row = rec.masked[head, query].astype(np.float64)
+    def of(field: str) -> np.ndarray:  # the head's (n, n) step; a FamilyRecomputation may keep only some heads
+        return rec.of_head(field, head) if hasattr(rec, "of_head") else getattr(rec, field)[head]
+
+    row = of("masked")[query].astype(np.float64)
     row_max = float(row.max())
     exps = np.exp(row - row_max)
-    return {"score": float(rec.scores[head, query, key]), "scale": rec.scale, "scaled": float(rec.scaled[head, query, key]),
-            "masked": bool(np.isneginf(rec.masked[head, query, key])), "row_max": row_max,
-            "exp": float(exps[key]), "row_sum": float(exps.sum()), "weight": float(rec.weights[head, query, key])}
+    return {"score": float(of("scores")[query, key]), "scale": rec.scale, "scaled": float(of("scaled")[query, key]),
+            "masked": bool(np.isneginf(of("masked")[query, key])), "row_max": row_max,
+            "exp": float(exps[key]), "row_sum": float(exps.sum()), "weight": float(of("weights")[query, key])}

@@ -261,7 +261,7 @@ def score_rounding(rec: FamilyRecomputation, weights: AttentionWeights, model_dt
         var = np.concatenate(left, -1) @ np.concatenate(right, -1).T  # (R, n)
         var += (dk + 3) * (qa @ ka.T) ** 2  # the dot product (partial sums ≤ Σ_c |q_c k_c|) and the scale
         if c_row:  # the norm's row scale: all of q but its bias scales, so the score by at most |s| + |bias·k|
-            s = np.abs(rec.scores[head]).astype(work)  # (R, n)
+            s = np.abs(rec.of_head("scores", head)).astype(work)  # (R, n)
             var += c_row * ((s + (kk @ bias_q[head])[None, :]) ** 2 + (s + (kq @ bias_k[kv])[:, None]) ** 2)
         var *= u2
         if r:  # the frequency gap turns pair c by (i − j)·Δf_c
@@ -286,9 +286,10 @@ def weight_bound(rec: FamilyRecomputation, weights: AttentionWeights, model_weig
     out = np.zeros(sigmas.shape, dtype=work)
     for slot, head in enumerate(heads):
         sigma = sigmas[slot]  # (R, n)
-        p = np.maximum(rec.weights[head], model_weights[slot]).astype(work) * visible
+        p = np.maximum(rec.of_head("weights", head), model_weights[slot]).astype(work) * visible
         spread_row = (p * sigma).sum(axis=-1, keepdims=True)  # Σ_k p_k σ_k
-        below = (rec.masked[head].max(axis=-1, keepdims=True) - rec.scaled[head]).astype(work) * visible  # s_max − s
+        below = (rec.of_head("masked", head).max(axis=-1, keepdims=True)
+                 - rec.of_head("scaled", head)).astype(work) * visible  # s_max − s
         rho = (u_model + u_manual) * (below + (p * below).sum(axis=-1, keepdims=True) + 2 * EXP_ULPS + 3) + sum_rounding
         out[slot] = (SAFETY * p * (spread_row + (1 - 2 * p) * sigma) + p * rho + UNDERFLOW) * visible
     return out
@@ -315,31 +316,43 @@ class ParityReport:
     rows: RowSample  # the query rows checked (each against every key)
     tolerance_kind: str  # "derived" (float32 rounding bound per weight) or "fixed" (half precision)
     seconds: float
+    layers_checked: np.ndarray | None = None  # (layer,) bool: a report filled layer by layer (NaN elsewhere)
 
     def __post_init__(self):
+        if self.layers_checked is None:
+            object.__setattr__(self, "layers_checked", np.ones(len(self.output_max_abs_diff), dtype=bool))
         for name in ("weights_max_abs_diff", "weights_tolerance", "weights_bound_ratio", "weights_worst",
-                     "output_max_abs_diff", "output_scale"):
+                     "output_max_abs_diff", "output_scale", "layers_checked"):
             getattr(self, name).setflags(write=False)
 
     @property
+    def complete(self) -> bool:
+        """Every layer checked (a report still being filled is not)."""
+        return bool(self.layers_checked.all())
+
+    @property
     def max_abs_diff_weights(self) -> float:
-        return float(self.weights_max_abs_diff.max())
+        """Over the layers checked (NaN when none is)."""
+        return float(np.nanmax(self.weights_max_abs_diff)) if self.layers_checked.any() else float("nan")
 
     @property
     def max_abs_diff_output(self) -> float:
-        return float(self.output_max_abs_diff.max())
+        return float(np.nanmax(self.output_max_abs_diff)) if self.layers_checked.any() else float("nan")
 
     @property
     def weight_tolerance(self) -> float:
         """The tolerance ``max_abs_diff_weights`` is held to: the bound of the weight that differs most of all."""
-        return float(self.weights_tolerance.flat[int(np.argmax(self.weights_max_abs_diff))])
+        if not self.layers_checked.any():
+            return float("nan")
+        return float(self.weights_tolerance.flat[int(np.nanargmax(self.weights_max_abs_diff))])
 
     @property
     def max_bound_ratio(self) -> float:
-        return float(self.weights_bound_ratio.max())
+        return float(np.nanmax(self.weights_bound_ratio)) if self.layers_checked.any() else float("nan")
 
     @property
     def heads_passed(self) -> np.ndarray:
+        """(layer, head): within every bound (False for a layer not yet checked)."""
         return self.weights_bound_ratio <= 1.0
 
     @property
@@ -348,7 +361,8 @@ class ParityReport:
 
     @property
     def passed(self) -> bool:
-        return bool(self.heads_passed.all() and self.layers_output_passed.all())
+        """Every layer checked, and every head and layer output within its tolerance."""
+        return self.complete and bool(self.heads_passed.all() and self.layers_output_passed.all())
 
     def to_dict(self) -> dict:
         return {
@@ -362,6 +376,7 @@ class ParityReport:
             "model_dtype": self.model_dtype,
             "rows": self.rows.to_dict(),
             "seconds": self.seconds,
+            "complete": self.complete,
             "layers": [
                 {"layer": layer, "max_abs_diff_weights": float(self.weights_max_abs_diff[layer].max()),
                  "weights_tolerance": float(self.weights_tolerance[layer][np.argmax(self.weights_max_abs_diff[layer])]),
@@ -373,7 +388,7 @@ class ParityReport:
                  "max_abs_diff_output": float(self.output_max_abs_diff[layer]),
                  "output_tolerance": float(self.output_relative_tolerance * self.output_scale[layer]),
                  "passed": bool(self.heads_passed[layer].all() and self.layers_output_passed[layer])}
-                for layer in range(len(self.output_max_abs_diff))
+                for layer in range(len(self.output_max_abs_diff)) if self.layers_checked[layer]
             ],
         }
 
@@ -382,12 +397,86 @@ def head_check(rec: FamilyRecomputation, weights: AttentionWeights, model_weight
                model_dtype: str, manual_dtype: str, heads: Sequence[int] | None = None):
     """|manual − model| and its tolerance for the rows ``rec`` computed: (diff, bound), each (len(heads), R, n)."""
     heads = list(range(weights.n_head)) if heads is None else list(heads)
-    diff = np.abs(rec.weights[heads].astype(np.float64) - model_weights.astype(np.float64))
+    manual = np.stack([rec.of_head("weights", head) for head in heads])  # (len(heads), R, n)
+    diff = np.abs(manual.astype(np.float64) - model_weights.astype(np.float64))
     if model_dtype in UNIT_ROUNDOFF:
         bound = weight_bound(rec, weights, model_weights, model_dtype, manual_dtype, heads)
     else:
         bound = np.full(diff.shape, WEIGHT_TOLERANCE[model_dtype])
     return diff, bound
+
+
+@dataclass(frozen=True)
+class LayerParity:
+    """One layer's part of a :class:`ParityReport` (:func:`check_layer`): per head the largest |manual − model| over
+    the checked weights, the bound of that weight, the largest |diff| / bound and where it is; the attention
+    output's max |diff| and its scale."""
+
+    layer: int
+    diff_max: np.ndarray  # (head,)
+    tolerance: np.ndarray  # (head,)
+    ratio: np.ndarray  # (head,)
+    worst: np.ndarray  # (head, 2) int64 (query, key)
+    output_diff: float
+    output_scale: float
+    seconds: float
+
+
+def _model_rows_of(result, sample: RowSample):
+    """The model's weights of the sampled rows of a layer, (head, R, n): kept maps, or computed on demand."""
+    if result.attentions is None:
+        return lambda layer, at: result.maps.weights(layer, None, at)
+    return lambda layer, at: result.attentions[layer] if sample.complete else result.attentions[layer][:, at]
+
+
+def check_layer(result: AttentionResult, weights: AttentionWeights, manual_dtype: str = "float32",
+                sample: RowSample | None = None, mistakes: Mistakes | None = None,
+                model_rows: Callable[[int, np.ndarray], np.ndarray] | None = None) -> LayerParity:
+    """Recompute layer ``weights.layer`` from ``result.layer_inputs`` with its family's numpy steps and compare with
+    the model, as :func:`parity_report` does for every layer (``sample``: the query rows, :func:`sample_rows` of the
+    text by default). One layer at a time, so that a report can be filled in the background layer by layer."""
+    from ..families import family_named
+
+    started = time.perf_counter()
+    layer, H, n = weights.layer, result.n_head, result.n_tokens
+    sample = sample_rows(n) if sample is None else sample
+    model_rows = _model_rows_of(result, sample) if model_rows is None else model_rows
+    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
+    family = family_named(weights.family)
+    manual = family.recompute(weights, result.layer_inputs[layer], dtype=dtype, mistakes=mistakes,
+                              rows=None if sample.complete else sample.rows)
+    diff, bound = head_check(manual, weights, np.asarray(model_rows(layer, sample.rows)), result.dtype,
+                             manual_dtype)  # (h, R, n) each
+    diff, bound = diff.reshape(H, -1), bound.reshape(H, -1)
+    largest = diff.argmax(axis=-1)  # the weight that differs most: its bound is the head's tolerance
+    over = diff / np.maximum(bound, UNDERFLOW)  # a hidden key's bound is 0: it passes only when equal (0)
+    flat = over.argmax(axis=-1)
+    model_output = np.asarray(result.attention_outputs[layer])[sample.rows]  # (R, d)
+    return LayerParity(layer, diff[np.arange(H), largest], bound[np.arange(H), largest], over[np.arange(H), flat],
+                       np.stack([sample.rows[flat // n], flat % n], axis=-1).astype(np.int64),
+                       float(np.abs(manual.output - model_output).max()), max(1.0, float(np.abs(model_output).max())),
+                       time.perf_counter() - started)
+
+
+def report_of(result: AttentionResult, layers: Sequence[LayerParity | None], manual_dtype: str,
+              sample: RowSample) -> ParityReport:
+    """The report of the layers checked so far (``layers[l]`` None: not yet): NaN for the others, which
+    ``ParityReport.layers_checked`` names; ``seconds`` the layers' own time."""
+    L, H = result.n_layer, result.n_head
+    diff_max, tolerance, ratio = (np.full((L, H), np.nan) for _ in range(3))
+    worst = np.zeros((L, H, 2), dtype=np.int64)
+    output_diff, output_scale = np.full(L, np.nan), np.ones(L)
+    checked = np.zeros(L, dtype=bool)
+    for part in layers:
+        if part is None:
+            continue
+        l = part.layer
+        diff_max[l], tolerance[l], ratio[l], worst[l] = part.diff_max, part.tolerance, part.ratio, part.worst
+        output_diff[l], output_scale[l], checked[l] = part.output_diff, part.output_scale, True
+    kind = "derived" if result.dtype in UNIT_ROUNDOFF else "fixed"
+    return ParityReport(diff_max, tolerance, ratio, worst, output_diff, output_scale,
+                        OUTPUT_RELATIVE_TOLERANCE[result.dtype], manual_dtype, result.dtype, sample, kind,
+                        sum(part.seconds for part in layers if part is not None), checked)
 
 
 def parity_report(result: AttentionResult, parameters: Sequence[AttentionWeights],
@@ -402,44 +491,12 @@ def parity_report(result: AttentionResult, parameters: Sequence[AttentionWeights
     (tests prove the comparison can fail). ``rows``: query rows to check besides the sample on a long text
     (:func:`sample_rows`). ``model_rows(layer, rows)`` → (head, R, n) the model's weights of those rows
     (default: ``result.attentions``, or ``result.maps.weights`` when the maps are computed on demand). Output tolerance: ``OUTPUT_RELATIVE_TOLERANCE[dtype]`` × max(1, max
-    |model output|) of the layer, by the model's dtype."""
-    from ..families import family_named
-
-    started = time.perf_counter()
-    dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
-    L, H, n = result.n_layer, result.n_head, result.n_tokens
-    sample = sample_rows(n, rows)
-    checked = None if sample.complete else sample.rows
-    if model_rows is None and result.attentions is None:  # maps on demand: the checked rows of every head
-        def model_rows(layer: int, at: np.ndarray) -> np.ndarray:
-            return result.maps.weights(layer, None, at)
-    elif model_rows is None:
-        def model_rows(layer: int, at: np.ndarray) -> np.ndarray:
-            return result.attentions[layer] if sample.complete else result.attentions[layer][:, at]
-    diff_max, tolerance, ratio = np.zeros((L, H)), np.zeros((L, H)), np.zeros((L, H))
-    worst = np.zeros((L, H, 2), dtype=np.int64)
-    output_diff, output_scale = np.zeros(L), np.zeros(L)
-    for layer in range(L):
-        weights = parameters[layer]
-        family = family_named(weights.family)
-        manual = family.recompute(weights, result.layer_inputs[layer], dtype=dtype, mistakes=mistakes, rows=checked)
-        diff, bound = head_check(manual, weights, np.asarray(model_rows(layer, sample.rows)), result.dtype,
-                                 manual_dtype)  # (h, R, n) each
-        diff, bound = diff.reshape(H, -1), bound.reshape(H, -1)
-        largest = diff.argmax(axis=-1)  # the weight that differs most: its bound is the head's tolerance
-        diff_max[layer], tolerance[layer] = diff[np.arange(H), largest], bound[np.arange(H), largest]
-        over = diff / np.maximum(bound, UNDERFLOW)  # a hidden key's bound is 0: it passes only when equal (0)
-        flat = over.argmax(axis=-1)
-        ratio[layer] = over[np.arange(H), flat]
-        worst[layer] = np.stack([sample.rows[flat // n], flat % n], axis=-1)
-        model_output = np.asarray(result.attention_outputs[layer])[sample.rows]  # (R, d)
-        output_diff[layer] = np.abs(manual.output - model_output).max()
-        output_scale[layer] = max(1.0, float(np.abs(model_output).max()))
-    kind = "derived" if result.dtype in UNIT_ROUNDOFF else "fixed"
-    return ParityReport(diff_max, tolerance, ratio, worst, output_diff, output_scale,
-                        OUTPUT_RELATIVE_TOLERANCE[result.dtype], manual_dtype, result.dtype, sample, kind,
-                        time.perf_counter() - started)
+    |model output|) of the layer, by the model's dtype. Each layer is :func:`check_layer`."""
+    sample = sample_rows(result.n_tokens, rows)
+    layers = [check_layer(result, parameters[layer], manual_dtype, sample, mistakes, model_rows)
+              for layer in range(result.n_layer)]
+    return report_of(result, layers, manual_dtype, sample)
 
 
-__all__ = ["FULL_CHECK_TOKENS", "SAFETY", "ParityReport", "RowSample", "head_check", "parity_report",
-           "sample_rows", "score_rounding", "weight_bound"]
+__all__ = ["FULL_CHECK_TOKENS", "SAFETY", "LayerParity", "ParityReport", "RowSample", "check_layer", "head_check",
+           "parity_report", "report_of", "sample_rows", "score_rounding", "weight_bound"]

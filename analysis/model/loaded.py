@@ -139,9 +139,11 @@ class LoadedModel:
                 self._weights[layer] = self.family.attention_weights(self.model, layer)
         return self._weights[layer]
 
-    def recompute(self, layer: int, layer_input: np.ndarray, dtype: type = np.float32) -> FamilyRecomputation:
-        """Layer ``layer`` recomputed in numpy from its block input (n, d) by the family's steps."""
-        return self.family.recompute(self.attention_weights(layer), layer_input, dtype=dtype)
+    def recompute(self, layer: int, layer_input: np.ndarray, dtype: type = np.float32,
+                  heads=None) -> FamilyRecomputation:
+        """Layer ``layer`` recomputed in numpy from its block input (n, d) by the family's steps (``heads``: keep
+        only those query heads' n² steps, ``steps.recompute``)."""
+        return self.family.recompute(self.attention_weights(layer), layer_input, dtype=dtype, heads=heads)
 
 
 

@@ -39,3 +39,27 @@ def test_step_views_show_each_steps_field_for_its_head(family_run, model_type, k
         expected = getattr(rec, field)
         expected = expected if which is None else expected[head if which == "query" else kv_head]
         np.testing.assert_array_equal(view.values, expected, err_msg=view.key)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "bert"])
+def test_a_recomputation_that_keeps_one_head_is_the_whole_layers_for_that_head(family_run, model_type):
+    """recompute(heads=[h]) (the From-scratch tab's selected head): that head's scores … weights equal the whole
+    recomputation's, no other head's n² steps are kept, and the layer's output (every head through W_O) is the
+    same; a head not kept is refused by name."""
+    loaded, result = family_run(model_type)
+    layer = 1
+    whole = loaded.recompute(layer, result.layer_inputs[layer], np.float64)
+    for head in (0, loaded.n_head - 1):
+        one = loaded.recompute(layer, result.layer_inputs[layer], np.float64, heads=[head])
+        for field in ("scores", "scaled", "masked", "weights"):
+            assert getattr(one, field).shape == (1, result.n_tokens, result.n_tokens)
+            np.testing.assert_allclose(one.of_head(field, head), whole.of_head(field, head), rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(one.head_outputs, whole.head_outputs, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(one.output, whole.output, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(one.heads, [head])
+        other = (head + 1) % loaded.n_head
+        with pytest.raises(ValueError, match=f"head {other} was not kept"):
+            one.of_head("weights", other)
+        assert one.of_head("q", other).shape == whole.q[other].shape  # q, k, v: every head, always
+    with pytest.raises(ValueError, match="heads must be in"):
+        loaded.recompute(layer, result.layer_inputs[layer], np.float64, heads=[loaded.n_head])

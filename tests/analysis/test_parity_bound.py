@@ -330,3 +330,28 @@ def test_a_hidden_key_has_no_tolerance_so_a_wrong_mask_fails(tiny_model, tiny_re
     _, bound = head_check(manual, weights[0], tiny_result.attentions[0], "float32", "float32")
     assert (bound[:, manual.hidden] == 0).all() and (bound[:, ~manual.hidden] > 0).all()
     assert parity_report(tiny_result, weights, mistakes=Mistakes(causal=False)).max_bound_ratio > 1e3
+
+
+def test_a_report_filled_layer_by_layer_equals_the_whole_report_and_says_what_is_missing(tiny_model, tiny_result):
+    """check_layer per layer (the From-scratch tab fills its table so, in the background) gives the same numbers as
+    parity_report; a report of some layers is NaN elsewhere, names its checked layers, is not complete and never
+    passes, and its summary numbers are over the layers checked."""
+    from analysis.measures.parity import check_layer, parity_report, report_of, sample_rows
+
+    r = tiny_result
+    params = [tiny_model.attention_weights(layer) for layer in range(r.n_layer)]
+    whole = parity_report(r, params)
+    sample = sample_rows(r.n_tokens)
+    parts = [check_layer(r, params[layer], "float32", sample) for layer in range(r.n_layer)]
+    again = report_of(r, parts, "float32", sample)
+    for name in ("weights_max_abs_diff", "weights_tolerance", "weights_bound_ratio", "weights_worst",
+                 "output_max_abs_diff", "output_scale"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(whole, name), err_msg=name)
+    assert again.complete and again.passed == whole.passed
+    partial = report_of(r, [parts[0], None, parts[2]] + [None] * (r.n_layer - 3), "float32", sample)
+    assert partial.layers_checked.tolist() == [True, False, True] + [False] * (r.n_layer - 3)
+    assert not partial.complete and not partial.passed
+    assert np.isnan(partial.weights_max_abs_diff[1]).all() and np.isnan(partial.output_max_abs_diff[1])
+    assert partial.max_abs_diff_weights == max(whole.weights_max_abs_diff[0].max(), whole.weights_max_abs_diff[2].max())
+    assert [layer["layer"] for layer in partial.to_dict()["layers"]] == [0, 2]
+    assert partial.to_dict()["complete"] is False

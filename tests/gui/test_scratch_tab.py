@@ -164,7 +164,8 @@ def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model
     # model vs manual
     assert "PASS" in panel.parity.head_verdict.text() and "layer 1, head 2" in panel.parity.head_verdict.text()
     assert "PASS" in panel.parity.layer_verdict.text() and "W_O" in panel.parity.layer_verdict.text()
-    assert "all 12 heads" in panel.parity.all_verdict.text()
+    qtbot.waitUntil(lambda: panel.parity.report is not None and panel.parity.report.complete, timeout=WAIT_MS)
+    assert "all 12 heads" in panel.parity.all_verdict.text() and "PASS" in panel.parity.all_verdict.text()
     # cost, from the weights
     assert panel.cost.table.item(2, 1).text() == f"{4 * 64 * 64 + 4 * 64:,}"
 
@@ -197,7 +198,7 @@ def test_work_is_asked_for_only_while_visible_and_stale_answers_are_dropped(qtbo
         qtbot.wait(400)
         assert submitted == []  # hidden: nothing computed
         show(qtbot, panel)
-        assert submitted == ["scratch"]
+        assert submitted[0] == "scratch" and set(submitted[1:]) <= {"parity"}  # the head first, then the layers
         shown = panel.status.text()
         worker.task_done.emit(panel.latest_request_id - 1, "scratch", object())  # an older answer: dropped
         assert panel.status.text() == shown
@@ -267,3 +268,62 @@ def test_offscreen_figure_is_what_is_in_front(qtbot, panel, worker):
     dispose_figure(fig)
     panel.setCurrentWidget(panel.calculator)
     assert panel.offscreen_figure() is None
+
+
+@pytest.mark.slow
+def test_the_selected_head_alone_is_recomputed_and_every_heads_parity_fills_in_layer_by_layer(qtbot, panel, worker,
+                                                                                           tiny_model, monkeypatch):
+    """From scratch per head on demand: the Steps hold the selected head's n² steps only; the whole-model table
+    and error map fill in one layer at a time ("Checking every head: k of L layers"), blank where not yet checked,
+    each layer's numbers the independent check_layer's; a head asked for meanwhile runs before the layers left."""
+    import analysis.measures.parity as parity
+    from analysis.measures.parity import check_layer, sample_rows
+    from helpers import hold_at_call
+
+    bundle = analyse(qtbot, worker, "The cat sat on the mat and looked at the dog", bos=False)
+    r = bundle.result
+    submitted = []
+    original = worker.submit
+    worker.submit = lambda name, task, **options: submitted.append(name) or original(name, task, **options)
+    _, reached, go = hold_at_call(monkeypatch, parity, "check_layer", 2)  # the worker inside layer 1's check
+    try:
+        panel.state.set_bundle(bundle)
+        panel.state.select(1, 2)
+        layers_seen = []
+        panel.parity_shown.connect(layers_seen.append)
+        show(qtbot, panel)
+        assert panel.steps.rec.weights.shape == (1, r.n_tokens, r.n_tokens)  # no other head's map is kept
+        assert reached.wait(10)
+        panel.state.select(2, 0)  # asked for while the layers are being checked
+        qtbot.waitUntil(lambda: submitted.count("scratch") == 2, timeout=WAIT_MS)
+        go.set()
+        qtbot.waitUntil(lambda: panel.parity.report is not None and panel.parity.report.complete, timeout=WAIT_MS)
+    finally:
+        go.set()
+        del worker.submit
+    assert layers_seen == list(range(r.n_layer + 1))  # blank, then one more layer each time
+    assert submitted == ["scratch", "parity", "parity", "scratch"] + ["parity"] * (r.n_layer - 2)  # between layers
+    report, sample = panel.parity.report, sample_rows(r.n_tokens)
+    for layer in range(r.n_layer):
+        part = check_layer(r, tiny_model.attention_weights(layer), "float32", sample)
+        np.testing.assert_array_equal(report.weights_bound_ratio[layer], part.ratio)
+    assert "all 12 heads" in panel.parity.all_verdict.text()
+
+
+def test_a_report_being_filled_says_how_far_it_is_and_leaves_the_rest_blank(qtbot, worker, tiny_model):
+    from analysis.measures.parity import check_layer, report_of, sample_rows
+    from gui.tabs.scratch.scratch_parity import ParityPage
+    from helpers import plain
+
+    bundle = analyse(qtbot, worker, "The cat sat on the mat", bos=False)
+    r, sample = bundle.result, sample_rows(bundle.result.n_tokens)
+    page = ParityPage()
+    qtbot.addWidget(page)
+    page.set_report(report_of(r, [None] * r.n_layer, "float32", sample))
+    assert plain(page.all_verdict).startswith("Checking every head: layer 1 of 3")
+    part = check_layer(r, tiny_model.attention_weights(0), "float32", sample)
+    page.set_report(report_of(r, [part, None, None], "float32", sample))
+    assert plain(page.all_verdict).startswith("Checking every head: 1 of 3 layers so far, all within their bounds")
+    assert page.layers_table.rowCount() == 1
+    assert np.isnan(page.error_map.image.image[1:]).all() and np.isfinite(page.error_map.image.image[0]).all()
+    assert "not checked yet" in page.error_map.hover_text(2, 1)

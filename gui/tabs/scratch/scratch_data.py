@@ -24,11 +24,14 @@ class ScratchData:
     result: AttentionResult
     head: int
     recomputation: FamilyRecomputation  # the selected layer, by its family's steps
-    report: ParityReport  # every layer and head
+    report: ParityReport | None  # every layer and head; None: filled in the background (ScratchTab), layer by layer
     params_counted: int  # parameters of the layer's attention projections (and their biases), read off the model
     weights: AttentionWeights | None = None  # the selected layer's attention in the common shape (rotary, heads)
     head_bound: np.ndarray | None = None  # (n, n) the selected head's tolerance per weight, every query row
     model_head: np.ndarray | None = None  # (n, n) float32 the model's weights of the selected head (result.maps)
+    output_diff: float | None = None  # max |manual − model| of the layer's attention output, every row
+    output_scale: float | None = None  # max(1, max |model output|) of the layer: its tolerance is relative to it
+    manual_dtype: str = "float32"
 
     @property
     def kv_head(self) -> int:
@@ -37,18 +40,23 @@ class ScratchData:
 
 
 def scratch_data(loaded, result: AttentionResult, layer: int, head: int, manual_dtype: str = "float32",
-                 report: ParityReport | None = None) -> ScratchData:
-    """Recompute ``layer`` step by step, the selected head's tolerance for every weight and (unless given) the
-    parity of every head. Runs on the worker."""
+                 report: ParityReport | None = None, with_report: bool = True) -> ScratchData:
+    """Recompute ``layer`` step by step keeping the selected head's n² steps only (``recompute(heads=[head])``: the
+    others are computed one at a time for the layer's output, never held), the head's tolerance for every weight,
+    the layer output's |diff| and (unless given, or ``with_report`` False) the parity of every head. Runs on the
+    worker."""
     from analysis.lessons.lab import projection_parameter_count
 
     dtype = {"float32": np.float32, "float64": np.float64}[manual_dtype]
     weights = loaded.attention_weights(layer)
-    rec = loaded.recompute(layer, result.layer_inputs[layer], dtype)
-    if report is None or report.manual_dtype != manual_dtype:
+    rec = loaded.recompute(layer, result.layer_inputs[layer], dtype, heads=[head])
+    if with_report and (report is None or report.manual_dtype != manual_dtype):
         report = parity_report(result, [loaded.attention_weights(l) for l in range(result.n_layer)], manual_dtype)
     model = result.maps.weights(layer, [head])  # (1, n, n): kept, or computed from the queries and keys
     _, bound = head_check(rec, weights, model, result.dtype, manual_dtype, [head])
     block = loaded.family.blocks(loaded.model)[layer]
     params = projection_parameter_count([loaded.family.attention_module(block), loaded.family.output_module(block)])
-    return ScratchData(result, head, rec, report, params, weights, bound[0], model[0])
+    model_output = np.asarray(result.attention_outputs[layer])
+    return ScratchData(result, head, rec, report if with_report else None, params, weights, bound[0], model[0],
+                       float(np.abs(rec.output - model_output).max()), max(1.0, float(np.abs(model_output).max())),
+                       manual_dtype)

@@ -121,11 +121,12 @@ class StepHovers:
         q, k = rec.q[h, i], rec.k[h, j]
         terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q[:3], k[:3]))
         return (f"{self._pair(i, j)}\nq[{i}]·k[{j}] = {terms}{' + …' if q.size > 3 else ''} = "
-                f"{rec.scores[h, i, j]:.4f}")
+                f"{rec.of_head('scores', h)[i, j]:.4f}")
 
     def _explain_scaled(self, i, j):
         rec, h = self.rec, self.head
-        return f"{self._pair(i, j)}\n{rec.scores[h, i, j]:.4f} × {rec.scale:.6g} = {rec.scaled[h, i, j]:.4f}"
+        score, scaled = rec.of_head("scores", h)[i, j], rec.of_head("scaled", h)[i, j]
+        return f"{self._pair(i, j)}\n{score:.4f} × {rec.scale:.6g} = {scaled:.4f}"
 
     def _explain_masked(self, i, j):
         rec, h = self.rec, self.head
@@ -138,7 +139,7 @@ class StepHovers:
         if window is not None and j <= i - window:
             return (f"{where}\nkey {j} is {i - j} positions back, outside the sliding window of {window}: "
                     f"{MASKED_TEXT}, weight 0")
-        return f"{where}\nkept: {rec.masked[h, i, j]:.4f}"
+        return f"{where}\nkept: {rec.of_head('masked', h)[i, j]:.4f}"
 
     def _explain_weight(self, i, j):
         e = explain_weight(self.rec, self.head, i, j)
@@ -149,7 +150,7 @@ class StepHovers:
 
     def _explain_output(self, i, c):
         rec, h = self.rec, self.head
-        w, v = rec.weights[h, i], rec.v[h, :, c]
+        w, v = rec.of_head("weights", h)[i], rec.v[h, :, c]
         top = np.argsort(-w)[:3]
         terms = " + ".join(f"{w[j]:.3f}×{v[j]:.3f}" for j in sorted(top))
         return (f"query {self._token(i)}, dim {c}\nout[{i}, {c}] = Σ_j w[{i}, j]·v[j, {c}] ≈ {terms} + … = "

@@ -57,6 +57,8 @@ class ErrorMap(LayerHeadMap):
         if self.report is None:
             return ""
         r = self.report
+        if not r.layers_checked[layer]:
+            return f"layer {layer}, head {head}: not checked yet (every head is checked in the background, layer by layer)"
         ratio = float(r.weights_bound_ratio[layer, head])
         query, key = (int(v) for v in r.weights_worst[layer, head])
         return (f"layer {layer}, head {head}: max |manual − model| = {float(r.weights_max_abs_diff[layer, head]):.3e}"
@@ -103,21 +105,25 @@ class ParityPage(QtWidgets.QScrollArea):
         self.setWidget(page)
         self.page = page
         self.report = None
+        self.layer = self.head = None  # the head set_data showed
 
     def figures(self) -> list:
         return [self.model_view, self.manual_view, self.diff_view, self.error_map]
 
     def set_data(self, result, rec, report, head: int, bound: np.ndarray, cmap: str = "viridis",
-                 model_head: np.ndarray | None = None) -> None:
-        """``bound`` (n, n): the tolerance of each of the head's weights (``ScratchData.head_bound``); ``model_head``
-        (n, n) the model's weights of the head (``ScratchData.model_head``; None: ``result.head_map``)."""
+                 model_head: np.ndarray | None = None, output: tuple[float, float] | None = None,
+                 manual_dtype: str | None = None) -> None:
+        """The selected head and its layer; ``report`` every head's (None: it comes later, :meth:`set_report`).
+        ``bound`` (n, n): the tolerance of each of the head's weights (``ScratchData.head_bound``); ``model_head``
+        (n, n) the model's weights of the head (``ScratchData.model_head``; None: ``result.head_map``); ``output``
+        (max |diff|, scale) of the layer's attention output (None: the report's)."""
         from analysis.families import family_named
-        from analysis.measures.parity import UNDERFLOW
+        from analysis.measures.parity import OUTPUT_RELATIVE_TOLERANCE, UNDERFLOW, UNIT_ROUNDOFF
 
-        self.report = report
         layer = rec.layer
+        self.layer, self.head = layer, head
         model_w = np.asarray(result.head_map(layer, head) if model_head is None else model_head, dtype=np.float64)
-        manual_w = rec.weights[head].astype(np.float64)
+        manual_w = rec.of_head("weights", head).astype(np.float64)
         diff = np.abs(manual_w - model_w)
         ratio = diff / np.maximum(np.asarray(bound, dtype=np.float64), UNDERFLOW)
         largest = np.unravel_index(int(np.argmax(diff)), diff.shape)
@@ -125,26 +131,53 @@ class ParityPage(QtWidgets.QScrollArea):
         self.model_view.set_matrix(model_w, cmap=cmap)
         self.manual_view.set_matrix(manual_w, cmap=cmap)
         self.diff_view.set_matrix(diff, f", max {diff.max():.2e}", cmap=cmap)
+        dtype = manual_dtype or (report.manual_dtype if report is not None else "float32")
+        words = (f"each weight's bound derived from float32 rounding for a {result.dtype} model"
+                 if result.dtype in UNIT_ROUNDOFF else f"a fixed tolerance for a {result.dtype} model")
         self.head_verdict.setText(pass_badge(
             ratio.max() <= 1, f"layer {layer}, head {head}: max |manual − model| = {diff.max():.3e}, its bound "
             f"{float(bound[largest]):.2e}; worst |diff| / bound = {ratio.max():.3g} at query {query}, key {key}, "
-            f"every query row ({tolerance_words(report)}; manual computed in {report.manual_dtype})"))
-        out_diff = float(report.output_max_abs_diff[layer])
-        out_tol = report.output_relative_tolerance * float(report.output_scale[layer])
+            f"every query row ({words}; manual computed in {dtype})"))
+        if output is None:
+            out_diff, out_tol = float(report.output_max_abs_diff[layer]), \
+                report.output_relative_tolerance * float(report.output_scale[layer])
+        else:
+            out_diff, out_tol = output[0], OUTPUT_RELATIVE_TOLERANCE[result.dtype] * output[1]
         w_o = family_named(rec.family).output_projection
         self.layer_verdict.setText(pass_badge(
             out_diff <= out_tol, f"whole layer {layer}: heads merged through W_O{f' ({w_o})' if w_o else ''} vs the "
-            f"model's attention output: max |diff| = {out_diff:.3e} (tolerance {out_tol:.2e})"))
-        worst = np.unravel_index(np.argmax(report.weights_max_abs_diff), report.weights_max_abs_diff.shape)
-        self.all_verdict.setText(pass_badge(
-            report.passed, f"all {report.weights_max_abs_diff.size} heads: worst max |diff| "
-            f"{report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}) against its bound "
-            f"{report.weight_tolerance:.2e}; worst |diff| / bound {report.max_bound_ratio:.3g}; "
-            f"{rows_words(report.rows)} against every key; worst layer output {report.max_abs_diff_output:.3e}; "
-            f"computed in {report.seconds * 1000:.0f} ms"))
+            f"model's attention output: max |diff| = {out_diff:.3e} (tolerance {out_tol:.2e}), every query row"))
+        if report is not None:
+            self.set_report(report, cmap)
+        elif self.report is not None:
+            self.error_map.select(layer, head)
+
+    def set_report(self, report, cmap: str = "viridis") -> None:
+        """Every head's parity: the verdict, the table of layers and the error map; a report still being filled
+        (``report.complete`` False) says how many layers are checked, and the others are blank."""
+        self.report = report
+        done, total = int(report.layers_checked.sum()), len(report.layers_checked)
+        if done == 0:
+            self.all_verdict.setText(f"<i>Checking every head: layer 1 of {total}…</i>")
+        else:
+            worst = np.unravel_index(np.nanargmax(report.weights_max_abs_diff), report.weights_max_abs_diff.shape)
+            text = (f"worst max |diff| {report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}) against "
+                    f"its bound {report.weight_tolerance:.2e}; worst |diff| / bound {report.max_bound_ratio:.3g}; "
+                    f"{rows_words(report.rows)} against every key; worst layer output "
+                    f"{report.max_abs_diff_output:.3e}; computed in {report.seconds * 1000:.0f} ms")
+            if report.complete:
+                self.all_verdict.setText(pass_badge(report.passed, f"all {report.weights_max_abs_diff.size} heads: "
+                                                                   + text))
+            else:
+                so_far = bool(np.nan_to_num(report.weights_bound_ratio, nan=0).max() <= 1
+                              and report.layers_output_passed[report.layers_checked].all())
+                self.all_verdict.setText(
+                    f"<i>Checking every head: {done} of {total} layers so far, "
+                    f"{'all within their bounds' if so_far else 'some outside their bounds'}</i> — " + text)
         self._fill_layers(report)
         self.error_map.set_report(report, cmap)
-        self.error_map.select(layer, head)
+        if getattr(self, "layer", None) is not None:
+            self.error_map.select(self.layer, self.head)
 
     def _fill_layers(self, report) -> None:
         table = self.layers_table

@@ -168,7 +168,7 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         if self.rec is None or i < 0:
             return
         rec, h, tokens = self.rec, self.head, self.result.tokens
-        masked = bool(np.isneginf(rec.masked[h]).any()) or rec.causal
+        masked = bool(np.isneginf(rec.of_head("masked", h)).any()) or rec.causal
         n = len(tokens)
         rows = []
         for j in range(n):
@@ -183,8 +183,9 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
         e = explain_weight(rec, h, i, 0)
         out = rec.head_outputs[h, i]
         shown = ", ".join(f"{x:.3f}" for x in out[:6]) + (", …" if out.size > 6 else "")
-        top = int(np.argmax(rec.weights[h, i]))
+        weights = rec.of_head("weights", h)[i]
+        top = int(np.argmax(weights))
         self.focus_label.setText(
             f"<b>Query {i} '{html.escape(tokens[i])}'</b>: row max {e['row_max']:.4f}, Σ exp = {e['row_sum']:.4f}; "
-            f"weights sum to {rec.weights[h, i].sum():.6f}; the largest share ({rec.weights[h, i, top]:.3f}) goes to "
+            f"weights sum to {weights.sum():.6f}; the largest share ({weights[top]:.3f}) goes to "
             f"key {top} '{html.escape(tokens[top])}'. Output = Σ_j w_j·v_j = [{shown}]")

@@ -2,9 +2,11 @@
 model's own numbers; the attention calculator; the √d_k lab; what attention costs.
 
 All numbers come from ``analysis`` (manual_attention, parity, lab); the pages only lay them out.
-The panel follows the view state and asks the worker for the recomputation of the selected layer
-and the parity of every head itself (a ``jobs.Job``), only while it is visible; a late answer to an older
-request is dropped.
+The panel follows the view state and asks the worker, only while it is visible, for the selected head: its layer
+recomputed keeping that head's steps alone (``scratch_data``, a ``jobs.Job``; a late answer to an older request is
+dropped); and, in the background, for the parity of every head, one layer at a time (``parity.check_layer``, its
+own Job): the table and the error map fill in as the layers come, "Checking every head: 12 of 30 layers", and a new
+head asked for meanwhile runs between two layers, not after all of them.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class ScratchTab(QtWidgets.QTabWidget):
     title = "From scratch"
     head_activated = QtCore.Signal(int, int)
     data_shown = QtCore.Signal(int)  # request id of the ScratchData now on screen
+    parity_shown = QtCore.Signal(int)  # every head's parity shown, this many layers checked
 
     def __init__(self, state, worker, parent=None):
         super().__init__(parent)
@@ -64,9 +67,12 @@ class ScratchTab(QtWidgets.QTabWidget):
         self.stale = StaleMark(self)  # over the pages while they show another head's or text's numbers than asked for
         self._shown_key = None  # (result request id, layer, head, dtype) of the numbers on the pages
         self.job = Job(worker, "scratch", self, ended_by=(), announced=False)  # a newer request drops the older
+        self.parity_job = Job(worker, "parity", self, ended_by=(), announced=False)  # one layer of every head's parity
+        self._parity_key = None  # (result request id, dtype) of the layers below
+        self._parity_layers: list = []  # analysis.measures.parity.LayerParity per layer, None until checked
+        self._parity_sample = None  # the query rows every layer is checked on
         self.latest_request_id = 0
         self._key = None  # (result request id, layer, head, dtype) last asked for
-        self._parity_cache = None  # (result request id, dtype, ParityReport): parity does not depend on the head
         self._timer = QtCore.QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(REQUEST_DELAY_MS)
@@ -83,6 +89,8 @@ class ScratchTab(QtWidgets.QTabWidget):
         state.dark_changed.connect(self._dark_changed)
         self.job.finished.connect(self._finished)
         self.job.failed.connect(self._failed)
+        self.parity_job.finished.connect(self._parity_layer_done)
+        self.parity_job.failed.connect(self._parity_failed)
         self._dark_changed(state.dark)
 
     def figures(self) -> list:
@@ -92,7 +100,7 @@ class ScratchTab(QtWidgets.QTabWidget):
     # ----------------------------------------------------------------- asking the worker
     def showEvent(self, event):  # noqa: N802
         super().showEvent(event)
-        self._request()
+        self._request()  # and the parity of every head goes on (hidden, it pauses between layers)
 
     def _wanted_key(self):
         """(result request id, layer, head, dtype) of the numbers the pages should show now; None without a result."""
@@ -116,22 +124,75 @@ class ScratchTab(QtWidgets.QTabWidget):
         dtype = self.dtype_choice.currentText()
         key = (bundle.request_id, layer, head, dtype)
         if key == self._key:
+            self._check_parity()
             return
         self._key = key
-        cache = self._parity_cache
-        cached = cache[2] if cache is not None and cache[:2] == (bundle.request_id, dtype) else None
         self.status.setText("computing…")
         self._mark_stale()
         self.latest_request_id = self.job.start(
-            lambda loaded, _progress, _cancel: scratch_data(loaded, result, layer, head, dtype, cached))
+            lambda loaded, _progress, _cancel: scratch_data(loaded, result, layer, head, dtype, with_report=False))
+        self._check_parity()
 
     def _finished(self, value) -> None:
         """The latest request's answer (the job drops answers to an older selection)."""
-        self._parity_cache = (value.result.request_id, value.report.manual_dtype, value.report)
         self.show_data(value)
-        self._shown_key = (value.result.request_id, value.recomputation.layer, value.head, value.report.manual_dtype)
+        self._shown_key = (value.result.request_id, value.recomputation.layer, value.head, value.manual_dtype)
         self._mark_stale()
         self.data_shown.emit(self.latest_request_id)
+
+    # ----------------------------------------------------------------- every head's parity, layer by layer
+    def _check_parity(self) -> None:
+        """Go on with the parity of every head of the result on screen, in the precision chosen: a new result or
+        precision starts again from layer 0 (the page's table and map blank); otherwise the next layer not yet
+        checked is asked for, while the tab is visible."""
+        from analysis.measures.parity import sample_rows
+
+        bundle = self.state.bundle
+        if bundle is None:
+            return
+        key = (bundle.request_id, self.dtype_choice.currentText())
+        if key != self._parity_key:
+            self.parity_job.drop()
+            self._parity_key = key
+            self._parity_layers = [None] * bundle.result.n_layer
+            self._parity_sample = sample_rows(bundle.result.n_tokens)
+            self._show_parity()
+        if self.parity_job.running or not self.isVisible():
+            return
+        todo = [layer for layer, part in enumerate(self._parity_layers) if part is None]
+        if not todo:
+            return
+        from analysis.measures.parity import check_layer
+
+        result, layer, dtype, sample = bundle.result, todo[0], key[1], self._parity_sample
+        self.parity_job.start(lambda loaded, _progress, _cancel: check_layer(
+            result, loaded.attention_weights(layer), dtype, sample))
+
+    def _parity_layer_done(self, part) -> None:
+        if self._parity_key is None or self.state.bundle is None \
+                or (self.state.bundle.request_id, self.dtype_choice.currentText()) != self._parity_key:
+            return
+        self._parity_layers[part.layer] = part
+        self._show_parity()
+        self._check_parity()
+
+    def _parity_failed(self, message: str) -> None:
+        self.parity.all_verdict.setText(f"Could not check every head: {message}")
+
+    def parity_report(self):
+        """The report of the layers checked so far (None before a result)."""
+        from analysis.measures.parity import report_of
+
+        bundle = self.state.bundle
+        if bundle is None or self._parity_key is None:
+            return None
+        return report_of(bundle.result, self._parity_layers, self._parity_key[1], self._parity_sample)
+
+    def _show_parity(self) -> None:
+        report = self.parity_report()
+        if report is not None:
+            self.parity.set_report(report, self.state.colormap)
+            self.parity_shown.emit(int(report.layers_checked.sum()))
 
     def _mark_stale(self) -> None:
         """The pages marked while what they show is not what is asked for: "Layer 2, head 1 of the previous text —
@@ -158,8 +219,9 @@ class ScratchTab(QtWidgets.QTabWidget):
         for view in self.steps.views.values():
             view.cmap = cmap
         self.steps.set_data(data.result, data.recomputation, data.head, data.weights)
+        output = None if data.output_diff is None else (data.output_diff, data.output_scale)
         self.parity.set_data(data.result, data.recomputation, data.report, data.head, data.head_bound, cmap,
-                             data.model_head)
+                             data.model_head, output, data.manual_dtype)
         r, rec = data.result, data.recomputation
         n_kv = int(rec.kv_head_of.max()) + 1
         self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,
