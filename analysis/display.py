@@ -314,3 +314,41 @@ def format_bytes(b: float) -> str:
     if b >= 2**30:
         return f"{b / 2**30:,.2f} GiB"
     return f"{b / 2**10:,.1f} KiB" if b < 2**20 else f"{b / 2**20:,.2f} MiB"
+
+
+def seconds_left(elapsed: float, done: int, left: int) -> float | None:
+    """Seconds ``left`` more steps will take at the pace of the ``done`` ones (``elapsed`` seconds); None before a
+    step is done (no pace yet)."""
+    return None if done < 1 or elapsed <= 0 else elapsed / done * left
+
+
+def format_duration(seconds: float | None) -> str:
+    """An estimate for people, rounded: "12 s", "3 min", "1 h 05 min"; "?" when there is none (None or NaN)."""
+    if seconds is None or not seconds == seconds:
+        return "?"
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min"
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
+
+
+def head_name(layer: int, head: int) -> str:
+    """How the app names a head everywhere it names one: "L1H0" is layer 1, head 0 (both counted from 0), as
+    TransformerLens writes it. ``--heads``, ``--select`` and the Ablation field accept it beside "1.0"."""
+    return f"L{int(layer)}H{int(head)}"
+
+
+#: Decimals of every head score the app shows (tables, badges, maps, hovers, exports' captions): one rule, so a
+#: head reads the same everywhere (0.998 is "0.998" in the table, on its badge and on the map, never "1.00" or "1.0").
+SCORE_DECIMALS = 3
+
+
+def format_score(value: float, signed: bool = False) -> str:
+    """A head score as the app shows it: rounded to :data:`SCORE_DECIMALS` decimals ("0.998"); ``signed`` writes the
+    sign of a change ("+0.770", "−0.012", with a true minus); "–" for NaN (a score that does not apply)."""
+    value = float(value)
+    if not value == value:
+        return "–"
+    text = f"{value:+.{SCORE_DECIMALS}f}" if signed else f"{value:.{SCORE_DECIMALS}f}"
+    return text.replace("-", "−")

@@ -443,6 +443,45 @@ SCORE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({s.name: s.description 
 NOT_APPLICABLE_WHY: Mapping[str, str] = MappingProxyType({s.name: s.why_not for s in HEAD_SCORES if s.why_not})
 
 
+#: A head "stands out" on a score in [0, 1] only at this score or more (see :func:`standout_heads`).
+STANDOUT_FLOOR = 0.3
+#: ... and only this many robust standard deviations past the model's median head.
+STANDOUT_SPREAD = 3.0
+
+
+def standout_heads(values: np.ndarray, floor: float | None = STANDOUT_FLOOR, spread: float = STANDOUT_SPREAD,
+                   low: bool = False) -> np.ndarray:
+    """Which heads stand out on one score: a bool array of ``values``' shape (layer, head).
+
+    A head stands out when its score is at least ``floor`` *and* more than ``spread`` robust standard deviations
+    above the median of the model's heads (NaN heads ignored)::
+
+        s_h ≥ floor  and  s_h > median(s) + spread · 1.4826 · MAD(s),   MAD(s) = median(|s − median(s)|)
+
+    (1.4826 · MAD is the standard deviation of normally spread scores, but a few extreme heads do not inflate
+    it.) So a model whose best previous-token head reads 0.14 has no previous-token badge, and a model where most
+    heads are sinks marks none of them as *standing out* on sink (the map shows that they all are). With
+    ``low`` the other side (a score where smaller is the finding, e.g. entropy): ``s_h < median − spread · σ̂``,
+    and ``floor`` (None: no floor) is an upper bound ``s_h ≤ floor``. A constant score stands out nowhere."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(values)
+    out = np.zeros(values.shape, dtype=bool)
+    if not finite.any():
+        return out
+    v = values[finite]
+    median = float(np.median(v))
+    sigma = 1.4826 * float(np.median(np.abs(v - median)))
+    if low:
+        chosen = values < median - spread * sigma
+        if floor is not None:
+            chosen &= values <= floor
+    else:
+        chosen = values > median + spread * sigma
+        if floor is not None:
+            chosen &= values >= floor
+    return chosen & finite
+
+
 def applicable_scores(causal: bool) -> frozenset[str]:
     """The scores that mean something for a causal (decoder) or bidirectional (encoder) model."""
     return frozenset(s.name for s in HEAD_SCORES if s.applies_to(causal))

@@ -32,6 +32,9 @@ def attention_tip(result, plan) -> str:
             f"at a time, {display.format_bytes(plan.need_bytes)} (every map kept would take {maps}); {limit}")
 
 
+BAR_PX = 120
+
+
 def model_line(info) -> str:
     """"tiny · 4×4 heads · cpu · float32": the loaded model (a ModelInfo); a GGUF's says what its float32 weights
     were dequantized from: "smollm2 · 30×9 heads · cpu · Q4_1 → float32"."""
@@ -48,8 +51,14 @@ class StatusLine:
         # ("Internal C++ object already deleted") while the bar lived on; statusBar() at each use is safe.
         self.window = window
         self.model, self.tokens, self.run = QtWidgets.QLabel("no model"), QtWidgets.QLabel(), QtWidgets.QLabel()
-        for widget in (self.model, self.tokens, self.run):
+        self.bar = QtWidgets.QProgressBar()  # a run's blocks done, in the phase it is in (forward, then streaming)
+        self.bar.setMaximumWidth(BAR_PX)
+        self.bar.setMaximumHeight(14)
+        self.bar.setTextVisible(False)
+        self.bar.hide()
+        for widget in (self.model, self.tokens, self.run, self.bar):
             window.statusBar().addPermanentWidget(widget)
+        self._phase: tuple[str, float, int] | None = None  # the phase shown, when and at which layer it was first seen
         self.shown_line = ""  # the tokens of the result on screen (attention_line), "" before the first
 
     def previous(self, what: str | None) -> None:
@@ -82,7 +91,23 @@ class StatusLine:
 
     def streaming(self, n_tokens: int, plan, done: int, total: int) -> None:
         """An on-demand run's pass over its layers (Worker.analysis_progress): "streaming layer 12 of 30"."""
-        self.run.setText(f"running {attention_line(n_tokens, plan)}: streaming layer {done} of {total}…")
+        self.progress(n_tokens, plan, "streaming", done, total)
+
+    def progress(self, n_tokens: int, plan, phase: str, done: int, total: int) -> None:
+        """A run's ``phase`` ("forward": the model's forward, Worker.forward_progress; "streaming": the pass of an
+        on-demand run) is at ``done`` of ``total`` layers: the bar, and "forward: layer 12 of 30, about 9 s left".
+        The estimate is the phase's seconds per layer so far (``analysis.display.seconds_left``), from its second layer
+        on (the first includes the phase's start)."""
+        now = time.monotonic()
+        if self._phase is None or self._phase[0] != phase or done <= 1:
+            self._phase = (phase, now, done)
+        left = display.seconds_left(now - self._phase[1], done - self._phase[2], total - done)
+        self.bar.setRange(0, total)
+        self.bar.setValue(done)
+        self.bar.setToolTip(f"{phase}: {done} of {total} layers")
+        self.bar.show()
+        estimate = "" if left is None else f", about {display.format_duration(left)} left"
+        self.run.setText(f"running {attention_line(n_tokens, plan)}: {phase} layer {done} of {total}{estimate}…")
 
     def waiting(self, job) -> None:
         """A run waits for ``job`` (a gui.state.jobs.Job the new text does not end) to finish: say so, and how far it is."""
@@ -92,6 +117,11 @@ class StatusLine:
     def run_failed(self) -> None:
         self.previous(None)
         self.run.setText("")
+        self._end_progress()
+
+    def _end_progress(self) -> None:
+        self.bar.hide()
+        self._phase = None
 
     def shown(self, bundle) -> None:
         """The result of ``bundle`` (an AnalysisBundle) is on screen: its tokens, their memory, its time."""
@@ -100,6 +130,7 @@ class StatusLine:
         self.tokens.setText(self.shown_line)
         self.tokens.setToolTip(attention_tip(r, bundle.plan))
         self.run.setText(f"last run {time.strftime('%H:%M:%S')} in {bundle.seconds * 1000:.0f} ms")
+        self._end_progress()
 
     # ---- passing messages
     def stopped(self, labels: list, because: str) -> None:

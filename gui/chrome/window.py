@@ -142,6 +142,7 @@ class MainWindow(QtWidgets.QMainWindow):
         w.load_started.connect(self._load_started)
         w.analysis_sized.connect(self._analysis_sized)
         w.analysis_progress.connect(self._analysis_progress)
+        w.forward_progress.connect(self._forward_progress)
         w.load_progress.connect(bar.show_progress)
         w.chat_format_checked.connect(self._chat_format_checked)
         w.model_loaded.connect(self._model_loaded)
@@ -325,6 +326,10 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status.running(n_tokens, plan)
             if self.state.running:
                 self.state.set_running(True, f"{RUN_NOTE} ({n_tokens:,} tokens)…")
+
+    def _forward_progress(self, request_id: int, done: int, total: int) -> None:
+        if request_id == self.latest_analyse_id and self._sized is not None and not self.closed:
+            self.status.progress(*self._sized, "forward", done, total)
 
     def _analysis_progress(self, request_id: int, done: int, total: int) -> None:
         if request_id == self.latest_analyse_id and self._sized is not None and not self.closed:

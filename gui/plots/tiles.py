@@ -94,19 +94,26 @@ def render_tile(shown: ShownMap, request: TileRequest, scale: str, levels: tuple
     return request, image.copy(), pooled  # a copy: the QImage owns its pixels, not the numpy buffer
 
 
+class _Relay(QtCore.QObject):
+    """Carries a finished tile from the tile thread to the GUI thread. It lives as long as the module (it is never
+    deleted), so the tile thread never emits on an object the GUI thread may be deleting: a figure closed while its
+    tile is made is checked on the GUI thread, where it is deleted, not across threads."""
+
+    done = QtCore.Signal(object, object)  # the TileMaker, the finished future
+
+
 class TileMaker(QtCore.QObject):
     """Makes tiles on one thread of its own; ``ready(request, image, pooled)`` arrives on the GUI thread for the
     newest request only (:meth:`request` and :meth:`drop` make earlier ones stale)."""
 
     ready = QtCore.Signal(object, object, object)
-    _done = QtCore.Signal(object)  # a finished future, from the tile thread to this object's thread
 
     _pool: concurrent.futures.ThreadPoolExecutor | None = None  # one thread for every figure's tiles
+    _relay: _Relay | None = None  # made on the GUI thread by the first request, kept for good
 
     def __init__(self, parent: QtCore.QObject | None = None):
         super().__init__(parent)
         self.token = 0
-        self._done.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
 
     @classmethod
     def pool(cls) -> concurrent.futures.ThreadPoolExecutor:
@@ -114,31 +121,34 @@ class TileMaker(QtCore.QObject):
             cls._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attnscope-tiles")
         return cls._pool
 
+    @classmethod
+    def relay(cls) -> _Relay:
+        if cls._relay is None:
+            cls._relay = _Relay()
+            cls._relay.done.connect(_deliver, QtCore.Qt.ConnectionType.QueuedConnection)
+        return cls._relay
+
     def request(self, shown: ShownMap, rows, cols, stride: int, scale: str, levels, lut) -> TileRequest:
         """Make the tile of ``shown`` (its weights unchanged while it is made) for rows × cols at ``stride``."""
         self.token += 1
         job = TileRequest(self.token, tuple(rows), tuple(cols), int(stride))
+        relay = self.relay()
         future = self.pool().submit(render_tile, shown, job, scale, tuple(levels), np.asarray(lut))
-        future.add_done_callback(self._finished)
+        future.add_done_callback(lambda done, maker=self: relay.done.emit(maker, done))  # on the tile thread
         return job
 
     def drop(self) -> None:
         """Whatever is being made is not wanted any more (a new map, a new colour scale)."""
         self.token += 1
 
-    def _finished(self, future) -> None:  # on the tile thread
-        if shiboken6.isValid(self):
-            try:
-                self._done.emit(future)
-            except RuntimeError:  # the figure was deleted meanwhile
-                pass
 
-    def _deliver(self, future) -> None:
-        if future.cancelled() or future.exception() is not None:
-            return
-        request, image, pooled = future.result()
-        if request.token == self.token:
-            self.ready.emit(request, image, pooled)
+def _deliver(maker: TileMaker, future) -> None:
+    """On the GUI thread: the tile to its maker, if the maker still exists and still wants it."""
+    if not shiboken6.isValid(maker) or future.cancelled() or future.exception() is not None:
+        return
+    request, image, pooled = future.result()
+    if request.token == maker.token:
+        maker.ready.emit(request, image, pooled)
 
 
 class DetailTile(QtWidgets.QGraphicsObject):

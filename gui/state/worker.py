@@ -157,6 +157,10 @@ class Worker(QtCore.QObject):
     # request id, layers streamed, layers in all: an on-demand run's pass over every layer after its forward
     # (measures.measured.run_measured's on_layer), at most ten a second and always the last
     analysis_progress = QtCore.Signal(int, int, int)
+    # request id, blocks done, blocks in all: the run's forward pass, block by block (hooks on the model's blocks),
+    # at most ten a second and always the last; never backwards (a second, shorter forward, e.g. the induction probe's,
+    # is not counted again)
+    forward_progress = QtCore.Signal(int, int, int)
     analysis_ready = QtCore.Signal(object)  # AnalysisBundle
     task_done = QtCore.Signal(int, str, object)  # request id, name, value
     failed = QtCore.Signal(object)  # Failure
@@ -357,8 +361,25 @@ class Worker(QtCore.QObject):
                 last[0] = now
                 self._emit(self.analysis_progress, request.request_id, layer + 1, loaded.n_layer)
 
-        result = run_measured(loaded, request.text, on_layer=streamed, bos=request.bos, request_id=request.request_id,
-                              max_tokens=request.max_tokens, on_sized=sized, chat=request.chat)
+        blocks = list(loaded.family.blocks(loaded.model))
+        forward_done = [0, 0.0]  # the most blocks reported done, when last reported
+
+        def block_done(index: int):
+            def hook(_module, _args, _output):
+                now = time.monotonic()
+                if index + 1 > forward_done[0] and (now - forward_done[1] > 0.1 or index + 1 == len(blocks)):
+                    forward_done[:] = [index + 1, now]
+                    self._emit(self.forward_progress, request.request_id, index + 1, len(blocks))
+            return hook
+
+        handles = [block.register_forward_hook(block_done(index)) for index, block in enumerate(blocks)]
+        try:
+            result = run_measured(loaded, request.text, on_layer=streamed, bos=request.bos,
+                                  request_id=request.request_id, max_tokens=request.max_tokens, on_sized=sized,
+                                  chat=request.chat)
+        finally:
+            for handle in handles:
+                handle.remove()
         scores = all_scores(result)
         self._emit(self.analysis_ready, AnalysisBundle(request.request_id, result, scores, time.perf_counter() - started,
                                                        plans[-1] if plans else None))

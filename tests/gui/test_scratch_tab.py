@@ -2,6 +2,7 @@
 the state (selection, colormap, theme, query row), asks the worker only while visible, and the lesson's preset
 shows the lesson's numbers."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -293,7 +294,7 @@ def test_the_selected_head_alone_is_recomputed_and_every_heads_parity_fills_in_l
         panel.parity_shown.connect(layers_seen.append)
         show(qtbot, panel)
         assert panel.steps.rec.weights.shape == (1, r.n_tokens, r.n_tokens)  # no other head's map is kept
-        assert reached.wait(10)
+        qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)  # the event loop runs: layer 0's result submits layer 1
         panel.state.select(2, 0)  # asked for while the layers are being checked
         qtbot.waitUntil(lambda: submitted.count("scratch") == 2, timeout=WAIT_MS)
         go.set()
@@ -323,7 +324,9 @@ def test_a_report_being_filled_says_how_far_it_is_and_leaves_the_rest_blank(qtbo
     assert plain(page.all_verdict).startswith("Checking every head: layer 1 of 3")
     part = check_layer(r, tiny_model.attention_weights(0), "float32", sample)
     page.set_report(report_of(r, [part, None, None], "float32", sample))
-    assert plain(page.all_verdict).startswith("Checking every head: 1 of 3 layers so far, all within their bounds")
+    assert re.match(r"Checking every head: 1 of 3 layers so far, about \d+ s left, all within their bounds",
+                    plain(page.all_verdict))
+    assert page.checking.isVisibleTo(page) and (page.checking.value(), page.checking.maximum()) == (1, 3)
     assert page.layers_table.rowCount() == 1
     assert np.isnan(page.error_map.image.image[1:]).all() and np.isfinite(page.error_map.image.image[0]).all()
     assert "not checked yet" in page.error_map.hover_text(2, 1)

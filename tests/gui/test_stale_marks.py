@@ -86,3 +86,24 @@ def test_from_scratch_marks_its_pages_while_they_show_another_head(qtbot, window
     with qtbot.waitSignal(scratch.data_shown, timeout=WAIT_MS):
         pass
     assert not scratch.stale.marked
+
+
+def test_a_run_shows_its_phase_layers_and_an_estimate_in_the_status_bar(qtbot, window):
+    run(qtbot, window, "The cat sat on the mat")
+    with worker_held(window.worker):
+        window.set_text("A different text entirely, and longer")
+        window.run_text()
+        rid = window.latest_analyse_id
+        window._analysis_sized(rid, 9, None)
+        window.worker.forward_progress.emit(rid, 1, 3)
+        window.worker.forward_progress.emit(rid, 2, 3)
+        status = window.status
+        assert status.bar.isVisible() and (status.bar.value(), status.bar.maximum()) == (2, 3)
+        assert "forward layer 2 of 3, about" in status.run.text() and "left" in status.run.text()
+        window.worker.analysis_progress.emit(rid, 1, 3)
+        assert "streaming layer 1 of 3" in status.run.text() and "about" not in status.run.text()  # a new phase
+        window.worker.forward_progress.emit(rid - 1, 3, 3)  # an older request's: not shown
+        assert "streaming layer 1 of 3" in status.run.text()
+    with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
+        pass
+    assert not window.status.bar.isVisible() and window.status.run.text().startswith("last run")

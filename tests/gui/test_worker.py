@@ -248,3 +248,27 @@ def test_python_collects_reference_cycles_only_between_qt_events(qtbot):
 
     app = ensure_qapp()
     assert not gc.isenabled() and app._attnscope_gc.timer.isActive()
+
+
+def test_the_forward_reports_its_blocks_in_order_to_the_last(qtbot, worker, tiny_model_dir):
+    """Worker.forward_progress: the forward pass block by block (hooks on the blocks), never backwards, ending at
+    (L, L); the hooks are gone afterwards (a later forward of the model reports nothing)."""
+    from analysis.model.loading import load_model
+
+    worker._loaded = loaded = load_model(str(tiny_model_dir), device="cpu")  # 3 layers
+    hooks_before = [len(block._forward_hooks) for block in loaded.family.blocks(loaded.model)]
+    seen = []
+    worker.forward_progress.connect(lambda rid, done, total: seen.append((done, total)))
+    with qtbot.waitSignal(worker.analysis_ready, timeout=60_000):
+        worker.analyse("one two three four five six seven eight", bos=False)
+    assert seen and seen[-1] == (3, 3) and [d for d, _ in seen] == sorted(set(d for d, _ in seen))
+    assert [len(block._forward_hooks) for block in loaded.family.blocks(loaded.model)] == hooks_before
+
+
+def test_a_runs_estimate_is_the_pace_of_its_layers_so_far():
+    from analysis.display import format_duration, seconds_left
+
+    assert seconds_left(6.0, 3, 27) == pytest.approx(54.0)
+    assert seconds_left(2.0, 0, 29) is None  # no layer done: no pace
+    assert format_duration(54.4) == "54 s" and format_duration(125) == "2 min" and format_duration(None) == "?"
+    assert format_duration(3900) == "1 h 05 min"

@@ -21,6 +21,7 @@ import time
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import format_duration
 from analysis.errors import InputError
 from analysis.measures.ablation import MODES
 
@@ -315,7 +316,7 @@ class AblationTab(QtWidgets.QWidget):
             return
         left = importance_seconds_left(time.monotonic() - self._importance_started, finished // r.n_head,
                                        r.n_layer, r.n_head)
-        self.progress.setFormat(f"%v of %m heads · about {duration(left)} left")
+        self.progress.setFormat(f"%v of %m heads · about {format_duration(left)} left")
 
     def _importance_stopped(self, text: str, error: bool = False) -> None:
         self.progress.hide()
@@ -383,17 +384,6 @@ def importance_seconds_left(elapsed: float, layers_done: int, n_layer: int, n_he
     weight = [n_layer - layer + 1 for layer in range(n_layer)]
     done = sum(weight[:layers_done])
     return elapsed * (sum(weight) - done) / done if done else float("nan")
-
-
-def duration(seconds: float) -> str:
-    """'12 s', '3 min', '1 h 05 min' (an estimate: rounded)."""
-    if not seconds == seconds:  # NaN: no estimate yet
-        return "?"
-    if seconds < 60:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 3600:
-        return f"{round(seconds / 60)} min"
-    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
 
 
 def importance_summary(importance) -> str:

@@ -81,6 +81,10 @@ class ParityPage(QtWidgets.QScrollArea):
         self.head_verdict = QtWidgets.QLabel()
         self.layer_verdict = QtWidgets.QLabel()
         self.all_verdict = QtWidgets.QLabel()
+        self.checking = QtWidgets.QProgressBar()  # every head's parity, layers checked, while it fills in
+        self.checking.setFormat("%v of %m layers checked")
+        self.checking.setMaximumWidth(320)
+        self.checking.hide()
         for label in (self.head_verdict, self.layer_verdict, self.all_verdict):
             label.setTextFormat(QtCore.Qt.TextFormat.RichText)
             label.setWordWrap(True)
@@ -99,6 +103,7 @@ class ParityPage(QtWidgets.QScrollArea):
         layout.addWidget(self.head_verdict)
         layout.addLayout(row, 2)
         layout.addWidget(self.layer_verdict)
+        layout.addWidget(self.checking)
         layout.addWidget(self.all_verdict)
         layout.addWidget(self.layers_table)
         layout.addWidget(self.error_map, 2)
@@ -155,8 +160,15 @@ class ParityPage(QtWidgets.QScrollArea):
     def set_report(self, report, cmap: str = "viridis") -> None:
         """Every head's parity: the verdict, the table of layers and the error map; a report still being filled
         (``report.complete`` False) says how many layers are checked, and the others are blank."""
+        from analysis.display import format_duration, seconds_left
+
         self.report = report
         done, total = int(report.layers_checked.sum()), len(report.layers_checked)
+        self.checking.setRange(0, total)
+        self.checking.setValue(done)
+        self.checking.setVisible(done < total)
+        left = seconds_left(report.seconds, done, total - done)
+        estimate = "" if left is None else f", about {format_duration(left)} left"
         if done == 0:
             self.all_verdict.setText(f"<i>Checking every head: layer 1 of {total}…</i>")
         else:
@@ -172,7 +184,7 @@ class ParityPage(QtWidgets.QScrollArea):
                 so_far = bool(np.nan_to_num(report.weights_bound_ratio, nan=0).max() <= 1
                               and report.layers_output_passed[report.layers_checked].all())
                 self.all_verdict.setText(
-                    f"<i>Checking every head: {done} of {total} layers so far, "
+                    f"<i>Checking every head: {done} of {total} layers so far{estimate}, "
                     f"{'all within their bounds' if so_far else 'some outside their bounds'}</i> — " + text)
         self._fill_layers(report)
         self.error_map.set_report(report, cmap)
