@@ -98,6 +98,20 @@ def print_row(row: dict) -> None:
     print(" ".join(cells), flush=True)
 
 
+def bench_real_stall(ns: list[int]) -> dict[int, float]:
+    """The longest GUI-thread stall (:func:`~cli.bench.paint.gui_stall_ms`) of the real window while SmolLM2 runs
+    a text of each n tokens and its result is painted; printed with the view that was slowest to receive it."""
+    views: dict = {}
+    print("\nGUI-thread stall, SmolLM2 in the real window (1400 × 900, a 10 ms timer), longest gap less 10 ms:",
+          flush=True)
+    stalls = gui_stall_ms("smollm2", ns, views=views)
+    for n, ms in stalls.items():
+        slowest = views.get(n)
+        print(f"  n = {n:>5}: {ms:7.1f} ms" + (f"   (slowest view to fill: {slowest[0]} {slowest[1]:.1f} ms)"
+                                                  if slowest else ""), flush=True)
+    return stalls
+
+
 def cmd_bench(args) -> int:
     """``main.py bench``. The options arrive checked by ``cli.parser`` (``--models`` and ``--ns`` as lists,
     ``--repeats`` ≥ 1); the ``--json`` target is checked before anything is measured and written whole at the end."""
@@ -137,6 +151,9 @@ def cmd_bench(args) -> int:
     if args.real:
         print(flush=True)
         real = bench_real(list(args.real_ns or REAL_NS), repeats=args.repeats or 1, memory=not args.no_memory)
+    real_stall = None
+    if args.real and real and not args.no_stall:
+        real_stall = bench_real_stall([row["n"] for row in real])
     importance = None
     if args.real and not args.no_importance:
         from .importance import bench_importance
@@ -155,7 +172,7 @@ def cmd_bench(args) -> int:
     if args.json:
         figures = {"torch": torch.__version__, "threads": torch.get_num_threads(), "repeats": repeats,
                    "rows": rows, "real": real, "scan": scan,
-                   "importance": importance, "head_view": head_view}
+                   "importance": importance, "head_view": head_view, "real_gui_stall_ms": real_stall}
         write_file_atomically(Path(args.json), lambda tmp: write_json(figures, Path(tmp)))  # NaN → null
         print(f"wrote {args.json}", flush=True)
     return 0

@@ -9,14 +9,16 @@ from pathlib import Path
 from .workload import median_time, text_of_length
 
 
-def gui_stall_ms(folder: Path, ns: list[int], views: dict | None = None, settle_text: bool = True) -> dict[int, float]:
+def gui_stall_ms(folder: Path | str, ns: list[int], views: dict | None = None,
+                 settle_text: bool = True) -> dict[int, float]:
     """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted, less
     the 10 ms: 0 is a window that never missed a tick.
 
     ``settle_text``: the text is set and its own layout and paint (a pasted text of n tokens) done before the timer
     starts, so that the figure is the run's alone (False: as before issue 20, the text's relayout counted too).
     ``views``: filled with {n: (view, ms)}, the slowest view of the sliced delivery of that run's result
-    (ViewState.slice_times): which view a stall came from."""
+    (ViewState.slice_times): which view a stall came from. ``folder``: a model folder or what ``--model`` takes
+    ("smollm2"); the session's token cap is the largest n, so no run is cut."""
     from PySide6 import QtCore
 
     from gui.chrome.window import MainWindow
@@ -27,6 +29,7 @@ def gui_stall_ms(folder: Path, ns: list[int], views: dict | None = None, settle_
         settings = QtCore.QSettings(str(Path(tmp) / "s.ini"), QtCore.QSettings.Format.IniFormat)
         window = MainWindow(settings)
         window.text_input.auto_box.setChecked(False)
+        window.token_limit.use_for_session(max(ns))
         window.resize(1400, 900)
         window.show()
         loop = QtCore.QEventLoop()
