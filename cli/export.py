@@ -55,7 +55,8 @@ def _export(args, signals: Signals) -> int:
     scored_at = time.perf_counter()
     contents = export_contents(loaded, result, scores, parity_dtype=args.parity_dtype, sink_epsilon=args.sink_epsilon,
                                tl_options={"error_measure": args.tl_measure, "exclude_bos": args.tl_exclude_bos,
-                                           "exclude_current_token": args.tl_exclude_current_token}, layout=layout)
+                                           "exclude_current_token": args.tl_exclude_current_token}, layout=layout,
+                               rollout_skip_first=args.rollout_skip_first)
     parity = contents.parity
     timings = {"load_s": loaded_at - started, "scores_s": scored_at - loaded_at - result.timings["total_s"],
                **contents.timings}

@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write every head's maps, value norms and rollout as .npy files (attentions.npy, "
                              "value_norms.npy, rollout.npy; np.load(…, mmap_mode='r')), streamed to disk, after "
                              "checking the free space")
+    export.add_argument("--rollout-skip-first", action="store_true",
+                        help="write rollout with the first input token hidden and each row renormalised: "
+                             "R[i, j] / (1 − R[i, 0]) for j ≥ 1, NaN at j = 0 (as the Rollout tab's Hide first "
+                             "token, renormalise); summary.json's rollout_skip_first says which was written")
     export.add_argument("--parity-dtype", default="float32", choices=("float32", "float64"))
     add_max_tokens(export)
     add_sink_epsilon(export)

@@ -249,6 +249,7 @@ def window(qtbot, shared_window, tiny_model_dir):
     w.text_input.set_bos(False)
     state = w.state
     state.set_colormap("viridis"), state.set_scale("linear"), state.set_hide_first(False), state.set_badge_score(None)
+    state.set_rollout_skip_first(False)
     if state.result is not None:
         state.select(0, 0)
     w.tabs.setCurrentWidget(w.head_tab)

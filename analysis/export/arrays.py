@@ -12,6 +12,9 @@ Letters: L layers, H heads, n tokens, b query rows in a block, k heads asked for
   written to both map files where it belongs and composed into rollout (lenses.iter_rollout). The file is sized
   by ``np.lib.format.open_memmap`` and filled with positioned writes (``os.pwrite``), not through the memory map,
   so the pages written never count in the process's memory.
+
+Every rollout array (``rollout``, ``layer_rollout``, rollout.npy) is R(l) itself, or with ``skip_first``
+(``export --rollout-skip-first``) lenses.rollout_skip_first of it: the first input NaN, each row renormalised.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..measures.lenses import iter_rollout, weighted_by_norms
+from ..measures.lenses import iter_rollout, rollout_skip_first, weighted_by_norms
 from .layout import NPY_FILES, ExportLayout
 from .writers import NpzWriter, map_chunks
 
@@ -38,9 +41,11 @@ def value_norm_chunks(result, key_norms: np.ndarray, check: Check) -> Iterator[n
             yield weighted_by_norms(result.maps.weights(layer, [head])[0], key_norms[layer, head]).astype(np.float32)
 
 
-def rollout_chunks(result, check: Check, layers: Iterable[int] | None = None) -> Iterator[np.ndarray]:
+def rollout_chunks(result, check: Check, layers: Iterable[int] | None = None,
+                   skip_first: bool = False) -> Iterator[np.ndarray]:
     """R(l) (n, n) float32 of every layer (``layers`` None) or of ``layers`` only, in order, composed once
-    (lenses.iter_rollout: every layer up to the last asked is read)."""
+    (lenses.iter_rollout: every layer up to the last asked is read); ``skip_first``: lenses.rollout_skip_first
+    of each."""
     wanted = None if layers is None else sorted(set(int(l) for l in layers))
     if wanted == []:
         return
@@ -48,7 +53,7 @@ def rollout_chunks(result, check: Check, layers: Iterable[int] | None = None) ->
     for layer, r in iter_rollout(result.maps, causal=bool(result.causal), last=last):
         check()
         if wanted is None or layer in wanted:
-            yield r.astype(np.float32)
+            yield rollout_skip_first(r) if skip_first else r.astype(np.float32)
 
 
 def head_map_chunks(result, heads, check: Check) -> Iterator[np.ndarray]:
@@ -65,12 +70,14 @@ def head_value_norm_chunks(result, heads, key_norms: np.ndarray, check: Check) -
 
 # ----------------------------------------------------------------------------- the files
 def write_export_npz(path: Path, result, layout: ExportLayout, kept: dict[str, np.ndarray],
-                     key_norms: np.ndarray | None, check: Check | None = None) -> Path:
+                     key_norms: np.ndarray | None, check: Check | None = None, skip_first: bool = False) -> Path:
     """attention.npz of ``layout``: the arrays of every head it holds (``layout.in_npz``; those in ``kept``, {name:
     array} already in memory, as they are, the others streamed from ``result.maps``), the --heads arrays
     (``head_maps``, ``head_value_norms``, ``head_index``, ``layer_rollout``, ``layer_index``), then ``tokens`` and
     ``token_ids``. ``key_norms`` (L, H, n) float64: ‖f_h(x_j)‖ (lenses.key_norms_of), needed for value norms not in
-    ``kept`` (None and not kept: no value norms are written, as an export made without the model never had them). ``check()`` between heads and layers."""
+    ``kept`` (None and not kept: no value norms are written, as an export made without the model never had them).
+    ``skip_first``: the rollout streamed here (``rollout``, ``layer_rollout``) is lenses.rollout_skip_first
+    of R (a kept ``rollout`` is written as given: the lens computed it so). ``check()`` between heads and layers."""
     check = check or (lambda: None)
     L, H, n = result.n_layer, result.n_head, result.n_tokens
     heads = layout.heads
@@ -85,14 +92,15 @@ def write_export_npz(path: Path, result, layout: ExportLayout, kept: dict[str, n
                     continue
                 npz.stream(name, (L, H, n, n), value_norm_chunks(result, key_norms, check))
             else:
-                npz.stream(name, (L, n, n), rollout_chunks(result, check))
+                npz.stream(name, (L, n, n), rollout_chunks(result, check, skip_first=skip_first))
         if heads:
             npz.stream("head_maps", (len(heads), n, n), head_map_chunks(result, heads, check))
             npz.stream("head_value_norms", (len(heads), n, n), head_value_norm_chunks(result, heads, key_norms, check))
             npz.array("head_index", np.array(heads, dtype=np.int64).reshape(-1, 2))
         if layout.rollout_layers:
             layers = layout.rollout_layers
-            npz.stream("layer_rollout", (len(layers), n, n), rollout_chunks(result, check, layers))
+            npz.stream("layer_rollout", (len(layers), n, n),
+                       rollout_chunks(result, check, layers, skip_first=skip_first))
             npz.array("layer_index", np.array(layers, dtype=np.int64))
         npz.array("tokens", np.array(result.tokens, dtype=str))
         npz.array("token_ids", result.token_ids.astype(np.int64))
@@ -122,11 +130,13 @@ class _NpyFile:
         os.close(self.fd)
 
 
-def write_npy_maps(folder: Path, result, key_norms: np.ndarray, check: Check | None = None) -> list[Path]:
+def write_npy_maps(folder: Path, result, key_norms: np.ndarray, check: Check | None = None,
+                   skip_first: bool = False) -> list[Path]:
     """--all-maps: ``attentions.npy`` (L, H, n, n) A[l, h, i, j], ``value_norms.npy`` (L, H, n, n) A · ‖f_h(x_j)‖
     and ``rollout.npy`` (L, n, n) R(l) (lenses' definitions), float32, in ``folder``, from one pass over every
     layer's blocks of rows (lenses.iter_rollout's). Memory: a block of weights and its float64 products, R
-    (n, n) float64. ``check()`` after every layer."""
+    (n, n) float64. ``skip_first``: rollout.npy holds lenses.rollout_skip_first of each R(l). ``check()``
+    after every layer."""
     check = check or (lambda: None)
     L, H, n = result.n_layer, result.n_head, result.n_tokens
     paths = [Path(folder) / NPY_FILES[name] for name in ("attentions", "value_norms", "rollout")]
@@ -141,8 +151,9 @@ def write_npy_maps(folder: Path, result, key_norms: np.ndarray, check: Check | N
 
         step = max(1, (64 * 2**20) // (8 * n))  # rows of R converted to float32 at a time
         for layer, r in iter_rollout(result.maps, causal=bool(result.causal), on_block=block):
-            for start in range(0, n, step):
-                roll.write((layer, start), r[start:start + step].astype(np.float32))
+            for start in range(0, n, step):  # a block of rows of R̃ is the same rows of R renormalised alone
+                rows = r[start:start + step]
+                roll.write((layer, start), rollout_skip_first(rows) if skip_first else rows.astype(np.float32))
             check()
     finally:
         for f in (maps, norms, roll):

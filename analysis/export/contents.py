@@ -6,7 +6,8 @@ An export folder of one result (:func:`export_contents`, then :func:`write_expor
 and ``rollout``, each when it fits the export budget; the heads asked for; layout.py's table says what at each
 length), with ``--all-maps`` every map as .npy files (arrays.py), scores.csv, scores_tl.csv, parity.json, the
 figures when an image writer is given (:func:`figure_files` names them), and summary.json (with the lenses'
-entries: the sink rate; and what was left out, layout.ExportLayout.summary_fields). Figures are Qt widgets, drawn
+entries: the sink rate; ``rollout_skip_first``: whether every rollout array is R or lenses.rollout_skip_first of it,
+the first input hidden (NaN) and each row renormalised; and what was left out, layout.ExportLayout.summary_fields). Figures are Qt widgets, drawn
 by the GUI's figure code: the caller passes in the writer that draws them, so this module stays free of Qt.
 """
 from __future__ import annotations
@@ -59,6 +60,9 @@ class ExportContents:
     layout: ExportLayout | None = None  # which arrays go where (None: layout.layout_of(result), the default budget)
     # (L, H, n) float64 ‖f_h(x_j)‖ (lenses.key_norms_of) when the layout streams value norms; None: not needed
     key_norms: Any = None
+    # every rollout array written is lenses.rollout_skip_first of R (export --rollout-skip-first, the Rollout tab's
+    # Hide first token, renormalise); summary.json says which
+    rollout_skip_first: bool = False
 
     @property
     def timings(self) -> dict[str, float]:
@@ -69,12 +73,13 @@ class ExportContents:
 
 def export_contents(loaded, result: AttentionResult, scores: HeadScores, *, parity_dtype: str = "float32",
                     sink_epsilon: float = SINK_EPSILON, tl_options: dict | None = None,
-                    layout: ExportLayout | None = None) -> ExportContents:
+                    layout: ExportLayout | None = None, rollout_skip_first: bool = False) -> ExportContents:
     """The export of ``result`` (run on ``loaded``, a LoadedModel): its ``scores``, parity of every layer
     (``parity_report`` through ``loaded.attention_weights``, recomputed in ``parity_dtype``; on a long text a stated
     sample of query rows) and what of the lenses needs the model: the value norms (``lenses.LENSES``'
     ``needs_model``) of a result that kept its maps, when ``layout`` (None: the default budget, layout.layout_of)
-    holds them in attention.npz, else the key norms ‖f_h(x_j)‖ the value norms are streamed with. ExportError when
+    holds them in attention.npz, else the key norms ‖f_h(x_j)‖ the value norms are streamed with;
+    ``rollout_skip_first``: the rollout written is lenses.rollout_skip_first of R. ExportError when
     ``loaded`` is no longer the model ``result`` came from (``inference.same_model``)."""
     if not same_model(loaded, result):
         raise ExportError("The model changed since this result was computed: run the text again, then export.")
@@ -88,7 +93,7 @@ def export_contents(loaded, result: AttentionResult, scores: HeadScores, *, pari
     key_norms = (np.stack([key_norms_of(loaded, result, l) for l in range(result.n_layer)]) if streams_norms
                  else None)  # (L, H, n)
     return ExportContents(result, scores, parity, model_lenses, sink_epsilon, tl_options,
-                          time.perf_counter() - started, layout, key_norms)
+                          time.perf_counter() - started, layout, key_norms, bool(rollout_skip_first))
 
 
 def _in_memory(name: str, result: AttentionResult, layout: ExportLayout) -> bool:
@@ -109,14 +114,16 @@ def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWri
     with --all-maps the .npy files (arrays.write_npy_maps, after layout.check_free_disk: an export that would not
     fit is refused with nothing written), scores.csv, scores_tl.csv (TransformerLens-style scores with
     ``contents.tl_options``), parity.json, the images (if an ``image_writer`` is given) and summary.json (with the
-    lenses' entries, ``lenses.summary_fields``: the sink rate at ``contents.sink_epsilon``, the layout's ``export``
+    lenses' entries, ``lenses.summary_fields``: the sink rate at ``contents.sink_epsilon``; ``rollout_skip_first``,
+    whether the rollout arrays are lenses.rollout_skip_first of R (``contents.rollout_skip_first``); the layout's ``export``
     entry when something is left out or asked for, and ``timings`` with the seconds the arrays and the figures
     took, ``arrays_s`` and ``figures_s``), written with :func:`write_folder_atomically`
     — the folder holds the whole new export or is left as it was. ``check()`` is called between files."""
     result = contents.result
     layout = layout_of(result) if contents.layout is None else contents.layout
     check_free_disk(layout, out_dir)  # an --all-maps export that cannot fit is refused before anything is written
-    inputs = LensInputs(result, sink_epsilon=contents.sink_epsilon)
+    skip_first = contents.rollout_skip_first
+    inputs = LensInputs(result, sink_epsilon=contents.sink_epsilon, rollout_skip_first=skip_first)
     lenses = {**compute_lenses(inputs, [l for l in LENSES if not l.needs_model and _in_memory(l.name, result, layout)]),
               **contents.model_lenses}
 
@@ -129,9 +136,9 @@ def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWri
     def write(folder: Path) -> None:
         started = time.perf_counter()
         kept = {} if result.attentions is None else {"attentions": result.attentions, **npz_arrays(lenses)}
-        write_export_npz(folder / "attention.npz", result, layout, kept, contents.key_norms, step)
+        write_export_npz(folder / "attention.npz", result, layout, kept, contents.key_norms, step, skip_first)
         if layout.in_npy:
-            write_npy_maps(folder, result, contents.key_norms, step)
+            write_npy_maps(folder, result, contents.key_norms, step, skip_first)
         spent["arrays_s"] = time.perf_counter() - started
         step()
         writers.write_scores_csv(contents.scores, folder / "scores.csv")
@@ -143,7 +150,7 @@ def write_export(out_dir: Path, contents: ExportContents, image_writer: ImageWri
             image_writer(folder)
             spent["figures_s"] = time.perf_counter() - started
             step()
-        fields = {**summary_fields(lenses), **layout.summary_fields()}
+        fields = {**summary_fields(lenses), "rollout_skip_first": skip_first, **layout.summary_fields()}
         writers.write_json(writers.summary(result, {**(timings or {}), **spent}, fields), folder / "summary.json")
 
     return write_folder_atomically(out_dir, write, check)

@@ -13,7 +13,9 @@ Letters used in shape comments:
    may put 90% of its weight on token 0 while ‖f_h(x_0)‖ is tiny: the weights alone mislead.
 2. Rollout (Abnar & Zuidema 2020): ``Â(l) = 0.5 · mean_h A(l) + 0.5 · I`` (rows renormalised),
    ``R(0) = Â(0)``, ``R(l) = Â(l) · R(l−1)``: which input tokens each position draws on, all
-   layers up to l composed, the residual connection counted as the identity.
+   layers up to l composed, the residual connection counted as the identity. On a decoder with an attention
+   sink R is dominated by its first column: :func:`rollout_skip_first` hides it and renormalises each row,
+   ``R̃[i, j] = R[i, j] / (1 − R[i, 0])`` for j ≥ 1.
 3. Sink rate (Gu et al. 2024, "When Attention Sink Emerges"): the share of heads whose
    first-token score exceeds ε.
 
@@ -31,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..display import without_first_key
 from .head_scores import Windows, sink
 
 #: Gu et al.'s default threshold on the first-token score.
@@ -257,16 +260,41 @@ def iter_rollout(maps, causal: bool | None = None, last: int | None = None,
         yield layer, r
 
 
-def rollout_of_result(result) -> np.ndarray:
+def rollout_of_result(result, skip_first: bool = False) -> np.ndarray:
     """:func:`rollout` (L, n, n) float32, read-only, of an AttentionResult whichever way it holds its maps: from
     ``result.attentions``, or composed layer after layer from maps computed on demand (:func:`iter_rollout`; the
-    answer's L·n²·4 bytes, never every map)."""
+    answer's L·n²·4 bytes, never every map). ``skip_first``: :func:`rollout_skip_first` of each layer's R (the
+    first input hidden, NaN; each row renormalised over the rest)."""
     if result.attentions is not None:
-        return rollout(result.attentions)
+        r = rollout(result.attentions)
+        return _frozen(rollout_skip_first(r)) if skip_first else r
     out = np.empty((result.n_layer, result.n_tokens, result.n_tokens), dtype=np.float32)
     for layer, r in iter_rollout(result.maps, causal=bool(result.causal)):
-        out[layer] = r
+        out[layer] = rollout_skip_first(r) if skip_first else r
     return _frozen(out)
+
+
+def rollout_skip_first(r: np.ndarray) -> np.ndarray:
+    """Rollout with the first input token hidden and each row renormalised over the others (the Rollout tab's
+    *Hide first token, renormalise*, ``export --rollout-skip-first``)::
+
+        R̃[..., i, j] = R[..., i, j] / (1 − R[..., i, 0])    for j ≥ 1
+        R̃[..., i, 0] = NaN                                   (hidden)
+
+    and query i's whole row NaN where it draws on token 0 alone (1 − R[i, 0] = 0: a causal model's position 0,
+    whose R(l)[0] is (1, 0, …, 0)), never a division by zero, never inf.
+
+    Applied to the final rollout R(l), after every layer 0…l is composed as :func:`rollout` defines it: the
+    question it answers is "past the sink, which other inputs does position i draw on, and in what shares". (Hiding
+    key 0 in each layer's Â before composing would be another quantity: rollout along the paths that never pass
+    through token 0.) It is ``display.without_first_key``, the Head tab's hide-first on one head's map, applied to
+    R: 1 − R[i, 0] is taken as Σ_{j ≥ 1} R[i, j] (in float64), which is equal, each row of R summing to 1, and keeps
+    every digit where R[i, 0] is close to 1 (the sink decoders this is for), where 1 − R[i, 0] of a float32 R
+    keeps few or none (0 for any R[i, 0] within 6e-8 of 1). Each row of R̃ sums to 1 over j ≥ 1.
+
+    r (..., n, n), any float dtype (R of one layer (n, n), every layer (L, n, n), or some query rows) → R̃ (..., n,
+    n) float32, a new array; ``r`` is not modified."""
+    return without_first_key(r)
 
 
 def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -334,6 +362,7 @@ class LensInputs:
     result: Any  # the AttentionResult
     loaded: Any = None  # the LoadedModel that produced it; read only by lenses that ``need_model``
     sink_epsilon: float = SINK_EPSILON
+    rollout_skip_first: bool = False  # the rollout lens is rollout_skip_first of R (export --rollout-skip-first)
 
 
 @dataclass(frozen=True)
@@ -358,8 +387,9 @@ LENSES: tuple[Lens, ...] = (
          npz_array=lambda norms: norms.value_norms),
     Lens("rollout",
          "attention rollout (Abnar & Zuidema 2020): Â(l) = 0.5 · mean_h A(l) + 0.5 · I, rows renormalised; "
-         "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l",
-         lambda i: rollout_of_result(i.result),
+         "R(0) = Â(0), R(l) = Â(l) · R(l−1): which input tokens each position draws on after layers 0…l; "
+         "with rollout_skip_first, R[i, j] / (1 − R[i, 0]) for j ≥ 1 and the first input NaN (hidden)",
+         lambda i: rollout_of_result(i.result, skip_first=i.rollout_skip_first),
          npz_array=lambda r: r),
     Lens("sink_rate",
          "sink rate (Gu et al. 2024): the share of heads whose first-token score (mean over i ≥ 1 of A[i, 0]) "

@@ -12,9 +12,10 @@ badges, and the value-weighted view when it is on and its norms are there). A da
 command line's byte for byte, from the one definition of what an export holds
 (analysis/export/contents.py ``export_contents``, on the worker): attention.npz with ``value_norms`` and
 ``rollout``, parity of every family through ``loaded.attention_weights``, summary.json's sink rate at the
-Scores panel's ε (``ViewState.sink_epsilon``), and scores_tl.csv with the TL-style options the Scores
+Scores panel's ε (``ViewState.sink_epsilon``), scores_tl.csv with the TL-style options the Scores
 panel shows (``ViewState.tl_options``; ``main.py export --tl-…`` with the same options writes the same
-bytes). A file of one head or of every head is written by its format's entry in analysis/export/formats.py.
+bytes), and the rollout as the Rollout tab draws it (``ViewState.rollout_skip_first``: its *Hide first token,
+renormalise*, as ``main.py export --rollout-skip-first``; summary.json's ``rollout_skip_first`` says which). A file of one head or of every head is written by its format's entry in analysis/export/formats.py.
 
 At any length (analysis/export/layout.py): a data or "everything" export holds every head's arrays that fit the
 export budget (the command line's default, layout.DEFAULT_MAX_EXPORT_MB); when the maps do not fit, it holds the
@@ -57,11 +58,13 @@ class ViewSnapshot:
     sink_epsilon: float
     values: object = None  # lens_data.ValueView of the bundle, when the state has it
     tl_options: dict | None = None  # ViewState.tl_options: how scores_tl.csv is computed
+    rollout_skip_first: bool = False  # ViewState.rollout_skip_first: the rollout a data export writes
 
     @classmethod
     def of(cls, state: ViewState) -> "ViewSnapshot":
         return cls(state.bundle, state.attention_view, state.colormap, state.scale, state.hide_first,
-                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS), state.tl_options)
+                   state.badge_score, state.sink_epsilon, state.lens(VALUE_NORMS), state.tl_options,
+                   state.rollout_skip_first)
 
     @property
     def result(self):
@@ -391,7 +394,8 @@ def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
 
     if job.what in ("data", "everything"):
         export = contents.export_contents(loaded, r, scores, sink_epsilon=job.view.sink_epsilon,
-                                          tl_options=job.view.tl_options, layout=export_layout(job))
+                                          tl_options=job.view.tl_options, layout=export_layout(job),
+                                          rollout_skip_first=job.view.rollout_skip_first)
         return contents.write_export(job.path, export, image_writer=copy_drawn if job.what == "everything" else None)
     if job.what == "heads":
         return write_folder_atomically(job.path, copy_drawn)

@@ -2,7 +2,7 @@
 
 The state holds what is on screen and how it is drawn: the analysis bundle being shown, the
 selected layer/head and query row, the drawing options (colormap, scale, hide-first-token,
-badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
+the Rollout tab's own *Hide first token, renormalise*, badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
 threshold ε), the lenses of the bundle on screen as they arrive from the worker (value norms,
 rollout; see gui/state/lens_data.py), and what the views say while there is nothing to draw (the
 placeholder: "loading the model…"), and the *Chat format* switch of the runs (whether a text runs as one user turn of
@@ -65,6 +65,7 @@ class ViewState(QtCore.QObject):
     colormap_changed = QtCore.Signal(str)
     scale_changed = QtCore.Signal(str)
     hide_first_changed = QtCore.Signal(bool)
+    rollout_skip_first_changed = QtCore.Signal(bool)
     badge_score_changed = QtCore.Signal(object)  # a name in SCORE_NAMES, or None
     dark_changed = QtCore.Signal(bool)
     attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
@@ -87,6 +88,7 @@ class ViewState(QtCore.QObject):
         self._colormap = DEFAULT_COLORMAP
         self._scale = DEFAULT_SCALE
         self._hide_first = False
+        self._rollout_skip_first = False
         self._badge_score: str | None = None
         self._dark = False
         self._attention_view = ATTENTION_VIEWS[0]
@@ -144,6 +146,15 @@ class ViewState(QtCore.QObject):
     @property
     def hide_first(self) -> bool:
         return self._hide_first
+
+    @property
+    def rollout_skip_first(self) -> bool:
+        """The Rollout tab's *Hide first token, renormalise*: it draws lenses.rollout_skip_first of R (the first
+        input hidden, each row renormalised over the others), and a data export writes that rollout
+        (``export --rollout-skip-first``). Its own setting, apart from :attr:`hide_first` (the head map's and the
+        grid's): a sink can be hidden in the composed rollout while the heads still show it, and the rollout an
+        export writes does not change with the head map's drawing."""
+        return self._rollout_skip_first
 
     @property
     def badge_score(self) -> str | None:
@@ -314,6 +325,9 @@ class ViewState(QtCore.QObject):
         hide = bool(hide)
         self._change("hide_first", hide, self.hide_first_changed)
 
+    def set_rollout_skip_first(self, skip: bool) -> None:
+        self._change("rollout_skip_first", bool(skip), self.rollout_skip_first_changed)
+
     def set_badge_score(self, name: str | None) -> None:
         if name is not None and name not in SCORE_NAMES:
             raise ValueError(f"unknown score {name!r}")
@@ -402,6 +416,7 @@ class ViewState(QtCore.QObject):
                 except ValueError:
                     pass
         self.set_hide_first(str(s.value("view/hide_first", "false")).lower() == "true")
+        self.set_rollout_skip_first(str(s.value("view/rollout_skip_first", "false")).lower() == "true")
         self.set_chat(str(s.value("view/chat", "false")).lower() == "true")
         try:
             self.set_sink_epsilon(float(s.value("view/sink_epsilon", SINK_EPSILON)))
@@ -416,6 +431,7 @@ class ViewState(QtCore.QObject):
         s.setValue("view/scale", self._scale)
         s.setValue("view/badge_score", self._badge_score or "")
         s.setValue("view/hide_first", "true" if self._hide_first else "false")
+        s.setValue("view/rollout_skip_first", "true" if self._rollout_skip_first else "false")
         s.setValue("view/chat", "true" if self._chat else "false")
         s.setValue("view/attention_view", self._attention_view)
         s.setValue("view/sink_epsilon", self._sink_epsilon)

@@ -34,8 +34,9 @@ def on_demand(tiny_model):
     return result
 
 
-def export(tmp_path, loaded, result, name="x", **layout):
-    contents = export_contents(loaded, result, all_scores(result), layout=layout_of(result, **layout))
+def export(tmp_path, loaded, result, name="x", rollout_skip_first=False, **layout):
+    contents = export_contents(loaded, result, all_scores(result), layout=layout_of(result, **layout),
+                               rollout_skip_first=rollout_skip_first)
     write_export(tmp_path / name, contents)
     with np.load(tmp_path / name / "attention.npz") as data:
         arrays = {k: data[k] for k in data.files}
@@ -189,6 +190,35 @@ def test_all_maps_is_refused_when_the_disk_is_too_small_and_nothing_is_written(t
                         lambda path: real(path)._replace(free=contents.layout.disk_bytes()))
     write_export(tmp_path / "x", contents)  # exactly enough
     assert (tmp_path / "x" / "rollout.npy").is_file()
+
+
+# ----------------------------------------------------------------------------- rollout, first input hidden
+@pytest.mark.parametrize("kind", ["kept", "on demand"])
+def test_rollout_skip_first_reaches_every_rollout_array_and_the_summary_says_so(tmp_path, tiny_model, tiny_result,
+                                                                               on_demand, kind):
+    """The whole rollout (from the lens in memory, or streamed), --heads' layer_rollout and --all-maps' rollout.npy
+    are lenses.rollout_skip_first of R with the option, R itself without; summary.json's rollout_skip_first says
+    which, always."""
+    result = tiny_result if kind == "kept" else on_demand
+    r = lenses.rollout(tiny_result.attentions)
+    skipped = lenses.rollout_skip_first(r)
+    close = dict(atol=10 * ON_DEMAND_ATOL, rtol=1e-5, equal_nan=True)  # R's on-demand error, over 1 − R[i, 0]
+    arrays, summary = export(tmp_path, tiny_model, result, "plain")
+    assert summary["rollout_skip_first"] is False and not np.isnan(arrays["rollout"]).any()
+    np.testing.assert_allclose(arrays["rollout"], r, atol=ON_DEMAND_ATOL, rtol=0)
+    arrays, summary = export(tmp_path, tiny_model, result, "whole", rollout_skip_first=True)
+    assert summary["rollout_skip_first"] is True and "export" not in summary
+    assert arrays["rollout"].dtype == np.float32 and np.isnan(arrays["rollout"][..., 0]).all()
+    if kind == "kept":  # the lens computed in memory: the very numbers
+        np.testing.assert_array_equal(arrays["rollout"], skipped)
+    np.testing.assert_allclose(arrays["rollout"], skipped, **close)
+    arrays, summary = export(tmp_path, tiny_model, result, "heads", rollout_skip_first=True, budget_bytes=0,
+                             heads=[(2, 1)])
+    assert summary["rollout_skip_first"] is True and arrays["layer_index"].tolist() == [2]
+    np.testing.assert_allclose(arrays["layer_rollout"], skipped[[2]], **close)
+    _, summary = export(tmp_path, tiny_model, result, "npy", rollout_skip_first=True, all_maps=True)
+    assert summary["rollout_skip_first"] is True
+    np.testing.assert_allclose(np.load(tmp_path / "npy" / "rollout.npy", mmap_mode="r"), skipped, **close)
 
 
 # ----------------------------------------------------------------------------- rollout, layer after layer

@@ -145,6 +145,88 @@ def test_rollout_renormalises_rows_that_do_not_sum_to_one():
     np.testing.assert_allclose(lenses.rollout(a)[0], [[1, 0], [1 / 3, 2 / 3]], rtol=1e-6)
 
 
+# ----------------------------------------------------------------------------- rollout, first input hidden
+def _skip_first_by_the_formula(r):
+    """The definition, one row at a time: R̃[i, j] = R[i, j] / (1 − R[i, 0]) for j ≥ 1, R̃[i, 0] NaN, and the whole
+    row NaN where 1 − R[i, 0] is (within rounding) 0."""
+    r = np.asarray(r, dtype=np.float64)
+    out = np.full(r.shape, np.nan)
+    for index in np.ndindex(*r.shape[:-1]):  # every (…, i): one query row
+        row = r[index]
+        rest = 1.0 - row[0]
+        if rest > 1e-12:
+            out[index][1:] = row[1:] / rest
+    return out
+
+
+def _random_maps(rng, causal, L=3, H=2, n=7, sink=0.0):
+    """Softmax-like maps (L, H, n, n): random rows, causal or not, with ``sink`` of each row's weight on key 0."""
+    a = rng.random((L, H, n, n))
+    if causal:
+        a = np.tril(a)
+    a /= a.sum(axis=-1, keepdims=True)
+    a = (1 - sink) * a
+    a[..., 0] += sink
+    return a
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("sink", [0.0, 0.9])
+def test_rollout_skip_first_is_the_formula_row_by_row(causal, sink):
+    rng = np.random.default_rng(7)
+    r = lenses.rollout(_random_maps(rng, causal, sink=sink))  # (L, n, n) float32
+    got = lenses.rollout_skip_first(r)
+    assert got.dtype == np.float32 and got.shape == r.shape
+    assert np.isnan(got[..., 0]).all()  # the first input hidden, in every row of every layer
+    expected = _skip_first_by_the_formula(r)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7, equal_nan=True)
+    shown = ~np.isnan(got[..., 1])
+    np.testing.assert_allclose(np.nansum(got, axis=-1)[shown], 1.0, atol=1e-5)  # each row renormalised
+    if sink:  # by the last layer the sink holds most of each row of R; past it the other inputs' shares sum to 1
+        assert (r[-1, 1:, 0] > 0.8).all() and (r[-1, 1:, 1:].sum(axis=-1) < 0.2).all()
+
+
+def test_rollout_skip_first_hides_a_row_that_draws_on_the_first_token_alone():
+    r = np.array([[1.0, 0.0, 0.0],  # all on token 0: nothing to renormalise, the row is hidden
+                  [0.5, 0.25, 0.25],
+                  [0.2, 0.0, 0.8]])
+    before = r.copy()
+    with np.errstate(all="raise"):  # no division by zero, no invalid value
+        got = lenses.rollout_skip_first(r)
+    np.testing.assert_array_equal(r, before)  # the input is not modified
+    assert np.isnan(got[0]).all() and not np.isinf(got).any()
+    np.testing.assert_allclose(got[1:], [[np.nan, 0.5, 0.5], [np.nan, 0.0, 1.0]], equal_nan=True)
+    np.testing.assert_allclose(got, _skip_first_by_the_formula(r), equal_nan=True)
+
+
+def test_rollout_skip_first_renormalises_a_sink_row_whose_rest_float32_rounds_away():
+    """R[i, 0] = 1 − 1e-9 is 1.0 in float32, where 1 − R[i, 0] is 0; the sum of the other inputs keeps 1e-9."""
+    r = np.array([[1 - 1e-9, 2.5e-10, 7.5e-10]])
+    assert np.float32(r[0, 0]) == 1.0
+    np.testing.assert_allclose(lenses.rollout_skip_first(r), [[np.nan, 0.25, 0.75]], rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(lenses.rollout_skip_first(r), _skip_first_by_the_formula(r), rtol=1e-6,
+                               equal_nan=True)
+
+
+def test_a_causal_models_first_position_is_hidden_at_every_layer(tiny_result):
+    got = lenses.rollout_of_result(tiny_result, skip_first=True)
+    assert not got.flags.writeable and got.dtype == np.float32
+    assert np.isnan(got[:, 0]).all()  # position 0 draws on token 0 alone
+    np.testing.assert_allclose(got, _skip_first_by_the_formula(lenses.rollout(tiny_result.attentions)), rtol=1e-5,
+                               atol=1e-7, equal_nan=True)
+    np.testing.assert_array_equal(lenses.rollout_of_result(tiny_result), lenses.rollout(tiny_result.attentions))
+
+
+def test_the_rollout_lens_hides_the_first_input_when_asked(tiny_model, tiny_result):
+    rollout = lenses.lens_named("rollout")
+    plain = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model), [rollout])["rollout"]
+    skipped = lenses.compute_lenses(lenses.LensInputs(tiny_result, tiny_model, rollout_skip_first=True),
+                                    [rollout])["rollout"]
+    np.testing.assert_array_equal(plain, lenses.rollout(tiny_result.attentions))
+    np.testing.assert_array_equal(skipped, lenses.rollout_skip_first(plain))
+    assert np.isnan(skipped[..., 0]).all() and not np.isnan(plain).any()
+
+
 # ----------------------------------------------------------------------------- sink rate
 def test_sink_rate_counts_heads_above_epsilon():
     n = 5

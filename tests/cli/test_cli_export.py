@@ -103,6 +103,34 @@ def test_export_writes_value_norms_rollout_and_the_sink_rate(tiny_model_dir, tin
     assert code == 0 and json.loads((out / "summary.json").read_text())["sink_epsilon"] == 0.3  # the default
 
 
+def test_rollout_skip_first_writes_rollout_past_the_first_input_and_says_so(tiny_model_dir, tiny_model, tmp_path,
+                                                                            capsys):
+    """--rollout-skip-first: attention.npz's rollout is R[i, j] / (1 − R[i, 0]) for j ≥ 1 and NaN at j = 0, every
+    other array as without it; summary.json's rollout_skip_first says which rollout is there."""
+    from analysis.run.inference import run_text
+
+    for name, flag in (("plain", []), ("skipped", ["--rollout-skip-first"])):
+        code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--bos", "--no-head-images",
+                           "--out", tmp_path / name, *flag)
+        assert code == 0, err
+    data = {}
+    for name in ("plain", "skipped"):
+        with np.load(tmp_path / name / "attention.npz") as npz:
+            data[name] = dict(npz)
+    summary = {name: json.loads((tmp_path / name / "summary.json").read_text(encoding="utf-8"))
+               for name in ("plain", "skipped")}
+    assert summary["plain"]["rollout_skip_first"] is False and summary["skipped"]["rollout_skip_first"] is True
+    r = lenses.rollout(run_text(tiny_model, TEXT, bos=True).attentions).astype(np.float64)
+    np.testing.assert_allclose(data["plain"]["rollout"], r, rtol=1e-6, atol=1e-7)
+    skipped = data["skipped"]["rollout"]
+    assert skipped.dtype == np.float32 and skipped.shape == r.shape
+    assert np.isnan(skipped[..., 0]).all() and np.isnan(skipped[:, 0]).all()  # key 0; the causal first row
+    expected = r[:, 1:, 1:] / (1 - r[:, 1:, :1])  # the formula, rows 1 … (a causal model's have 1 − R[i, 0] > 0)
+    np.testing.assert_allclose(skipped[:, 1:, 1:], expected, rtol=1e-5, atol=1e-7)
+    for array in ("attentions", "value_norms", "tokens", "token_ids"):
+        np.testing.assert_array_equal(data["skipped"][array], data["plain"][array])
+
+
 @pytest.mark.slow
 def test_text_file_and_truncation_warning(tiny_model_dir, tmp_path, capsys):
     (tmp_path / "t.txt").write_text("many words here " * 40)

@@ -137,7 +137,8 @@ def test_the_hover_line_and_the_tooltip_are_one_text_in_the_rollout_and_the_head
     show(qtbot, views, tiny_result, view="weights", kind="rollout")
     state, roll, head = views.state, views.roll, views.head
     state.select(2, 1)
-    state.set_hide_first(hide_first)
+    state.set_hide_first(hide_first)  # the Head tab's
+    state.set_rollout_skip_first(hide_first)  # the Rollout tab's own
     r, a = rollout(tiny_result.attentions)[2], tiny_result.attentions[2, 1]
     t = tiny_result.tokens
     q, k = 7, 3
@@ -157,6 +158,58 @@ def test_the_hover_line_and_the_tooltip_are_one_text_in_the_rollout_and_the_head
             if end is not None:
                 assert tab.hover_label.text().endswith(end)
         assert "→ key" in tab.hover_label.text() or tab is roll  # the mask reads "→ key" in both
+
+
+def test_the_rollout_tabs_hide_first_token_box_draws_rollout_skip_first_and_survives_a_new_result(
+        qtbot, views, tiny_result, tiny_model):
+    """The box draws lenses.rollout_skip_first of R (the formula, checked here by hand too): the first column
+    hidden, the colour range and the hover over the values shown, a line saying so; the Head tab's map is left as it
+    was. A new result is drawn the same way, the box still on."""
+    from analysis.measures.lenses import rollout, rollout_skip_first
+    from analysis.run.inference import run_text
+    from gui.tabs.rollout.rollout_tab import SKIP_FIRST_LABEL, SKIP_FIRST_NOTE
+
+    show(qtbot, views, tiny_result, view="weights", kind="rollout")
+    state, roll, head = views.state, views.roll, views.head
+    state.select(2, 1)
+    r = rollout(tiny_result.attentions)[2]
+    assert roll.skip_first_box.text() == SKIP_FIRST_LABEL and not roll.skip_first_box.isChecked()
+    assert not roll.skip_note.isVisible()
+    np.testing.assert_allclose(roll.plot.image.image, masked(r), rtol=1e-6)
+    head_before = head.plot.image.image.copy()
+    roll.skip_first_box.click()  # the user ticks the box
+    assert state.rollout_skip_first and not state.hide_first
+    shown = roll.plot.image.image
+    expected = rollout_skip_first(r)
+    np.testing.assert_allclose(shown, masked(expected), rtol=1e-6, equal_nan=True)
+    by_hand = r[1:, 1:].astype(np.float64) / (1 - r[1:, :1].astype(np.float64))  # R[i, j] / (1 − R[i, 0])
+    np.testing.assert_allclose(shown[1:, 1:], masked(by_hand), rtol=1e-5, atol=1e-7, equal_nan=True)
+    assert np.isnan(shown[:, 0]).all() and np.isnan(shown[0]).all()  # the first input; position 0 draws on it alone
+    assert roll.skip_note.isVisible() and roll.skip_note.text() == SKIP_FIRST_NOTE and "hidden" in SKIP_FIRST_NOTE
+    assert "first key hidden" in roll.plot.colorbar.axis.labelText and "first input hidden" in \
+        roll.plot.plot.titleLabel.text
+    low, high = roll.plot.image.getLevels()
+    assert high == pytest.approx(float(np.nanmax(expected)), rel=1e-6) and high > np.nanmax(r[:, 1:]) * 1.05
+    np.testing.assert_array_equal(head.plot.image.image, head_before)  # the Head tab's hide-first is its own
+    t, q, k = tiny_result.tokens, 7, 3
+    roll.plot.image.hover_cell((q, k))
+    assert roll.hover_label.text() == (f"query '{t[q]}' [{q}] draws on input '{t[k]}' [{k}]: {expected[q, k]:.3f} "
+                                       f"renormalised without the first key (before renormalising: {r[q, k]:.3f})")
+    roll.plot.image.hover_cell((q, 0))
+    assert roll.hover_label.text().endswith("hidden (first key)")
+
+    other = run_text(tiny_model, "A different text, for another rollout.", bos=True)
+    assert other.n_tokens != tiny_result.n_tokens
+    show(qtbot, views, other, request_id=2, view="weights", kind="rollout")
+    assert roll.skip_first_box.isChecked() and state.rollout_skip_first and roll.skip_note.isVisible()
+    np.testing.assert_allclose(roll.plot.image.image, masked(rollout_skip_first(rollout(other.attentions)[2])),
+                               rtol=1e-6, equal_nan=True)
+    roll.skip_first_box.click()  # off again: R itself
+    assert not state.rollout_skip_first and not roll.skip_note.isVisible()
+    np.testing.assert_allclose(roll.plot.image.image, masked(rollout(other.attentions)[2]), rtol=1e-6)
+    state.set_rollout_skip_first(True)  # the box follows the state
+    assert roll.skip_first_box.isChecked()
+    state.set_rollout_skip_first(False)
 
 
 def test_an_answer_for_a_result_no_longer_on_screen_is_dropped(qtbot, views, tiny_result, tiny_model):

@@ -42,6 +42,27 @@ def test_the_attention_view_is_saved_and_a_bad_stored_value_ignored(tmp_path):
     assert ViewState(settings).attention_view == "weights"
 
 
+def test_the_rollouts_skip_first_is_its_own_setting_saved_and_emitted_only_on_a_change(state, tmp_path):
+    from gui.state.view_state import ViewState
+
+    seen, head = [], []
+    state.rollout_skip_first_changed.connect(seen.append)
+    state.hide_first_changed.connect(head.append)
+    assert state.rollout_skip_first is False
+    state.set_rollout_skip_first(True)
+    state.set_rollout_skip_first(True)
+    assert seen == [True] and state.rollout_skip_first and not state.hide_first and head == []
+    state.set_hide_first(True)
+    state.set_hide_first(False)
+    assert state.rollout_skip_first and seen == [True]  # the Head tab's hide-first leaves it alone
+    settings = QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.Format.IniFormat)
+    first = ViewState(settings)
+    first.set_rollout_skip_first(True)
+    first.save_settings()
+    again = ViewState(settings)
+    assert again.rollout_skip_first and not again.hide_first
+
+
 def test_a_lens_is_kept_only_for_the_bundle_on_screen(state, tiny_result):
     changed = []
     state.lens_changed.connect(changed.append)

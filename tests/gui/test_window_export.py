@@ -88,6 +88,34 @@ def test_a_data_export_writes_the_tl_scores_the_scores_tab_shows(qtbot, window, 
     assert gui == cli and b",abs,true,false" in gui
 
 
+def test_a_data_export_writes_the_rollout_the_rollout_tab_shows(qtbot, window, tmp_path, tiny_model_dir):
+    """With the Rollout tab's Hide first token, renormalise ticked, the data export's rollout is the command line's
+    --rollout-skip-first, byte for byte, and summary.json says so; unticked, the plain rollout."""
+    import main
+    from analysis.measures.lenses import rollout, rollout_skip_first
+    from gui.tabs.rollout.rollout_tab import RolloutTab
+
+    text = "The cat sat on the mat because the cat was tired."
+    r = run(qtbot, window, text, bos=False)
+    box = window.tab(RolloutTab).skip_first_box
+    export(qtbot, window, "data", tmp_path / "plain")
+    box.click()
+    try:
+        assert window.state.rollout_skip_first
+        export(qtbot, window, "data", tmp_path / "gui")
+    finally:
+        box.click()
+    assert not window.state.rollout_skip_first
+    assert main.main(["export", "--model", str(tiny_model_dir), "--text", text, "--no-bos", "--device", "cpu",
+                      "--no-head-images", "--rollout-skip-first", "--out", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "gui" / "attention.npz").read_bytes() == (tmp_path / "cli" / "attention.npz").read_bytes()
+    summaries = {d: json.loads((tmp_path / d / "summary.json").read_text()) for d in ("plain", "gui", "cli")}
+    assert [summaries[d]["rollout_skip_first"] for d in ("plain", "gui", "cli")] == [False, True, True]
+    with np.load(tmp_path / "gui" / "attention.npz") as gui, np.load(tmp_path / "plain" / "attention.npz") as plain:
+        np.testing.assert_array_equal(gui["rollout"], rollout_skip_first(rollout(r.attentions)))
+        np.testing.assert_array_equal(plain["rollout"], rollout(r.attentions))
+
+
 def test_a_full_disk_leaves_no_partial_files_and_says_so_in_one_sentence(qtbot, window, tmp_path, monkeypatch):
     from analysis.export import writers as writers
 

@@ -3,7 +3,11 @@
 R(l)[i, j] is how much input token j feeds position i after layers 0…l, every head averaged and the
 residual connection counted as the identity (analysis/measures/lenses.py ``rollout``). Query tokens down, input
 tokens along (a HeadPlot); the layer follows the state's selected layer (the spin box writes it back),
-colours, scale, hide-first-token and dark mode follow the state. Computed on the worker
+colours, scale and dark mode follow the state. *Hide first token, renormalise* (the state's own
+``rollout_skip_first``, apart from the Head tab's hide-first) draws lenses.rollout_skip_first of R(l): the first
+input's column hidden, each row renormalised, R[i, j] / (1 − R[i, 0]) for j ≥ 1 (the HeadPlot's hide-first,
+display.without_first_key, which is that function), the colour range and the hover over those values; the line
+under the controls says the column is hidden. Computed on the worker
 (gui/state/lens_data.py) the first time the tab is shown for a result (of a result whose maps are computed on
 demand, the layer shown, when it is shown: streamed.rollout_layer); until it is there (or when it failed) a line in
 the plot's place says so, never empty axes.
@@ -24,6 +28,10 @@ EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over
 
 
 UPDATING = "updating… (the map is the previous text's)"
+SKIP_FIRST_LABEL = "Hide first token, renormalise"
+SKIP_FIRST_NOTE = ("The first input token's column is hidden and each row renormalised over the other inputs: "
+                   "R[i, j] / (1 − R[i, 0]) for j ≥ 1. A position that draws on nothing else (a decoder's first) "
+                   "is blank.")
 
 
 class RolloutTab(QtWidgets.QWidget):
@@ -47,6 +55,16 @@ class RolloutTab(QtWidgets.QWidget):
         self.layer_slider.setRange(0, 0)
         self.layer_slider.setToolTip(self.layer_box.toolTip())
         self.layer_slider.valueChanged.connect(self._layer_chosen)
+        self.skip_first_box = QtWidgets.QCheckBox(SKIP_FIRST_LABEL)
+        self.skip_first_box.setChecked(state.rollout_skip_first)
+        self.skip_first_box.setToolTip("Hide the first input token (on a decoder often an attention sink, which "
+                                       "dominates rollout) and renormalise each row of R over the other inputs; "
+                                       "a data export writes this rollout too (export --rollout-skip-first)")
+        self.skip_first_box.toggled.connect(state.set_rollout_skip_first)
+        self.skip_note = QtWidgets.QLabel(SKIP_FIRST_NOTE)
+        self.skip_note.setWordWrap(True)
+        self.skip_note.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.skip_note.setVisible(state.rollout_skip_first)
         explanation = QtWidgets.QLabel(EXPLANATION)
         explanation.setWordWrap(True)
         explanation.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -59,11 +77,13 @@ class RolloutTab(QtWidgets.QWidget):
         controls.addWidget(QtWidgets.QLabel("Up to layer"))
         controls.addWidget(self.layer_box)
         controls.addWidget(self.layer_slider, 1)
+        controls.addWidget(self.skip_first_box)
         controls.addWidget(self.status)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(explanation)
         layout.addLayout(controls)
+        layout.addWidget(self.skip_note)
         self.placeholder = QtWidgets.QLabel()
         self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -78,8 +98,10 @@ class RolloutTab(QtWidgets.QWidget):
         self.dimmer = RunDimmer(self.plot, state, self._updating)
         state.on_bundle(lambda _: self._bundle_changed(), "rollout tab")
         state.selection_changed.connect(lambda *_: self.redraw())
-        for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed):
+        for signal in (state.colormap_changed, state.scale_changed, state.rollout_skip_first_changed):
             signal.connect(lambda *_: self.redraw())
+        state.rollout_skip_first_changed.connect(self.skip_first_box.setChecked)
+        state.rollout_skip_first_changed.connect(self.skip_note.setVisible)
         state.lens_changed.connect(lambda kind: kind == ROLLOUT and self.redraw())
         state.query_row_changed.connect(self.plot.highlight_row)
         state.dark_changed.connect(lambda dark: apply_theme(self.plot, dark))
@@ -133,8 +155,13 @@ class RolloutTab(QtWidgets.QWidget):
             return
         self.status.setText(UPDATING if self.dimmer.updating else " ")
         self.stack.setCurrentWidget(self.plot)
-        self._draw(self.plot, r, f"rollout R({s.layer}): layers 0…{s.layer} composed")
+        self._draw(self.plot, r, f"{self._what()}: layers 0…{s.layer} composed")
         self.plot.highlight_row(s.query_row)
+
+    def _what(self) -> str:
+        """The map's name in its title: "rollout R(l)", and the first input hidden when it is."""
+        s = self.state
+        return f"rollout R({s.layer})" + (", first input hidden, rows renormalised" if s.rollout_skip_first else "")
 
     def _computing_note(self) -> str:
         s = self.state
@@ -155,7 +182,8 @@ class RolloutTab(QtWidgets.QWidget):
 
     def _draw(self, figure: HeadPlot, r, title: str) -> None:
         s = self.state
-        figure.set_head(r, s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.hide_first,
+        # hide_first: display.without_first_key of R, i.e. lenses.rollout_skip_first (the values an export writes)
+        figure.set_head(r, s.result.tokens, title, cmap=s.colormap, scale=s.scale, hide_first=s.rollout_skip_first,
                         causal=s.result.causal, quantity="rollout R")
         figure.plot.setLabel("bottom", "input token")
 
@@ -178,8 +206,8 @@ class RolloutTab(QtWidgets.QWidget):
         r = self.shown_rollout()
         if r is None:
             return None
-        fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
-        self._draw(fig, r, f"{s.result.model_label} — rollout R({s.layer}), layers 0…{s.layer} composed")
+        fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.rollout_skip_first)
+        self._draw(fig, r, f"{s.result.model_label} — {self._what()}, layers 0…{s.layer} composed")
         settle_layout()
         fig.update_label_density()
         return fig
