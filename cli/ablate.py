@@ -11,6 +11,7 @@ def cmd_ablate(args) -> int:
 
 
 def _ablate(args, signals: Signals) -> int:
+    from analysis.display import head_name
     from analysis.errors import InputError
     from analysis.export.writers import _json_safe
 
@@ -32,6 +33,7 @@ def _ablate(args, signals: Signals) -> int:
         importance = ablation.importance_map(loaded, tokens, args.mode, progress=count_progress("ablating each head"))
         data["importance"] = {"baseline_loss": importance.baseline_loss,
                               "top": [[layer, head, change] for layer, head, change in importance.top(5)],
+                              "top_names": [head_name(layer, head) for layer, head, _ in importance.top(5)],
                               "loss_change": importance.loss_change.tolist()}
     out = compact_json(_json_safe(data))
     if args.json is not None:

@@ -11,10 +11,11 @@ from analysis.model.device_map import DEVICE_MAPS
 
 
 def select_spec(text: str) -> str:
-    """argparse type of ``--select``: ``L.H`` with non-negative integers (the range is checked once a model is loaded)."""
-    if not re.fullmatch(r"\s*[0-9]+\.[0-9]+\s*", text or "", re.ASCII):  # as ablate --heads reads a head
-        raise argparse.ArgumentTypeError(f"{text!r} is not LAYER.HEAD with non-negative whole numbers, e.g. 3.1")
-    return text.strip()
+    """argparse type of ``--select``: one head, ``L.H`` or ``L3H1`` (``analysis.measures.ablation.parse_one_head``,
+    as ``ablate --heads`` reads a head); the range is checked once a model is loaded."""
+    from analysis.measures.ablation import parse_one_head
+
+    return _syntax_checked(parse_one_head, text).strip()
 
 
 def not_blank(what: str, convert=str):

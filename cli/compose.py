@@ -17,13 +17,14 @@ def _compose(args, signals: Signals) -> int:
         from analysis.export.paths import check_file_target
 
         check_file_target(args.json)  # before the slow part
+    from analysis.display import head_name
     from analysis.measures.composition import KINDS, model_composition
 
     loaded = load_model_of(args)
     c = model_composition(loaded)
     data: dict = {"baseline": c.baseline, "layers": loaded.n_layer, "heads": loaded.n_head}
     for kind in KINDS:
-        data[f"{kind}_strongest"] = [{"earlier": f"L{a}H{b}", "later": f"L{x}H{y}", "corrected": s}
+        data[f"{kind}_strongest"] = [{"earlier": head_name(a, b), "later": head_name(x, y), "corrected": s}
                                      for a, b, x, y, s in c.strongest(kind, args.top)]
         data[kind] = getattr(c, kind).tolist()  # (L, H, L, H) raw scores, null where not earlier → later
     out = compact_json(_json_safe(data))

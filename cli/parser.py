@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     launch_text.add_argument("--text", help="text to run as soon as the model is loaded")
     launch_text.add_argument("--text-file", type=text_file, help="the same, read from a UTF-8 file (at most "
                              f"{TEXT_FILE_LIMIT // 2**20} MiB)")
-    parser.add_argument("--select", metavar="L.H", type=select_spec, help="select layer L, head H (e.g. 3.1)")
+    parser.add_argument("--select", metavar="L.H", type=select_spec,
+                        help="select layer L, head H: 3.1 or L3H1 (as the app names heads)")
     parser.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
                         help="analyse at most N tokens of a text in this session, as Run → Token limit… does but "
                              "not saved (default: that saved cap, 2048 until set; the model's context if shorter)")

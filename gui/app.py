@@ -12,6 +12,8 @@ from pathlib import Path
 import shiboken6
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import head_name
+
 from .input.token_limit import MAX_TOKENS_LIMIT
 from .qt import ensure_qapp
 
@@ -60,14 +62,17 @@ def choose_source(asked: str | None, settings: QtCore.QSettings) -> tuple[str, b
 
 
 def parse_select(text: str | None) -> tuple[int, int] | None:
+    """``--select``'s head ("3.1" or "L3H1", ``analysis.measures.ablation.parse_one_head``), or None without one."""
+    from analysis.errors import InputError
+    from analysis.measures.ablation import parse_one_head
+
     if not text:
         return None
     try:
-        layer, head = (int(x) for x in text.split("."))
-    except ValueError:
-        print(f"attnscope: error: --select takes LAYER.HEAD, e.g. 3.1 (got {text!r})", file=sys.stderr)
+        return parse_one_head(text)
+    except InputError as exc:
+        print(f"attnscope: error: --select: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
-    return layer, head
 
 
 def screenshot_settings() -> QtCore.QSettings:
@@ -216,7 +221,7 @@ def start(window, args, select, screenshot_dir: Path | None, leave, status) -> N
                 window.select_head(*select)
             except ValueError:
                 r = window.state.result
-                window.show_error(f"--select {select[0]}.{select[1]}: this model has layers 0–{r.n_layer - 1} "
+                window.show_error(f"--select {head_name(*select)}: this model has layers 0–{r.n_layer - 1} "
                                   f"and heads 0–{r.n_head - 1}.")
 
         window.result_shown.connect(apply_select)

@@ -101,6 +101,22 @@ def bundle(result, scores=None, request_id: int = 1):
     return AnalysisBundle(request_id, result, scores, 0.0)
 
 
+def synthetic_scan(n_layer: int, n_head: int, n_texts: int = 3, seed: int = 0, label: str = "synthetic"):
+    """A decoder's ``ScanResult`` of random scores (0 … 1) over ``n_texts`` texts, for a model of ``n_layer`` ×
+    ``n_head`` heads (e.g. SmolLM2's 30 × 9) that no test needs to load."""
+    import numpy as np
+
+    from analysis.measures.head_scores import SCORE_NAMES, applicable_scores
+    from analysis.measures.scan import ScanResult
+
+    applicable = applicable_scores(True)
+    per_text = np.random.default_rng(seed).random((n_texts, len(SCORE_NAMES), n_layer, n_head))
+    per_text[:, [k for k, name in enumerate(SCORE_NAMES) if name not in applicable]] = np.nan
+    return ScanResult(tuple(SCORE_NAMES), applicable, per_text, per_text.mean(axis=0), per_text.std(axis=0),
+                      np.full(len(SCORE_NAMES), n_texts), (8,) * n_texts, (False,) * n_texts, False, 1, 0.5, label,
+                      texts=("a text",) * n_texts, chars=(6,) * n_texts)
+
+
 # ----------------------------------------------------------------------------- the command line
 def run_main(capsys, *args):
     """``main.main`` in this process: (exit code, stdout, stderr)."""

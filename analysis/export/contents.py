@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..display import head_name
 from ..errors import ExportError
 from ..measures.head_scores import HeadScores
 from ..measures.lenses import (LENSES, SINK_EPSILON, LensInputs, compute_lenses, key_norms_of, npz_arrays,
@@ -40,7 +41,7 @@ def figure_files(n_layer: int, n_head: int, fmt: str, heads_folder: str = "heads
     ``grid.<fmt>`` (layer and head None), then ``<heads_folder>L<layer>H<head>.<fmt>`` for every head (``heads``
     None) or for the (layer, head) pairs of ``heads`` (``ExportLayout.image_heads``)."""
     heads = [(l, h) for l in range(n_layer) for h in range(n_head)] if heads is None else heads
-    return [(f"grid.{fmt}", None, None)] + [(f"{heads_folder}L{l}H{h}.{fmt}", l, h) for l, h in heads]
+    return [(f"grid.{fmt}", None, None)] + [(f"{heads_folder}{head_name(l, h)}.{fmt}", l, h) for l, h in heads]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,6 @@ NPY_FILES = {name: f"{name}.npy" for name in FULL_ARRAYS}
 #: How to get an array the budget left out (summary.json's ``export.how_to_get`` and the warning).
 HOW_TO_GET = ("--heads L.H,… writes those heads' maps and value norms and their layers' rollout into attention.npz; "
               "--all-maps writes every map as .npy files; --max-export-mb raises the budget")
-_LH = re.compile(r"[Ll]([0-9]+)[Hh]([0-9]+)", re.ASCII)  # L1H0, as the head images are named
 
 
 def max_export_bytes(megabytes: float | None) -> int:
@@ -63,27 +61,21 @@ def max_export_bytes(megabytes: float | None) -> int:
 
 
 def parse_export_heads(spec: str | None) -> list[tuple[int, int]]:
-    """The syntax of ``export --heads``: ``"1.0,3.2"`` (as ``ablate --heads``) or the head images' names
-    ``"L1H0,L3H2"`` → [(1, 0), (3, 2)]; () for None. InputError for a bad item or a head named twice."""
+    """The syntax of ``export --heads``: ``"1.0,3.2"`` or the heads' names ``"L1H0,L3H2"`` (as ``ablate --heads``,
+    ``analysis.measures.ablation.parse_head_list``) → [(1, 0), (3, 2)]; [] for None. InputError for a bad item or a
+    head named twice."""
     from ..measures.ablation import parse_head_list
 
-    if spec is None:
-        return []
-    items = [_LH.sub(r"\1.\2", item.strip()) if _LH.fullmatch(item.strip()) else item for item in spec.split(",")]
-    return parse_head_list(",".join(items))
+    return [] if spec is None else parse_head_list(spec)
 
 
 def check_heads(heads, n_layer: int, n_head: int) -> tuple[tuple[int, int], ...]:
     """``heads`` as (layer, head) pairs that exist in a model of ``n_layer`` × ``n_head`` heads, in the order given
-    (each once); InputError naming the first that does not."""
-    out: list[tuple[int, int]] = []
-    for layer, head in heads:
-        if not (0 <= int(layer) < n_layer and 0 <= int(head) < n_head):
-            raise InputError(f"Head {layer}.{head} does not exist: the model has layers 0–{n_layer - 1} and heads "
-                             f"0–{n_head - 1}.")
-        if (int(layer), int(head)) not in out:
-            out.append((int(layer), int(head)))
-    return tuple(out)
+    (each once; none for none); InputError naming the first that does not ("L3H0 does not exist: …", as
+    ``analysis.measures.ablation.check_heads`` says it)."""
+    from ..measures.ablation import check_heads as checked
+
+    return tuple(checked(((int(layer), int(head)) for layer, head in heads), n_layer, n_head))
 
 
 @dataclass(frozen=True)

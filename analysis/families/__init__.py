@@ -25,6 +25,8 @@ from .neox import FAMILY as NEOX
 FAMILIES: tuple[Family, ...] = (GPT2, LLAMA, NEOX, BERT, DISTILBERT)
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_BY_MODEL_TYPE)
+#: Every model a folder may hold, for people (the Open folder dialog): "GPT-2, Llama, Qwen2, Mistral, …".
+FOLDER_MODELS: str = ", ".join(f.models for f in FAMILIES)
 
 
 def family_for(config: Any, check: bool = True) -> Family:

@@ -17,6 +17,7 @@ from .weights import AttentionWeights, ModelShape, linear_in_out
 class BertFamily(Family):
     name = "bert"
     title = "BERT-style encoder"
+    models = "BERT, RoBERTa"
     model_types = ("bert", "roberta")
     causal = False
     token_style = "wordpiece"  # RoBERTa's byte-level tokenizer says so itself
@@ -91,6 +92,7 @@ class DistilBertFamily(BertFamily):
 
     name = "distilbert"
     title = "DistilBERT encoder"
+    models = "DistilBERT"
     model_types = ("distilbert",)
     output_projection = "out_lin"
 

@@ -26,7 +26,8 @@ class Family:
     """
 
     name: str = ""  # e.g. "llama"
-    title: str = ""  # for people, e.g. "Llama-style decoder (Llama, Qwen2, Mistral)"
+    title: str = ""  # for people, e.g. "Llama-style decoder"
+    models: str = ""  # the models it reads, for people (file dialogs), e.g. "Llama, Qwen2, Mistral"
     model_types: tuple[str, ...] = ()  # config.model_type values this family reads
     causal: bool = True  # decoders hide future keys; encoders do not
     token_style: TokenStyle = "byte_level"  # when the tokenizer itself does not say

@@ -24,6 +24,7 @@ def split_fused_thirds(weight: np.ndarray, bias: np.ndarray) -> list[tuple[np.nd
 class GPT2Family(Family):
     name = "gpt2"
     title = "GPT-2"
+    models = "GPT-2"
     model_types = ("gpt2",)
     causal = True
     token_style = "byte_level"

@@ -21,6 +21,7 @@ from .weights import AttentionWeights, ModelShape, Norm, linear_in_out, to_numpy
 class LlamaFamily(Family):
     name = "llama"
     title = "Llama-style decoder"
+    models = "Llama, Qwen2, Mistral"
     model_types = ("llama", "qwen2", "mistral")
     causal = True
     token_style = "sentencepiece"  # Llama 2 / TinyLlama / Mistral; SmolLM2 and Qwen2 say byte-level themselves

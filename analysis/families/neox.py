@@ -32,6 +32,7 @@ def split_fused_per_head(weight: np.ndarray, bias: np.ndarray, n_head: int) -> l
 class NeoXFamily(Family):
     name = "gpt_neox"
     title = "GPT-NeoX"
+    models = "GPT-NeoX, Pythia"
     model_types = ("gpt_neox",)
     causal = True
     token_style = "byte_level"

@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Literal
 
 import numpy as np
 
+from ..display import head_name
 from ..errors import AnalysisCancelled, InputError
 
 AblationMode = Literal["zero", "mean"]
@@ -111,9 +112,10 @@ class AblationResult:
         return self.ablated.loss - self.baseline.loss
 
     def to_dict(self) -> dict:
-        """``{"mode", "heads": [[l, h], ...], "n_tokens", "truncated", "baseline": {"loss", "top"},
-        "ablated": {...}}`` (JSON-able)."""
-        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads], "n_tokens": self.n_tokens,
+        """``{"mode", "heads": [[l, h], ...], "head_names": ["L1H0", ...], "n_tokens", "truncated",
+        "baseline": {"loss", "top"}, "ablated": {...}}`` (JSON-able)."""
+        return {"mode": self.mode, "heads": [[l, h] for l, h in self.heads],
+                "head_names": [head_name(l, h) for l, h in self.heads], "n_tokens": self.n_tokens,
                 "truncated": self.truncated, "baseline": self.baseline.to_dict(), "ablated": self.ablated.to_dict()}
 
 
@@ -174,27 +176,35 @@ def parse_head_list(spec: str) -> list[tuple[int, int]]:
         layer, head_no = (match[1], match[2]) if match[1] is not None else (match[3], match[4])
         head = (int(layer), int(head_no))
         if head in heads:
-            raise InputError(f"Head {head[0]}.{head[1]} is named twice in '{spec}': name each head once.")
+            raise InputError(f"{head_name(*head)} is named twice in '{spec}': name each head once.")
         heads.append(head)
     return heads
+
+
+def parse_one_head(spec: str) -> tuple[int, int]:
+    """One head, as :func:`parse_head_list` reads it (``"3.1"`` or ``"L3H1"`` → (3, 1)); an InputError for a list."""
+    heads = parse_head_list(spec)
+    if len(heads) != 1:
+        raise InputError(f"'{spec}' names {len(heads)} heads: name one, as LAYER.HEAD or L3H1, e.g. 3.1")
+    return heads[0]
 
 
 def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
     """``"1.0,1.3"`` → [(1, 0), (1, 3)], checked against the model's layers and heads; an InputError
     naming the bad part otherwise (the syntax as :func:`parse_head_list` reads it)."""
-    return _check_heads(parse_head_list(spec), n_layer, n_head)
+    return check_heads(parse_head_list(spec), n_layer, n_head)
 
 
-def _check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) -> list[tuple[int, int]]:
+def check_heads(heads: Iterable[tuple[int, int]], n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """``heads`` as (layer, head) pairs of a model of ``n_layer`` × ``n_head`` heads, in the order given, each once
+    (none for none); an InputError naming the first that does not exist ("L3H0 does not exist: …")."""
     out = []
     for layer, head in heads:
         if not (0 <= layer < n_layer and 0 <= head < n_head):
-            raise InputError(f"Head {layer}.{head} does not exist: the model has layers 0–{n_layer - 1} "
+            raise InputError(f"{head_name(layer, head)} does not exist: the model has layers 0–{n_layer - 1} "
                              f"and heads 0–{n_head - 1}.")
         if (int(layer), int(head)) not in out:
             out.append((int(layer), int(head)))
-    if not out:
-        raise InputError("No heads to ablate: name at least one as LAYER.HEAD, e.g. 1.0")
     return out
 
 
@@ -279,7 +289,9 @@ def ablate(loaded, text: str | TextTokens, heads: Iterable[tuple[int, int]], mod
     :func:`text_tokens` does."""
     site = heads_site(loaded)
     mode = _check_mode(mode)
-    chosen = _check_heads(heads, loaded.n_layer, loaded.n_head)
+    chosen = check_heads(heads, loaded.n_layer, loaded.n_head)
+    if not chosen:
+        raise InputError("No heads to ablate: name at least one as LAYER.HEAD, e.g. 1.0")
     tokens = _tokens(loaded, text, bos, max_tokens, chat)
     ids = list(tokens.ids)
     return AblationResult(mode, tuple(chosen), _run(loaded, site, ids, [], mode),

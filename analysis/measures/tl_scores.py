@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..display import head_name
 from .head_scores import earlier_copies
 from .tl_patterns import ABS_DECIMALS, ERROR_MEASURES, HEAD_NAMES, ErrorMeasure, detection_pattern, similarity_score
 
@@ -45,7 +46,7 @@ def _layer_heads(heads, n_layer: int, n_head: int) -> dict[int, list[int]]:
     chosen: dict[int, list[int]] = {}
     for layer, head in pairs:
         if not (0 <= layer < n_layer and 0 <= head < n_head):
-            raise ValueError(f"head {layer}.{head} is outside the model's {n_layer} layers × {n_head} heads")
+            raise ValueError(f"{head_name(layer, head)} is outside the model's {n_layer} layers × {n_head} heads")
         chosen.setdefault(int(layer), []).append(int(head))
     return chosen
 

@@ -10,15 +10,22 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.families import FOLDER_MODELS
+from analysis.model.gguf_file import ARCHITECTURES as GGUF_ARCHITECTURES
+
 from ..state.gguf_scanner import GgufScanner
 
 FOLDERS_KEY = "model/gguf_folders"
+#: The choosers' titles name every model they open: a folder of any family's (analysis.families), a GGUF file of
+#: any architecture AttnScope reads (analysis.model.gguf_file).
+OPEN_FOLDER_TITLE = f"Open a model folder ({FOLDER_MODELS}: config.json and safetensors)"
+OPEN_GGUF_TITLE = f"Open a GGUF model file ({', '.join(GGUF_ARCHITECTURES)} architectures)"
 
 
 def choose_gguf_file(parent, start: str = "") -> str | None:
     """The GGUF file the user picks, starting in ``start`` (the last folder used), or None (tests replace it).
     "All files" too: Ollama keeps its models as blobs without the suffix."""
-    path, _ = QtWidgets.QFileDialog.getOpenFileName(parent, "Open a GGUF model file", start,
+    path, _ = QtWidgets.QFileDialog.getOpenFileName(parent, OPEN_GGUF_TITLE, start,
                                                     "GGUF models (*.gguf *.GGUF);;All files (*)")
     return path or None
 

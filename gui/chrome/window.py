@@ -42,7 +42,7 @@ from ..tabs.scores.scores_tab import ScoresTab
 from ..tabs.scratch.scratch_tab import ScratchTab
 from .focus_order import set_tab_order, wrap_focus
 from .menus import build_menus
-from .model_files import ModelFiles
+from .model_files import OPEN_FOLDER_TITLE, ModelFiles
 from .status import StatusLine
 from .window_layout import MainArea
 
@@ -197,7 +197,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ================================================================= model
     def open_folder(self) -> None:
-        folder = QtWidgets.QFileDialog.getExistingDirectory(self, "Open a model folder (save_pretrained)")
+        folder = QtWidgets.QFileDialog.getExistingDirectory(self, OPEN_FOLDER_TITLE)
         if folder:
             self.load_model(folder)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import head_name
 from analysis.export.formats import DATA_FORMATS, IMAGE_FORMATS
 
 FRONT = "front"  # the figure of the tab in front, as Copy figure copies it
@@ -32,7 +33,7 @@ def default_name(what: str, fmt: str, layer: int = 0, head: int = 0, front: str 
         slug = "-".join("".join(c if c.isalnum() else " " for c in front.lower()).split()) or "figure"
         return f"{slug}.{fmt}"
     if what == "head":
-        return f"L{layer}H{head}.{fmt}"
+        return f"{head_name(layer, head)}.{fmt}"
     if what == "grid":
         return f"grid.{fmt}"
     return {"heads": "attnscope-heads", "data": "attnscope-data", "everything": "attnscope-export"}[what]

@@ -353,11 +353,11 @@ def figure_image(fig, width: int) -> QtGui.QImage:
 def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
     """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
     this returned for the head before) when given: drawing into one figure is much faster than a new one."""
-    from ..plots.figures import fit_title, offscreen_head_figure
+    from ..plots.figures import fit_title, head_title, offscreen_head_figure
     from ..plots.head_view import KeyNormStrip, draw_head
 
     r = view.result
-    title = f"{r.model_label} — layer {layer}, head {head}"
+    title = head_title(r.model_label, layer, head)
     if previous is None:
         fig = offscreen_head_figure(r, layer, head, view.colormap, view.scale, view.hide_first)
         strip = KeyNormStrip(fig) if view.value_weighted else None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.families import family_named
+from analysis.families import FOLDER_MODELS, family_named
 from analysis.model.catalogue import (BUNDLED, HUB_MODEL_TABLE, HUB_MODELS, MINILM, MINILM_MISSING, SMOLLM2,
                                      SMOLLM2_MISSING, SMOLLM2_TITLE, looks_like_gguf)
 from analysis.model.gguf_scan import short_bytes
@@ -193,6 +193,9 @@ class ModelBar(QtWidgets.QToolBar):
         self._gguf_places: tuple = ()  # the places the latest scan looked in
         self.model_choice.insertSeparator(self.model_choice.count())
         self.model_choice.addItem(OPEN_FOLDER, OPEN_FOLDER)
+        self.model_choice.setItemData(self.model_choice.count() - 1, f"Open a model folder: {FOLDER_MODELS} "
+                                      "(config.json and safetensors, as save_pretrained writes them)",
+                                      QtCore.Qt.ItemDataRole.ToolTipRole)
         self.model_choice.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_choice.setMinimumContentsLength(18)
         self.model_choice.setToolTip("The model to look inside")

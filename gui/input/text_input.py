@@ -28,6 +28,7 @@ import re
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import head_name
 
 from ..state.view_state import ViewState
 from .examples import EXAMPLE_MODELS, Example, example_texts
@@ -177,7 +178,7 @@ class TextInput(QtWidgets.QWidget):
             label, text = example.label, example.text
             action = self.examples_menu.addAction(
                 f"{label} — {menu_label(text, max(24, MENU_CHARS + 17 - len(label)))}" if label else menu_label(text))
-            action.setToolTip(html.escape(text) + (f"<br><i>opens layer {example.head[0]}, head {example.head[1]}</i>"
+            action.setToolTip(html.escape(text) + (f"<br><i>opens {head_name(*example.head)}</i>"
                                                    if example.head else ""))
             action.triggered.connect(lambda _=False, e=example: self.run_example(e))
         self.examples_menu.addSeparator()

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import ShownMap, apply_scale, pool_stride, shown_weights
+from analysis.display import ShownMap, apply_scale, head_name, pool_stride, shown_weights
 from analysis.export.contents import figure_files
 
 from ..export.figure_files import save_figure, settle_layout
@@ -281,10 +281,15 @@ def head_figure_size(n_tokens: int) -> tuple[int, int]:
     return side + 220, side + 200
 
 
+def head_title(model_label: str, layer: int, head: int) -> str:
+    """The title of a head's export figure: "gpt2 — L1H0" (the head named as everywhere: ``head_name``)."""
+    return f"{model_label} — {head_name(layer, head)}"
+
+
 def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="linear", hide_first=False) -> HeadPlot:
     fig = HeadPlot()
     lay_out_offscreen(fig, *head_figure_size(result.n_tokens))
-    fig.set_head(result.head_map(layer, head), result.tokens, f"{result.model_label} — layer {layer}, head {head}",
+    fig.set_head(result.head_map(layer, head), result.tokens, head_title(result.model_label, layer, head),
                  cmap=cmap, scale=scale, hide_first=hide_first, causal=result.causal)
     settle_layout()  # the rotated labels' height changes the layout once
     fig.update_label_density()
@@ -339,7 +344,7 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
             for name, layer, head in head_files:
                 check()
                 fig.set_head(result.head_map(layer, head), result.tokens,
-                             f"{result.model_label} — layer {layer}, head {head}", cmap=cmap, scale=scale,
+                             head_title(result.model_label, layer, head), cmap=cmap, scale=scale,
                              hide_first=hide_first)
                 written.append(save_figure(fig, folder / name, png_width))
         finally:

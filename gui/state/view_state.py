@@ -30,7 +30,7 @@ import time
 
 from PySide6 import QtCore
 
-from analysis.display import SCALES
+from analysis.display import SCALES, head_name
 from analysis.measures.head_scores import SCORE_NAMES
 from analysis.measures.lenses import SINK_EPSILON
 
@@ -286,7 +286,7 @@ class ViewState(QtCore.QObject):
         layer, head = int(layer), int(head)
         r = self.result
         if r is not None and not (0 <= layer < r.n_layer and 0 <= head < r.n_head):
-            raise ValueError(f"no head {layer}.{head} in a {r.n_layer}×{r.n_head} model")
+            raise ValueError(f"no head {head_name(layer, head)} in a {r.n_layer}×{r.n_head} model")
         if (layer, head) == (self._layer, self._head):
             return
         self._layer, self._head = layer, head

@@ -66,8 +66,8 @@ def test_ablation_matches_a_pre_hook_on_the_output_projection(tiny_model, mode):
 def test_result_is_json_with_the_documented_keys(tiny_model):
     result = ablation.ablate(tiny_model, TEXT, [(1, 2)], mode="mean", bos=True)
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"mode", "heads", "n_tokens", "truncated", "baseline", "ablated"}
-    assert data["mode"] == "mean" and data["heads"] == [[1, 2]]
+    assert set(data) == {"mode", "heads", "head_names", "n_tokens", "truncated", "baseline", "ablated"}
+    assert data["mode"] == "mean" and data["heads"] == [[1, 2]] and data["head_names"] == ["L1H2"]
     assert data["n_tokens"] == 1 + len(tiny_model.tokenizer(TEXT, add_special_tokens=False)["input_ids"])
     assert data["truncated"] is False
     for key in ("baseline", "ablated"):

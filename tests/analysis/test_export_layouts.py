@@ -70,11 +70,11 @@ def test_the_budget_keeps_each_array_that_fits_and_says_what_it_left_out():
 
 def test_heads_are_read_in_either_spelling_and_checked_against_the_model():
     assert parse_export_heads("1.0, L3H2,l0h1") == [(1, 0), (3, 2), (0, 1)]
-    with pytest.raises(InputError, match="named twice"):
+    with pytest.raises(InputError, match="^L1H0 is named twice in '1.0,L1H0'"):
         parse_export_heads("1.0,L1H0")
     with pytest.raises(InputError, match="'1.x' is not a head"):
         parse_export_heads("1.x")
-    with pytest.raises(InputError, match=r"^Head 3\.0 does not exist: the model has layers 0–2 and heads 0–3\.$"):
+    with pytest.raises(InputError, match=r"^L3H0 does not exist: the model has layers 0–2 and heads 0–3\.$"):
         plan_export(3, 4, 10, heads=[(3, 0)])
     with pytest.raises(InputError, match="not a number of megabytes"):
         max_export_bytes(-1)

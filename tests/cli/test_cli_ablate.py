@@ -26,8 +26,8 @@ def test_ablate_prints_the_documented_json(tiny_model_dir, tiny_model, tmp_path,
                             "--heads", "1.0,2.3", "--mode", "mean", "--bos", "--json", target)
     assert code == 0, err
     data = json.loads(stdout)
-    assert set(data) == {"mode", "n_tokens", "truncated", "chat", "heads", "baseline", "ablated"}
-    assert data["mode"] == "mean" and data["heads"] == [[1, 0], [2, 3]]
+    assert set(data) == {"mode", "n_tokens", "truncated", "chat", "heads", "head_names", "baseline", "ablated"}
+    assert data["mode"] == "mean" and data["heads"] == [[1, 0], [2, 3]] and data["head_names"] == ["L1H0", "L2H3"]
     assert data["n_tokens"] == direct_n_tokens(tiny_model, SHORT) and data["truncated"] is False
     direct = ablation.ablate(tiny_model, SHORT, [(1, 0), (2, 3)], mode="mean", bos=True)
     for key, outcome in (("baseline", direct.baseline), ("ablated", direct.ablated)):
@@ -49,6 +49,7 @@ def test_ablate_importance_lists_the_heads_that_matter(tiny_model_dir, tiny_mode
     assert data["importance"]["baseline_loss"] == pytest.approx(direct.baseline_loss, abs=1e-9)
     np.testing.assert_allclose(data["importance"]["loss_change"], direct.loss_change, atol=1e-9)
     assert [(l, h) for l, h, _ in data["importance"]["top"]] == [(l, h) for l, h, _ in direct.top(5)]
+    assert data["importance"]["top_names"] == [f"L{l}H{h}" for l, h, _ in direct.top(5)]
 
 
 # ----------------------------------------------------------------------------- ablate says when it cut the text
@@ -70,7 +71,8 @@ def test_ablate_warns_and_records_the_cut_in_its_json(tiny_model_dir, tiny_model
 
 # ----------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("args, words", [
-    (("--heads", "3.0"), "does not exist"),
+    (("--heads", "3.0"), "L3H0 does not exist"),
+    (("--heads", "L3H0"), "L3H0 does not exist"),
     (("--heads", "1"), "LAYER.HEAD"),
     ((), "--heads"),
     (("--heads", "0.0", "--text-file", "/nonexistent/t.txt"), "Cannot read"),

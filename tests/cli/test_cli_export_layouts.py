@@ -70,7 +70,7 @@ def test_export_layout_refusals_are_one_line_exit_2_and_write_nothing(tiny_model
     line = one_error_line(err)
     assert code == 2 and "wrote" not in out
     assert list(tmp_path.iterdir()) == []  # nothing written, nothing beside it
-    expected = {"unknown_head": "Head 3.0 does not exist: the model has layers 0–2 and heads 0–3.",
+    expected = {"unknown_head": "L3H0 does not exist: the model has layers 0–2 and heads 0–3.",
                 "bad_heads": "'1' is not a head", "bad_budget": "'lots' is not a number of megabytes",
                 "negative_budget": "'-1' is not a number of megabytes", "disk_too_small": "free on "}[case]
     assert expected in line

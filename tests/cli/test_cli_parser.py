@@ -92,12 +92,17 @@ def test_a_named_device_is_passed_on():
 
 
 # ----------------------------------------------------------------------------- the argument types
-@pytest.mark.parametrize("value,ok", [("3.1", True), ("99.99", True), ("-1.-1", False), ("1", False),
-                                      ("a.b", False), ("1.2.3", False), ("1.-2", False)])
-def test_select_takes_non_negative_layer_dot_head(value, ok):
+@pytest.mark.parametrize("value,head", [("3.1", (3, 1)), ("99.99", (99, 99)), ("L3H1", (3, 1)), ("l3h1", (3, 1)),
+                                        (" L0H2 ", (0, 2)), ("-1.-1", None), ("1", None), ("a.b", None),
+                                        ("1.2.3", None), ("1.-2", None), ("L3", None), ("L3H1,L0H0", None),
+                                        ("3.1,", None)])
+def test_select_takes_one_head_as_layer_dot_head_or_l1h0(value, head):
+    from gui.app import parse_select
+
     parser = build_parser()
-    if ok:
-        assert parser.parse_args([f"--select={value}"]).select == value
+    if head is not None:
+        given = parser.parse_args([f"--select={value}"]).select
+        assert given == value.strip() and parse_select(given) == head
     else:
         with pytest.raises(SystemExit):
             parser.parse_args([f"--select={value}"])
@@ -106,7 +111,7 @@ def test_select_takes_non_negative_layer_dot_head(value, ok):
 @pytest.mark.parametrize("heads, words", [
     ("１.０", "not a head"), ("+1.0", "not a head"), ("1 .0", "not a head"), ("1_0.0", "not a head"),
     ("1.0,,1.1", "Head 2 of '1.0,,1.1' is empty"), ("1.0,", "is empty"), ("", "No heads"),
-    ("1.0,0.2,1.0", "Head 1.0 is named twice"), ("1", "LAYER.HEAD"), ("1.2.3", "not a head"),
+    ("1.0,0.2,1.0", "L1H0 is named twice"), ("1", "LAYER.HEAD"), ("1.2.3", "not a head"),
 ])
 def test_ablate_heads_syntax_is_refused_before_the_model_loads(heads, words, capsys, no_model_load):
     code, stdout, err = run(capsys, "ablate", "--text", SHORT, "--heads", heads)

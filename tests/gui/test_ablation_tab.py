@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
+from analysis.display import format_score, head_name  # noqa: E402
 from helpers import (TEXT, WAIT_MS, analyse, double_click, hold_at_call, shown_tab, view_point,  # noqa: E402
                      worker_held)
 
@@ -34,20 +35,32 @@ def expected_top(outcome):
 def test_the_heads_box_follows_the_selection_until_heads_are_added(qtbot, panel):
     state = panel.state
     state.select(1, 2)
-    assert panel.heads_edit.text() == "1.2" and panel.add_button.text() == "Add 1.2"
+    assert panel.heads_edit.text() == "L1H2" and panel.add_button.text() == "Add L1H2"  # a head, not a decimal
     qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
     state.select(0, 3)
-    assert panel.heads_edit.text() == "1.2"  # pinned
+    assert panel.heads_edit.text() == "L1H2"  # pinned
     qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
-    assert panel.heads_edit.text() == "1.2, 0.3"
+    assert panel.heads_edit.text() == "L1H2, L0H3"
     qtbot.mouseClick(panel.reset_button, QtCore.Qt.MouseButton.LeftButton)
-    assert panel.heads_edit.text() == "0.3"
+    assert panel.heads_edit.text() == "L0H3"
     state.select(2, 1)
-    assert panel.heads_edit.text() == "2.1"
+    assert panel.heads_edit.text() == "L2H1"
 
 
-@pytest.mark.parametrize("mode,heads,spec", [("zero", [(1, 2), (0, 3)], "1.2, 0.3"), ("mean", [(2, 0)], "2.0")])
-def test_ablation_numbers_equal_ablate(qtbot, panel, tiny_model, mode, heads, spec):
+def test_add_keeps_the_heads_as_typed_and_never_names_one_twice(qtbot, panel):
+    panel.heads_edit.setText("1.2, L0h3")  # typed: the old form and a lower-case name
+    panel._followed = ""
+    panel.state.select(1, 2)
+    qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.heads_edit.text() == "1.2, L0h3"  # 1.2 is L1H2: not added again
+    panel.state.select(2, 0)
+    qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.heads_edit.text() == "1.2, L0h3, L2H0"
+
+
+@pytest.mark.parametrize("mode,heads,spec,named", [("zero", [(1, 2), (0, 3)], "1.2, 0.3", "L1H2, L0H3"),
+                                                    ("mean", [(2, 0)], "L2H0", "L2H0")])
+def test_ablation_numbers_equal_ablate(qtbot, panel, tiny_model, mode, heads, spec, named):
     from analysis.measures.ablation import ablate
 
     panel.heads_edit.setText(spec)
@@ -63,10 +76,10 @@ def test_ablation_numbers_equal_ablate(qtbot, panel, tiny_model, mode, heads, sp
     # what the user reads, side by side
     assert panel.baseline_box.loss.text() == f"loss {expected.baseline.loss:.3f} nats"
     assert panel.ablated_box.loss.text().startswith(f"loss {expected.ablated.loss:.3f} nats")
-    assert f"{expected.loss_change:+.3f} vs baseline" in panel.ablated_box.loss.text()
+    assert f"{format_score(expected.loss_change, signed=True)} vs baseline" in panel.ablated_box.loss.text()
     assert shown_top(panel.baseline_box) == expected_top(expected.baseline)
     assert shown_top(panel.ablated_box) == expected_top(expected.ablated)
-    assert panel.ablated_box.title() == f"Ablated ({mode}): {spec}"
+    assert panel.ablated_box.title() == f"Ablated ({mode}): {named}"  # the heads named as everywhere
 
 
 def test_bad_heads_are_one_sentence_and_nothing_is_sent(qtbot, panel, worker):
@@ -98,8 +111,9 @@ def test_importance_map_equals_importance_map_and_a_click_selects(qtbot, panel, 
     L, H = expected.loss_change.shape
     assert progress[-1] == (L * H + 1, L * H + 1)
     l, h, v = expected.top(1)[0]
-    assert f"{l}.{h} {v:+.3f}" in panel.importance_label.text()
-    assert f"loss change {v:+.3f} nats" in panel.map.hover_text(l, h) and "rank 1 of" in panel.map.hover_text(l, h)
+    assert f"{head_name(l, h)} {format_score(v, signed=True)}" in panel.importance_label.text()
+    hover = panel.map.hover_text(l, h)
+    assert hover.startswith(f"{head_name(l, h)}: loss change {format_score(v, signed=True)} nats") and "rank 1 of" in hover
     assert panel.map.isVisible() and not panel.progress.isVisible()
     lo, hi = panel.map.colorbar.levels()
     assert lo == -hi and hi == pytest.approx(np.abs(expected.loss_change).max(), rel=1e-6)  # 0 is the middle
@@ -248,7 +262,7 @@ def test_the_importance_sentence_names_only_heads_that_raise_the_loss():
 
     change = np.array([[0.5, -0.1], [0.0, 0.2]])
     text = importance_summary(ImportanceMap("zero", 3.0, 3.0 + change, change, 12, False))
-    assert "0.0 +0.500, 1.1 +0.200." in text and "0.1" not in text.split("most:")[1]
+    assert "L0H0 +0.500, L1H1 +0.200." in text and "L0H1" not in text.split("most:")[1]
     none = importance_summary(ImportanceMap("mean", 3.0, 3.0 - np.abs(change), -np.abs(change), 12, False))
     assert "none raises the loss" in none and "+" not in none.split("most:")[1]
 

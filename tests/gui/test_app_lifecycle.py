@@ -118,7 +118,7 @@ def test_every_early_exit_leaves_qt_in_order_and_exits_2(tmp_path, case):
     args = {"select out of range": ["--model", "bundled", "--select", "99.99", "--screenshot", tmp_path / "shots"],
             "a model that is not there": ["--model", tmp_path / "missing", "--screenshot", tmp_path / "shots"],
             "screenshots unwritable": ["--model", "bundled", "--screenshot", tmp_path / "a-file" / "shots"]}[case]
-    says = {"select out of range": "--select 99.99: this model has layers 0–3",
+    says = {"select out of range": "--select L99H99: this model has layers 0–3",
             "a model that is not there": "not found",
             "screenshots unwritable": "cannot save the screenshots in"}[case]
     temp = tmp_path / "temp"

@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from analysis.display import format_score, head_name  # noqa: E402
 from analysis.measures.head_scores import all_scores  # noqa: E402
 from helpers import WAIT_MS, bundle, plain, worker_held  # noqa: E402
 
@@ -151,9 +152,10 @@ def test_strongest_score_is_the_largest_finite_pattern_score_that_applies():
                        "induction": np.array([[np.nan]])},
                       applicable=frozenset({"previous_token", "sink", "self", "entropy"}))
     assert strongest_score(full, 0, 0) == ("self", pytest.approx(0.41))
-    assert top_score_text(("self", 0.41)) == "self 0.41"
+    assert top_score_text(("self", 0.41)) == "self 0.410"  # format_score: as the Head scores table reads it
     assert top_score_text(("sink", 0.141)) == "no pattern ≥ 0.3"  # never named by a weak score
-    assert top_score_text(("sink", 0.3)) == "sink 0.30"
+    assert top_score_text(("sink", 0.3)) == "sink 0.300"
+    assert top_score_text(("sink", 0.9981)) == "sink 0.998"  # never "1.00"
 
 
 def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_tooltip(qtbot, panel, tiny_result):
@@ -169,16 +171,16 @@ def test_the_head_label_fits_beside_the_controls_and_keeps_every_score_in_its_to
         qtbot.wait(10)
         values = {k: float(scores[k][layer, head]) for k in patterns if np.isfinite(scores[k][layer, head])}
         top = max(values, key=values.get)
-        score = f"{top.replace('_', ' ')} {values[top]:.2f}"
+        score = f"{top.replace('_', ' ')} {format_score(values[top])}"
         if values[top] < STRONG_PATTERN:
             assert f"largest of them (entropy, a spread, is not a pattern): {score}." in label.toolTip()
             score = "no pattern ≥ 0.3"
-        assert label.plain_text() == f"L{layer} H{head} · top score: {score}"
+        assert label.plain_text() == f"{head_name(layer, head)} · top score: {score}"  # "L1H3 · top score: …"
         assert not label.is_elided(), label.contentsRect().width()  # the Head tab's width in a 1366 px window
         tip = label.toolTip()
         assert f"Layer {layer}, head {head}" in tip
         for k, v in values.items():
-            assert f"{k.replace('_', ' ')} {v:.2f}" in tip
+            assert f"{k.replace('_', ' ')} {format_score(v)}" in tip
         assert "entropy" not in tip.split("Scores")[1].split(".")[0]
 
 

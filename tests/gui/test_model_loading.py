@@ -206,16 +206,27 @@ def test_the_bundled_models_note_goes_when_another_model_is_loaded(qtbot, settin
 
 
 def test_open_folder_and_about_name_every_family_not_gpt2_alone(qtbot, window, monkeypatch):
-    """The folder chooser asks for a model folder of any family, and About names each family AttnScope reads."""
+    """The folder chooser's title names the models of every family it opens, the GGUF chooser every architecture,
+    and About names each family AttnScope reads."""
     from PySide6 import QtWidgets
 
     from analysis.families import FAMILIES
     from gui.chrome.help import ABOUT
 
+    from analysis.model.gguf_file import ARCHITECTURES
+
     titles = []
     monkeypatch.setattr(QtWidgets.QFileDialog, "getExistingDirectory", lambda parent, title, *a: titles.append(title) or "")
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName",
+                        lambda parent, title, *a: titles.append(title) or ("", ""))
     window.open_folder()
-    assert titles == ["Open a model folder (save_pretrained)"]
+    window.model_files.open_gguf_file()
+    folder, gguf = titles
+    assert folder.startswith("Open a model folder (GPT-2, Llama, Qwen2, Mistral, GPT-NeoX") and "GPT-2 model" not in folder
+    for name in ("BERT", "RoBERTa", "DistilBERT", "safetensors"):
+        assert name in folder
+    assert all(family.models in folder for family in FAMILIES)
+    assert gguf.startswith("Open a GGUF model file") and all(arch in gguf for arch in ARCHITECTURES)
     assert all(family.title in ABOUT for family in FAMILIES) and "GPT-2-family" not in ABOUT
 
 

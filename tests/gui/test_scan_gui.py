@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtWidgets  # noqa: E402
 
-from helpers import WAIT_MS, analyse, hold_at_call, shown_tab, worker_held  # noqa: E402
+from analysis.display import format_score  # noqa: E402
+from helpers import WAIT_MS, analyse, hold_at_call, run, shown_tab, synthetic_scan, worker_held  # noqa: E402
 TEXTS = ["The cat sat on the mat.", "A dog barked at the mailman twice.", "It rained all day in the old town.",
          "She read the letter, then she read it again.", "Numbers like 42 and 7 are tokens too.",
          "The cat sat on the mat because it was tired.", "One, two, three, four, five, six."]
@@ -52,7 +53,7 @@ def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_fi
     expected = scan_texts(tiny_model, read_texts(texts_file), batch_size=3, bos=False)
     assert panel.source() == "scan" and panel.scan.n_texts == len(TEXTS) == expected.n_texts
     shown = tuple(name for name in expected.score_names if name in expected.applicable)
-    assert panel.model.names[2:] == shown and "next_token" not in shown  # a decoder's: no column of n/a
+    assert panel.model.names[1:] == shown and "next_token" not in shown  # a decoder's: no column of n/a
     assert "next token —" in panel.hidden_note.text()
     for name in shown:
         k = expected.score_names.index(name)
@@ -63,8 +64,11 @@ def test_the_table_shows_mean_and_std_equal_to_scan_texts(qtbot, panel, texts_fi
         for row in range(panel.model.rowCount()):
             layer, head = panel.model.head_at(row)
             m, s = expected.mean[k, layer, head], expected.std[k, layer, head]
-            text = panel.model.index(row, col).data().lstrip("• ")
-            assert text == ("—" if np.isnan(m) else f"{m:.3f} ± {s:.3f}")
+            text = panel.model.index(row, col).data().lstrip("• ")  # the mean; the std in its tooltip
+            assert text == format_score(m)
+            if not np.isnan(m):
+                tip = panel.model.index(row, col).data(QtCore.Qt.ItemDataRole.ToolTipRole)
+                assert f"mean {text}, std {format_score(s)} over {len(TEXTS)} texts" in tip
     # "over N texts" said clearly: the banner, the map's title and hover, the sink row
     assert f"mean ± std over {len(TEXTS)} texts" in panel.scan_label.text()
     assert "texts.txt" in panel.scan_label.text()
@@ -173,7 +177,7 @@ def test_tl_scores_on_the_worker_and_stale_options_dropped(qtbot, panel, worker)
     with worker_held(worker):
         panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
         assert all(c.pending for c in panel.model.columns)
-        assert panel.model.index(0, 2).data() == "…"
+        assert panel.model.index(0, 1).data() == "…"
         panel.measure_choice.setCurrentIndex(panel.measure_choice.findData("abs"))  # the "mul" answer is stale
         panel.exclude_bos_box.setChecked(True)
     wait_until(qtbot, lambda: panel.tl_scores is not None and not panel.model.columns[0].pending)
@@ -332,3 +336,35 @@ def test_enter_in_the_dialog_starts_the_scan_not_a_file_chooser(qtbot, panel, mo
         assert not dialog.file_button.autoDefault() and not dialog.folder_button.autoDefault()
     finally:
         dialog.close()
+
+
+@pytest.mark.slow
+def test_the_scan_table_of_a_30_by_9_model_fits_a_1366_px_window(qtbot, window):
+    """At 1366 × 768 (the grid beside the tabs) every column of a scan over SmolLM2's 270 heads is on screen, whole:
+    the columns' widths add up to no more than the table's, nothing scrolls sideways, and each header and the widest
+    cell of its column fit it (the std is in the cell's tooltip, not the cell)."""
+    from PySide6 import QtGui
+
+    from gui.tabs.scores.scores_tab import ScoresTab
+
+    window.resize(1366, 740)
+    run(qtbot, window, "The cat sat on the mat because it was tired.")
+    panel = window.tab(ScoresTab)
+    window.tabs.setCurrentWidget(panel)
+    panel.show_scan(synthetic_scan(30, 9), "synthetic")
+    panel.model.set_marked(np.ones((30, 9), dtype=bool), "all marked")  # the sink column's widest cells, in bold
+    qtbot.wait(100)
+    table, header = panel.table, panel.table.horizontalHeader()
+    widths = [header.sectionSize(c) for c in range(header.count())]
+    assert header.count() == 1 + 7 and sum(widths) <= table.viewport().width()
+    assert table.horizontalScrollBar().maximum() == 0
+    metrics, bold = header.fontMetrics(), QtGui.QFont(table.font())
+    bold.setBold(True)
+    for column, width in enumerate(widths):
+        title = panel.model.headerData(column, QtCore.Qt.Orientation.Horizontal)
+        assert metrics.horizontalAdvance(title) + 12 <= width, title
+        cells = {panel.model.index(row, column).data() for row in range(panel.model.rowCount())}
+        widest = max(QtGui.QFontMetrics(bold).horizontalAdvance(text) for text in cells)
+        assert widest + 6 <= width, (title, max(cells, key=len))
+    assert table.rowAt(0) == 0  # it opens at the top of its sort
+    panel.clear_scan()

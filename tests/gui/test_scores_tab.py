@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
-from helpers import bundle, double_click, view_point  # noqa: E402
+from analysis.display import format_score, head_name  # noqa: E402
+from helpers import bundle, double_click, synthetic_scan, view_point  # noqa: E402
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_first_click_on_a_score_sorts_high_first(qtbot, panel):
     column = panel.model.names.index("previous_token")
     header_click(qtbot, panel, column)
     shown = [panel.proxy.index(r, column).data(QtCore.Qt.ItemDataRole.DisplayRole) for r in range(panel.proxy.rowCount())]
-    values = [float(v.lstrip("• ")) for v in shown if v != "—"]
+    values = [float(v.lstrip("• ")) for v in shown if v != "–"]
     assert values == sorted(values, reverse=True)
     assert float(shown[0]) == pytest.approx(np.nanmax(panel.scores["previous_token"]), abs=5e-4)
 
@@ -72,13 +73,59 @@ def test_the_table_fits_and_tab_leaves_it(qtbot, panel):
     assert not panel.table.tabKeyNavigation()
 
 
+def test_a_head_is_named_l1h0_and_a_score_reads_the_same_in_its_cell_and_its_tooltip(panel):
+    Tip = QtCore.Qt.ItemDataRole.ToolTipRole
+    model = panel.model
+    assert model.names[0] == "head" and model.headerData(0, QtCore.Qt.Orientation.Horizontal) == "head"
+    for row in range(model.rowCount()):
+        layer, head = model.head_at(row)
+        assert model.index(row, 0).data() == head_name(layer, head)  # "L1H0"
+        assert model.index(row, 0).data(Tip) == f"Layer {layer}, head {head}"
+        for column, score in enumerate(model.columns, start=1):
+            value = float(score.values[layer, head])
+            text = model.index(row, column).data().lstrip("• ")
+            assert text == format_score(value)  # "0.998", never "0.9981" or "1.00"
+            if value == value:
+                assert model.index(row, column).data(Tip).startswith(f"{head_name(layer, head)} · {score.label}: {text}")
+
+
+def test_the_head_column_sorts_layer_by_layer(qtbot, panel):
+    header_click(qtbot, panel, panel.model.names.index("previous_token"))
+    header_click(qtbot, panel, 0)
+    heads = [panel.table.head_at_row(r) for r in range(panel.proxy.rowCount())]
+    assert heads == sorted(heads)  # L0H0, L0H1, …, L1H0, … — not "L10H0" before "L2H0"
+
+
+def test_a_refilled_table_opens_at_the_top_of_its_sort_and_a_selection_elsewhere_scrolls_to_it(qtbot, panel):
+    """The scan's 270 heads sorted by a score open at the top of the ranking, not scrolled to the selected head
+    (there the sorted column looked unsorted); the selected head stays selected, and selecting one scrolls to it."""
+    scan = synthetic_scan(30, 9)
+    k = scan.score_names.index("previous_token")
+    panel.state.select(2, 3)
+    header_click(qtbot, panel, panel.model.names.index("previous_token"))  # high first
+    low = float(np.nanmin(scan.mean[k]))
+    object.__setattr__(scan, "mean", scan.mean.copy())
+    scan.mean[k, 2, 3] = low - 0.5  # the selected head sorts last
+    panel.show_scan(scan, "synthetic")
+    qtbot.wait(50)
+    table = panel.table
+    assert table.verticalScrollBar().maximum() > 0  # there is somewhere to scroll to
+    assert table.rowAt(0) == 0 and table.verticalScrollBar().value() == 0  # the top of the sort is shown
+    top = np.unravel_index(np.nanargmax(scan.mean[k]), scan.mean[k].shape)
+    assert table.head_at_row(0) == tuple(int(i) for i in top)
+    assert table.head_at_row(table.currentIndex().row()) == (2, 3)  # still selected, at the bottom
+    panel.state.select(1, 2)  # selected elsewhere (the grid): the table shows it
+    qtbot.wait(20)
+    assert table.viewport().rect().contains(table.visualRect(table.currentIndex()))
+
+
 def test_one_name_per_score(panel):
     from analysis.measures.head_scores import SCORE_NAMES
     from analysis.measures.head_scores import SCORE_LABELS
 
     assert set(SCORE_LABELS) == set(SCORE_NAMES)
-    assert panel.model.names[2:] == tuple(name for name in SCORE_NAMES if panel.scores.applies(name))
-    for column, name in enumerate(panel.model.names[2:], start=2):
+    assert panel.model.names[1:] == tuple(name for name in SCORE_NAMES if panel.scores.applies(name))
+    for column, name in enumerate(panel.model.names[1:], start=1):
         tooltip = panel.model.headerData(column, QtCore.Qt.Orientation.Horizontal, QtCore.Qt.ItemDataRole.ToolTipRole)
         assert tooltip.startswith(SCORE_LABELS[name])
     panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction"))
@@ -147,14 +194,14 @@ def test_tl_scores_shown_equal_tl_detect(qtbot, panel, tiny_result, measure, exc
     panel.measure_choice.setCurrentIndex(panel.measure_choice.findData(measure))
     panel.exclude_bos_box.setChecked(exclude_bos)
     panel.exclude_current_box.setChecked(exclude_current)
-    assert panel.model.names[2:] == TL_NAMES
+    assert panel.model.names[1:] == TL_NAMES
     for name in TL_NAMES:
         expected = tl_scores.detect(tiny_result.attentions, tiny_result.token_ids, name, error_measure=measure,
                                     exclude_bos=exclude_bos, exclude_current_token=exclude_current)
         column = next(c for c in panel.model.columns if c.name == name)
         np.testing.assert_array_equal(column.values, expected)
         for (layer, head), text in shown_cells(panel, name).items():
-            assert text == ("—" if np.isnan(expected[layer, head]) else f"{expected[layer, head]:.3f}")
+            assert text == format_score(expected[layer, head])
     panel.score_choice.setCurrentIndex(panel.score_choice.findData("induction_head"))
     np.testing.assert_array_equal(panel.map.values, panel.tl_scores["induction_head"])
     assert panel.map.label == "induction (TL-style)" and "TransformerLens-style" in panel.note.text()
@@ -167,7 +214,7 @@ def test_back_to_attnscope_scores_and_tl_is_off_for_an_encoder(qtbot, panel, tin
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("tl"))
     assert panel.tl_controls.isVisibleTo(panel)
     panel.source_choice.setCurrentIndex(panel.source_choice.findData("attnscope"))
-    assert panel.model.names[2:] == tuple(n for n in SCORE_NAMES if n != "next_token")
+    assert panel.model.names[1:] == tuple(n for n in SCORE_NAMES if n != "next_token")
     assert not panel.tl_controls.isVisibleTo(panel)
 
     class EncoderResult:  # the result on screen, as an encoder's
@@ -195,7 +242,7 @@ def encoder_result(tmp_path_factory):
 
 def every_cell(panel):
     return [panel.model.index(row, column).data() for row in range(panel.model.rowCount())
-            for column in range(2, panel.model.columnCount())]
+            for column in range(1, panel.model.columnCount())]
 
 
 def choices(panel):
@@ -207,7 +254,7 @@ def test_a_decoder_hides_next_token_and_says_why(panel):
 
     assert not panel.scores.applies("next_token")  # GPT-2: causal
     expected = [name for name in SCORE_NAMES if name != "next_token"]
-    assert list(panel.model.names[2:]) == expected and choices(panel) == expected  # the map's chooser too
+    assert list(panel.model.names[1:]) == expected and choices(panel) == expected  # the map's chooser too
     assert NOT_APPLICABLE not in every_cell(panel)
     note = panel.hidden_note.text()
     assert panel.hidden_note.isVisibleTo(panel) and "\n" not in note
@@ -223,14 +270,14 @@ def test_an_encoder_hides_the_causal_scores_and_says_why(qtbot, panel, encoder_r
     panel.state.set_bundle(bundle(encoder_result, scores, request_id=5))
     not_for_encoders = ("duplicate_token", "induction", "induction_probe")
     expected = [name for name in SCORE_NAMES if name not in not_for_encoders]
-    assert list(panel.model.names[2:]) == expected and choices(panel) == expected
+    assert list(panel.model.names[1:]) == expected and choices(panel) == expected
     assert panel.current_score() == "previous_token" and panel.map.label == SCORE_LABELS["previous_token"]
     np.testing.assert_array_equal(panel.map.values, scores["previous_token"])
     assert NOT_APPLICABLE not in every_cell(panel)
     column = panel.model.names.index("next_token")  # an encoder's next-token score is a number, as computed
     for row in range(panel.model.rowCount()):
         layer, head = panel.model.head_at(row)
-        assert panel.model.index(row, column).data().lstrip("• ") == f"{scores['next_token'][layer, head]:.3f}"
+        assert panel.model.index(row, column).data().lstrip("• ") == format_score(scores['next_token'][layer, head])
     note = panel.hidden_note.text()
     assert all(SCORE_LABELS[name] in note for name in not_for_encoders)
     assert f"{SCORE_LABELS['next_token']} —" not in note

@@ -204,7 +204,7 @@ def test_the_gpt2_steps_name_ln_1_and_hovers_name_query_and_key(qtbot, panel, fa
 def test_model_vs_manual_per_head_and_per_layer(qtbot, panel, family_runs, model_type, w_o):
     loaded, result, data = shown_for(panel, family_runs, model_type, layer=1, head=1)
     parity = panel.parity
-    assert plain(parity.head_verdict).startswith(" PASS") and "layer 1, head 1" in plain(parity.head_verdict)
+    assert plain(parity.head_verdict).startswith(" PASS") and "L1H1:" in plain(parity.head_verdict)
     assert f"W_O ({w_o})" in plain(parity.layer_verdict) and "PASS" in plain(parity.layer_verdict)
     table = parity.layers_table
     assert table.rowCount() == result.n_layer

@@ -163,7 +163,7 @@ def test_steps_and_parity_for_the_selected_head(qtbot, panel, worker, tiny_model
     assert panel.steps.focus_table.item(6, 2).text() == "−∞"
     assert panel.steps.focus_table.item(2, 4).text() == f"{rec.weights[2, 5, 2]:.4f}"
     # model vs manual
-    assert "PASS" in panel.parity.head_verdict.text() and "layer 1, head 2" in panel.parity.head_verdict.text()
+    assert "PASS" in panel.parity.head_verdict.text() and "L1H2:" in panel.parity.head_verdict.text()
     assert "PASS" in panel.parity.layer_verdict.text() and "W_O" in panel.parity.layer_verdict.text()
     qtbot.waitUntil(lambda: panel.parity.report is not None and panel.parity.report.complete, timeout=WAIT_MS)
     assert "all 12 heads" in panel.parity.all_verdict.text() and "PASS" in panel.parity.all_verdict.text()
@@ -177,7 +177,7 @@ def test_selection_and_precision_follow_and_the_error_map_selects(qtbot, panel, 
     show(qtbot, panel)
     with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
         panel.state.select(2, 3)
-    assert panel.status.text() == "layer 2, head 3" and panel.parity.error_map.selected == (2, 3)
+    assert panel.status.text() == "L2H3" and panel.parity.error_map.selected == (2, 3)
     with qtbot.waitSignal(panel.data_shown, timeout=WAIT_MS):
         panel.dtype_choice.setCurrentText("float64")
     assert "manual computed in float64" in panel.parity.head_verdict.text()

@@ -81,8 +81,8 @@ def test_from_scratch_marks_its_pages_while_they_show_another_head(qtbot, window
     assert not scratch.stale.marked
     with worker_held(window.worker):
         window.state.select(1, 2)
-        assert scratch.stale.marked and "computing layer 1, head 2" in scratch.stale.text
-        assert scratch.stale.text.startswith("Layer 0, head 0 of this text")
+        assert scratch.stale.marked and "computing L1H2" in scratch.stale.text
+        assert scratch.stale.text.startswith("L0H0 of this text")
     with qtbot.waitSignal(scratch.data_shown, timeout=WAIT_MS):
         pass
     assert not scratch.stale.marked

@@ -71,7 +71,7 @@ def test_closing_mid_load_or_mid_run_returns_at_once(qtbot, settings, tiny_model
 
 @pytest.mark.slow
 def test_screenshot_mode_in_process(qtbot, tiny_model_dir, tmp_path, monkeypatch):
-    """run_app --screenshot: every view saved, --select applied, the user's settings untouched."""
+    """run_app --screenshot: every view saved, --select L2H1 applied, the user's settings untouched."""
     import argparse
 
     from gui import app as app_module
@@ -80,7 +80,7 @@ def test_screenshot_mode_in_process(qtbot, tiny_model_dir, tmp_path, monkeypatch
     real = app_module.screenshot_settings
     monkeypatch.setattr(app_module, "screenshot_settings", lambda: used.append(real()) or used[-1])
     args = argparse.Namespace(model=str(tiny_model_dir), device="cpu", text="The cat sat on the mat",
-                              select="2.1", screenshot=tmp_path / "shots")
+                              select="L2H1", screenshot=tmp_path / "shots")  # as the app names heads
     assert app_module.run_app(args) == 0
     for name in ("window", "grid", "detail", "scores"):
         image = QtGui.QImage(str(tmp_path / "shots" / f"{name}.png"))
@@ -114,7 +114,7 @@ def test_screenshot_launch_option_never_writes_the_users_settings(tiny_model_dir
 @pytest.mark.slow
 def test_select_out_of_range_fails_the_screenshot_run(tiny_model_dir, tmp_path):
     out = screenshot_run("--model", tiny_model_dir, "--select", "99.99", "--screenshot", tmp_path / "shots")
-    assert out.returncode != 0 and "--select 99.99" in out.stderr
+    assert out.returncode != 0 and "--select L99H99" in out.stderr
 
 
 def test_a_remembered_model_that_is_gone_falls_back_to_the_default(tiny_model_dir, tmp_path, settings):

@@ -149,10 +149,12 @@ def test_pasting_a_5_mb_line_holds_it_and_a_short_paste_goes_in_the_box(qtbot, w
 
 
 def test_an_example_that_names_a_head_opens_it(qtbot, window):
-    """"induction in code: layer 1, head 3" runs its text and then shows layer 1, head 3 — on the
-    bundled model, whose heads the examples name; on another model it only runs the text."""
+    """"induction in code: L1H3" runs its text and then shows layer 1, head 3 — on the bundled model, whose heads
+    the examples name (as the app names heads, its menu entry's tooltip too); on another model it only runs the
+    text."""
     from dataclasses import replace
 
+    from analysis.display import head_name
     from gui.input.examples import example_texts, parse_example
 
     assert parse_example("previous token: layer 0, head 2 | 0.2 | The cat") == \
@@ -160,12 +162,13 @@ def test_an_example_that_names_a_head_opens_it(qtbot, window):
     assert parse_example("pipes | a | b | c").text == "a | b | c" and parse_example("pipes | a | b | c").head is None
     assert parse_example("# a comment") is None and parse_example("   ") is None
     examples = [e for e in example_texts() if e.head is not None]
-    assert len(examples) >= 3 and all(f"layer {e.head[0]}" in e.label for e in examples)
+    assert len(examples) >= 3 and all(head_name(*e.head) in e.label for e in examples)
     assert {e.model for e in examples} == {"bundled", "smollm2"}
     example = next(e for e in examples if e.head == (1, 3) and e.model == "bundled")
     window.tabs.setCurrentIndex(1)
     window.state.select(0, 0)
     action = next(a for a in window.text_input.examples_menu.actions() if a.text().startswith(example.label))
+    assert action.toolTip().endswith("<i>opens L1H3</i>")
     with qtbot.waitSignal(window.result_shown, timeout=WAIT_MS):
         action.trigger()  # the tiny test model is not the bundled one: its heads are not the ones named
     qtbot.wait(50)

@@ -47,7 +47,7 @@ def test_clicking_a_grid_cell_shows_that_head_and_arrows_move(qtbot, window):
     lower = np.tril_indices(r.n_tokens)
     np.testing.assert_array_equal(shown[lower], expected[lower])
     assert np.isnan(shown[0, 1])  # future keys are masked, not drawn as 0
-    assert window.head_tab.head_label.plain_text().startswith("L2 H3")
+    assert window.head_tab.head_label.plain_text().startswith("L2H3")
     assert "Layer 2, head 3" in window.head_tab.head_label.toolTip()
     grid = window.grid_panel.plot
     grid.setFocus()
@@ -101,7 +101,7 @@ def test_a_tab_activating_a_head_shows_it_in_the_head_tab(qtbot, window):
     scores.head_activated.emit(2, 1)
     assert window.tabs.currentWidget() is window.head_tab
     assert (window.state.layer, window.state.head) == (2, 1)
-    assert window.head_tab.head_label.plain_text().startswith("L2 H1")
+    assert window.head_tab.head_label.plain_text().startswith("L2H1")
 
 
 def test_badges_follow_the_state(qtbot, window):
@@ -223,7 +223,7 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     label = panel.head_label
     assert not label.is_elided()
     assert label.shown_document().idealWidth() <= label.contentsRect().width()
-    assert label.plain_text().startswith("L0 H0 · top score:")
+    assert label.plain_text().startswith("L0H0 · top score:")
     assert "induction probe" in label.toolTip()
     window.resize(1000, 680)  # the minimum size
     qtbot.wait(100)

@@ -21,14 +21,14 @@ import time
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.display import format_duration
+from analysis.display import format_duration, format_score, head_name
 from analysis.errors import InputError
-from analysis.measures.ablation import MODES
+from analysis.measures.ablation import MODES, parse_head_list
 
 from ...plots.plot_items import apply_theme
 from ...state.jobs import Job
 from ...state.worker import RequestKind
-from .ablation_views import ImportanceView, Predictions, signed
+from .ablation_views import ImportanceView, Predictions
 
 MODE_TIPS = {"zero": "zero: the head's output z_h is set to 0 at every position (it writes nothing)",
              "mean": "mean: z_h is replaced by its mean over the text's positions (only what it does "
@@ -78,9 +78,9 @@ class AblationTab(QtWidgets.QWidget):
         self.note.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.note.setWordWrap(True)
         self.heads_edit = QtWidgets.QLineEdit()
-        self.heads_edit.setPlaceholderText("LAYER.HEAD or L1H0, e.g. 1.0, L1H3")
-        self.heads_edit.setToolTip("The heads to ablate together, as LAYER.HEAD or L1H0 separated by commas. It follows "
-                                   "the selected head until you type in it or press Add.")
+        self.heads_edit.setPlaceholderText("heads, e.g. L1H0, L1H3 (or 1.0, 1.3)")
+        self.heads_edit.setToolTip("The heads to ablate together, separated by commas: L1H0 is layer 1, head 0 (1.0 "
+                                   "works too). It follows the selected head until you type in it or press Add.")
         self.heads_edit.returnPressed.connect(self.ablate)
         self.add_button = QtWidgets.QPushButton("Add selected")
         self.add_button.setToolTip("Keep the heads named and add the selected head; select another and Add again")
@@ -221,23 +221,24 @@ class AblationTab(QtWidgets.QWidget):
     # ----------------------------------------------------------------- the heads box
     def _selection_changed(self, layer: int, head: int) -> None:
         self.map.select(layer, head)
-        self.add_button.setText(f"Add {layer}.{head}")
+        self.add_button.setText(f"Add {head_name(layer, head)}")
         now = self.heads_edit.text().strip()
         if now in ("", self._followed):
-            self._followed = f"{layer}.{head}"
+            self._followed = head_name(layer, head)
             self.heads_edit.setText(self._followed)
 
     def add_selected(self) -> None:
-        head = f"{self.state.layer}.{self.state.head}"
+        """Keep the heads named (as typed, "1.0" or "L1H0") and add the selected one, unless it is named already."""
+        head = (self.state.layer, self.state.head)
         parts = [p.strip() for p in self.heads_edit.text().split(",") if p.strip()]
-        if head not in parts:
-            parts.append(head)
+        if head not in (named for part in parts for named in _heads_in(part)):
+            parts.append(head_name(*head))
         self.heads_edit.setText(", ".join(parts))
         self._followed = ""  # pinned: the next selection is added with the button, not put in its place
 
     def follow_selection(self) -> None:
         """Back to ablating the selected head alone (the box follows the selection again)."""
-        self._followed = f"{self.state.layer}.{self.state.head}"
+        self._followed = head_name(self.state.layer, self.state.head)
         self.heads_edit.setText(self._followed)
 
     def _select(self, layer: int, head: int) -> None:
@@ -267,10 +268,10 @@ class AblationTab(QtWidgets.QWidget):
     def _ablated(self, result) -> None:
         self.ablate_button.setEnabled(not self._usable())
         self.ablation = result
-        heads = ", ".join(f"{l}.{h}" for l, h in result.heads)
+        heads = ", ".join(head_name(l, h) for l, h in result.heads)
         self.baseline_box.show_outcome(result.baseline)
         self.ablated_box.setTitle(f"Ablated ({result.mode}): {heads}")
-        self.ablated_box.show_outcome(result.ablated, f"  ({signed(result.loss_change)} vs baseline)")
+        self.ablated_box.show_outcome(result.ablated, f"  ({format_score(result.loss_change, signed=True)} vs baseline)")
         if result.warnings:  # the same prefix the run analysed, said where these numbers are
             self._show_message(" ".join(result.warnings))
         self.ablation_shown.emit(result)
@@ -378,6 +379,14 @@ class AblationTab(QtWidgets.QWidget):
         return fig
 
 
+def _heads_in(part: str) -> list[tuple[int, int]]:
+    """The head one item of the heads box names ("1.0" or "L1H0"), or none when it names none (yet)."""
+    try:
+        return parse_head_list(part)
+    except InputError:
+        return []
+
+
 def importance_seconds_left(elapsed: float, layers_done: int, n_layer: int, n_head: int) -> float:
     """Seconds the importance map still needs, from ``elapsed`` for its first ``layers_done`` layers: a head of layer
     l re-runs L − l blocks and one decoding (counted as one block more), so layer l weighs L − l + 1."""
@@ -388,9 +397,10 @@ def importance_seconds_left(elapsed: float, layers_done: int, n_layer: int, n_he
 
 def importance_summary(importance) -> str:
     """The sentence over the importance map: the baseline loss and the heads (up to 5) whose ablation
-    alone raises the loss, largest first — only heads with a positive change."""
+    alone raises the loss, largest first — only heads with a positive change ("L1H0 +0.770": the loss change in
+    nats, ``format_score`` signed)."""
     raising = [(l, h, v) for l, h, v in importance.top(5) if v > 0]
-    heads = (", ".join(f"{l}.{h} {signed(v)}" for l, h, v in raising) if raising
+    heads = (", ".join(f"{head_name(l, h)} {format_score(v, signed=True)}" for l, h, v in raising) if raising
              else f"none raises the loss (every head's {importance.mode} ablation alone leaves it or lowers it)")
     return (f"Baseline loss {importance.baseline_loss:.3f} nats. Heads whose ablation alone ({importance.mode}) "
             f"raises the loss most: {heads}.")

@@ -5,15 +5,12 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import format_score, head_name
 from analysis.measures.ablation import TOP_K
 
 from ...plots.layer_head_map import LayerHeadMap
 
 DIVERGING = "CET-D1"  # blue → white → red: a loss change has a sign, 0 is white
-
-
-def signed(value: float) -> str:
-    return f"{value:+.3f}"
 
 
 class ImportanceView(LayerHeadMap):
@@ -42,15 +39,17 @@ class ImportanceView(LayerHeadMap):
         self.set_badges(None)
 
     def hover_text(self, layer: int, head: int) -> str:
+        """"L1H0: loss change +0.770 nats (zero-ablated alone: 3.412 vs baseline 2.642; rank 1 of 12)": the loss
+        change is ablated − baseline loss (nats, ``format_score`` signed), the rank among the heads measured."""
         imp = self.importance
         if imp is None:
             return ""
         change = imp.loss_change
         v = float(change[layer, head])
         if v != v:  # NaN: a partial map, cancelled before this head
-            return f"layer {layer}, head {head}: not measured (the importance map was cancelled first)"
+            return f"{head_name(layer, head)}: not measured (the importance map was cancelled first)"
         rank = int((change > v).sum()) + 1
-        return (f"layer {layer}, head {head}: loss change {signed(v)} nats "
+        return (f"{head_name(layer, head)}: loss change {format_score(v, signed=True)} nats "
                 f"({imp.mode}-ablated alone: {imp.ablated_loss[layer, head]:.3f} vs baseline {imp.baseline_loss:.3f}; "
                 f"rank {rank} of {int(np.isfinite(change).sum())})\ndouble-click or Enter: open")
 

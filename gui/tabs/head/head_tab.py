@@ -16,10 +16,10 @@ import math
 
 from PySide6 import QtCore, QtWidgets
 
-from analysis.display import SCALE_LABELS, SCALES
+from analysis.display import SCALE_LABELS, SCALES, format_score, head_name
 from analysis.measures.head_scores import SCORE_NAMES
 
-from ...plots.figures import HeadPlot, fit_title
+from ...plots.figures import HeadPlot, fit_title, head_title
 from ...plots.head_view import KeyNormStrip, draw_head, view_to_draw
 from ...plots.hover_text import NORMS_NOT_READY, value_hover_text
 from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
@@ -59,11 +59,15 @@ def strongest_score(scores, layer: int, head: int) -> tuple[str, float] | None:
     return max(found, key=lambda item: item[1]) if found else None
 
 
+def score_text(name: str, value: float) -> str:
+    """One score of the head label and its tooltip: "sink 0.930" (``format_score``, as the Head scores table)."""
+    return f"{name.replace('_', ' ')} {format_score(value)}"
+
+
 def top_score_text(top: tuple[str, float]) -> str:
-    """What follows "top score:" in the head label: "sink 0.93", or "no pattern ≥ 0.3" when even the largest
+    """What follows "top score:" in the head label: "sink 0.930", or "no pattern ≥ 0.3" when even the largest
     pattern score is below STRONG_PATTERN (a head is never named by a weak score; the tooltip names the largest)."""
-    score = f"{top[0].replace('_', ' ')} {top[1]:.2f}"
-    return score if top[1] >= STRONG_PATTERN else f"no pattern ≥ {STRONG_PATTERN:g}"
+    return score_text(*top) if top[1] >= STRONG_PATTERN else f"no pattern ≥ {STRONG_PATTERN:g}"
 
 
 
@@ -165,7 +169,7 @@ class HeadTab(QtWidgets.QWidget):
         self.pending = None
         # known before drawing: set_head re-reports the cell under a resting pointer, described as drawn now
         self.drawn = kind
-        draw_head(self.plot, self.strip, s, layer, head, f"layer {layer}, head {head}", matrix)
+        draw_head(self.plot, self.strip, s, layer, head, head_name(layer, head), matrix)
         self.plot.highlight_row(s.query_row)
         self._label_head(layer, head)
         self._show_query_row()
@@ -188,16 +192,16 @@ class HeadTab(QtWidgets.QWidget):
 
     def _map_failed(self, message: str) -> None:
         if self.pending is not None:
-            self.head_label.set_texts(f"<b>L{self.pending[1]} H{self.pending[2]}</b> — "
+            self.head_label.set_texts(f"<b>{head_name(*self.pending[1:])}</b> — "
                                       f"<i>{html.escape(f'could not compute its map: {message}')}</i>")
             self.head_label.setToolTip(plain_tooltip(message))
 
     def _label_head(self, layer: int, head: int) -> None:
-        """The label above the map: "L1 H2 · top score: sink 0.93" (or what the value view is waiting for),
+        """The label above the map: "L1H2 · top score: sink 0.930" (or what the value view is waiting for),
         short enough for the row of controls at 1366 px; the head's every label score is in its tooltip."""
         s = self.state
         top = strongest_score(s.scores, layer, head)
-        name = f"<b>L{layer} H{head}</b>"
+        name = f"<b>{head_name(layer, head)}</b>"
         texts = [name]
         note = None  # what the value view is waiting for (plain text), whole in the tooltip too
         if self.pending is not None:
@@ -214,12 +218,12 @@ class HeadTab(QtWidgets.QWidget):
         tip = [f"Layer {layer}, head {head}."]
         if note is not None:
             tip.append(note)
-        scores = [f"{n.replace('_', ' ')} {value:.2f}" for n, value in label_scores(s.scores, layer, head)]
+        scores = [score_text(n, value) for n, value in label_scores(s.scores, layer, head)]
         if scores:
             tip.append("Scores (each a mean attention weight on one pattern, 0 … 1; all of them in the Head "
                        "scores tab): " + ", ".join(scores) + "." + (
                 f" The top score is the largest of them (entropy, a spread, is not a pattern): "
-                f"{top[0].replace('_', ' ')} {top[1]:.2f}. A head is named by it only from {STRONG_PATTERN:g} "
+                f"{score_text(*top)}. A head is named by it only from {STRONG_PATTERN:g} "
                 f"on, else \"no pattern ≥ {STRONG_PATTERN:g}\"." if top is not None else ""))
         self.head_label.setToolTip(plain_tooltip(" ".join(tip)))
 
@@ -260,7 +264,7 @@ class HeadTab(QtWidgets.QWidget):
         fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
         if s.attention_view == "value-weighted" and s.lens(VALUE_NORMS) is not None:
             draw_head(fig, KeyNormStrip(fig), s, s.layer, s.head,
-                      f"{s.result.model_label} — layer {s.layer}, head {s.head}")
+                      head_title(s.result.model_label, s.layer, s.head))
             fit_title(fig)  # laid out without the strip and for a shorter title
             fig.update_label_density()
         return fig

@@ -36,7 +36,8 @@ class ScanBar(QtWidgets.QFrame):
             return
         what = f"{source + ', ' if source else ''}{scan.tokens:,} tokens, {scan.seconds:.1f} s, {scan.model_label}"
         if showing:
-            line = f"Showing the mean ± std over {scan.n_texts} texts ({what}) — not the text above."
+            line = (f"Showing the mean ± std over {scan.n_texts} texts ({what}; each cell the mean, its tooltip the "
+                    "std) — not the text above.")
             self.toggle.setText("Back to this text")
         else:
             line = f"Showing the text above. A scan over {scan.n_texts} texts is ready ({what})."

@@ -197,12 +197,13 @@ class ScoresTab(QtWidgets.QWidget):
         table = self._columns()
         columns, shape, left_out = table if table is not None else ([], (0, 0), ())
         self._set_note(self.hidden_note, hidden_note(left_out))
-        self.table.set_columns(columns, shape)
-        self.table.fit_columns(scrolls=self.showing_scan)
+        self.table.set_columns(columns, shape)  # scrolled to the top of its sort
+        self.table.fit_columns()
         self._fill_score_choice(columns)
         self._show_sinks()
         self.scan_bar.show_scan(self.scan, self.scan_source, self.showing_scan)
-        self._selection_changed(self.state.layer, self.state.head)
+        self.map.select(self.state.layer, self.state.head)
+        self.table.select_head(self.state.layer, self.state.head, scroll=False)  # selected, left where it is
         self.scores_shown.emit()
 
     @staticmethod

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from analysis.display import head_name
+
 from ...plots.layer_head_map import LayerHeadMap
 from ...plots.matrix_view import MatrixView
 
@@ -58,10 +60,10 @@ class ErrorMap(LayerHeadMap):
             return ""
         r = self.report
         if not r.layers_checked[layer]:
-            return f"layer {layer}, head {head}: not checked yet (every head is checked in the background, layer by layer)"
+            return f"{head_name(layer, head)}: not checked yet (every head is checked in the background, layer by layer)"
         ratio = float(r.weights_bound_ratio[layer, head])
         query, key = (int(v) for v in r.weights_worst[layer, head])
-        return (f"layer {layer}, head {head}: max |manual − model| = {float(r.weights_max_abs_diff[layer, head]):.3e}"
+        return (f"{head_name(layer, head)}: max |manual − model| = {float(r.weights_max_abs_diff[layer, head]):.3e}"
                 f" (its bound {float(r.weights_tolerance[layer, head]):.2e}); worst |diff| / bound = {ratio:.3g} "
                 f"at query {query}, key {key} ({'PASS' if ratio <= 1 else 'FAIL'})")
 
@@ -140,7 +142,7 @@ class ParityPage(QtWidgets.QScrollArea):
         words = (f"each weight's bound derived from float32 rounding for a {result.dtype} model"
                  if result.dtype in UNIT_ROUNDOFF else f"a fixed tolerance for a {result.dtype} model")
         self.head_verdict.setText(pass_badge(
-            ratio.max() <= 1, f"layer {layer}, head {head}: max |manual − model| = {diff.max():.3e}, its bound "
+            ratio.max() <= 1, f"{head_name(layer, head)}: max |manual − model| = {diff.max():.3e}, its bound "
             f"{float(bound[largest]):.2e}; worst |diff| / bound = {ratio.max():.3g} at query {query}, key {key}, "
             f"every query row ({words}; manual computed in {dtype})"))
         if output is None:
@@ -173,7 +175,7 @@ class ParityPage(QtWidgets.QScrollArea):
             self.all_verdict.setText(f"<i>Checking every head: layer 1 of {total}…</i>")
         else:
             worst = np.unravel_index(np.nanargmax(report.weights_max_abs_diff), report.weights_max_abs_diff.shape)
-            text = (f"worst max |diff| {report.max_abs_diff_weights:.3e} (layer {worst[0]}, head {worst[1]}) against "
+            text = (f"worst max |diff| {report.max_abs_diff_weights:.3e} ({head_name(*worst)}) against "
                     f"its bound {report.weight_tolerance:.2e}; worst |diff| / bound {report.max_bound_ratio:.3g}; "
                     f"{rows_words(report.rows)} against every key; worst layer output "
                     f"{report.max_abs_diff_output:.3e}; computed in {report.seconds * 1000:.0f} ms")

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from analysis.display import elide
+from analysis.display import elide, head_name
 from analysis.families import family_named
 from analysis.families.step_views import STEPS, ViewFacts, step_views, view_keys
 from analysis.lessons.lab import explain_weight
@@ -126,7 +126,7 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
             self.views[view.key].set_matrix(view.values, view.note)
 
         flow = " → ".join(STEPS[step].label for step in steps)
-        lines = [f"Layer {rec.layer}, query head {h} ({family}): n = {n} tokens, d_model = {rec.x.shape[1]}, "
+        lines = [f"{head_name(rec.layer, h)}: layer {rec.layer}, query head {h} ({family}): n = {n} tokens, d_model = {rec.x.shape[1]}, "
                  f"d_k = {d_k}, √d_k = {math.sqrt(d_k):.4f} (scale {rec.scale:.6g}).", f"Steps: {flow}."]
         if grouped:
             lines.append(f"Grouped-query attention: {rec.q.shape[0]} query heads share {n_kv} key/value heads; "

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import head_name
+
 from ...plots.matrix_view import MatrixView
 from ...plots.plot_items import apply_theme
 from ...state.jobs import Job
@@ -203,8 +205,8 @@ class ScratchTab(QtWidgets.QTabWidget):
             return
         which = "the previous text" if shown[0] != wanted[0] else "this text"
         dtype = f" in {shown[3]}" if shown[3] != wanted[3] else ""
-        self.stale.mark(f"Layer {shown[1]}, head {shown[2]} of {which}{dtype} — computing layer {wanted[1]}, "
-                        f"head {wanted[2]}{f' in {wanted[3]}' if dtype else ''}…")
+        self.stale.mark(f"{head_name(*shown[1:3])} of {which}{dtype} — computing {head_name(*wanted[1:3])}"
+                        f"{f' in {wanted[3]}' if dtype else ''}…")
 
     def _failed(self, message: str) -> None:
         self._key = None  # ask again on the next change
@@ -226,7 +228,7 @@ class ScratchTab(QtWidgets.QTabWidget):
         n_kv = int(rec.kv_head_of.max()) + 1
         self.cost.set_data(r.n_tokens, rec.x.shape[1], r.n_head, r.n_layer, data.params_counted,
                            n_kv_head=n_kv, d_head=rec.q.shape[-1], causal=r.causal)
-        self.status.setText(f"layer {rec.layer}, head {data.head}")
+        self.status.setText(head_name(rec.layer, data.head))
         self.status.setToolTip(self.status.text())
         if self.state.query_row is not None and self.state.query_row < r.n_tokens:
             self.steps.focus_query(self.state.query_row)
