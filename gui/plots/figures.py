@@ -297,9 +297,10 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
 
 
 def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, hide_first=False,
-                          badge_label: str = "") -> GridPlot:
+                          badge_label: str = "", badge_low: bool = False) -> GridPlot:
     """Every head's pooled map in one figure: from the thumbnails (``grid_source``), pooled from the maps themselves
-    when they are kept and a cell needs more pixels (an on-demand result: the thumbnails alone)."""
+    when they are kept and a cell needs more pixels (an on-demand result: the thumbnails alone). ``badges``: a score
+    (layer, head) whose standout heads are badged (the low ones with ``badge_low``)."""
     fig = GridPlot()
     L, H = result.n_layer, result.n_head
     lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
@@ -307,7 +308,7 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
                        title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
                        causal=result.causal)
     if badges is not None:
-        fig.set_badges(badges, badge_label)
+        fig.set_badges(badges, badge_label, low=badge_low)
     return fig
 
 

@@ -1,11 +1,15 @@
 """The "All heads" panel: every layer × head as thumbnails (GridPlot) and the Badges chooser.
-A view of the ViewState: a click selects a head, arrow keys move the selection. In the value-weighted
+A view of the ViewState: a click selects a head, arrow keys move the selection, and a head selected anywhere (the
+score table, the Head scores map, a tab) is brought into view when the grid is zoomed past it. Badges mark only the
+heads that stand out on the chosen score (gui/plots/badges.py); the line beside the chooser says how many, that none
+does, or that the cells are too small to read them ("zoom in"), and the chooser's tooltip names them. In the value-weighted
 view (state.attention_view, switched in the Head tab) every thumbnail is N = A·‖f_h(x_j)‖
 row-normalised, once the state has the value norms (gui/state/lens_data.py); until then the weights.
 While there is no result, the panel shows the state's placeholder line ("loading the model…")
 instead of empty axes."""
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +19,8 @@ from analysis.measures.head_scores import SCORE_NAMES
 
 from ..state.lens_data import HIDDEN_FIRST, VALUE_NORMS
 from ..state.view_state import ViewState
-from ..widgets import add_arrow_keys, show_focus_ring
+from ..widgets import ElidedLabel, add_arrow_keys, show_focus_ring
+from .badges import LOW_IS_FINDING
 from .figures import fit_title, grid_source
 from .grid_plot import BAR_LABELS, GridPlot
 from .plot_items import apply_theme
@@ -28,12 +33,13 @@ class QuantityGridPlot(GridPlot):
 
     quantity = "weight"
 
-    def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
-        super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity))
+    def set_image(self, image, shape, levels, cmap, title="", bar_label="", layout=None):
+        super().set_image(image, shape, levels, cmap, title, bar_label.replace("weight", self.quantity), layout=layout)
 
 
-BADGES_TIP = ("Badge the heads that stand out for a score: the top heads (10% of them, 3 to 10) get their value, "
-              "the best a gold ★; hover any cell for its value")
+BADGES_TIP = ("Badge the heads that stand out on a score: at least 0.3 and far past the model's typical head (more "
+              "than 3 robust standard deviations above the median; for entropy, below it). Each is outlined, its "
+              "value written in when the cell has room (the best a gold ★); hover any cell for its value")
 
 
 def grid_figure(view, badge_label: str = ""):
@@ -45,7 +51,7 @@ def grid_figure(view, badge_label: str = ""):
     r = view.result
     badges = view.scores[view.badge_score] if view.badge_score else None
     fig = offscreen_grid_figure(r, view.colormap, view.scale, badges=badges, hide_first=view.hide_first,
-                                badge_label=badge_label)
+                                badge_label=badge_label, badge_low=view.badge_score in LOW_IS_FINDING)
     data = grid_data(view)
     if data.what:
         from ..export.figure_files import settle_layout
@@ -118,10 +124,12 @@ class GridPanel(QtWidgets.QWidget):
         self.badge_choice.setCurrentIndex(max(0, self.badge_choice.findData(state.badge_score)))
         self.badge_choice.setToolTip(BADGES_TIP)
         self.badge_choice.currentIndexChanged.connect(lambda _: state.set_badge_score(self.badge_choice.currentData()))
+        self.badge_note = ElidedLabel()  # how many heads stand out, that none does, or "zoom in to read"
+        self.plot.badges_changed.connect(lambda _note: self._show_badge_note())
         bar = QtWidgets.QHBoxLayout()
         self.title = QtWidgets.QLabel("<b>All heads</b>")
         bar.addWidget(self.title)
-        bar.addStretch(1)
+        bar.addWidget(self.badge_note, 1)
         bar.addWidget(QtWidgets.QLabel("Badges:"))
         bar.addWidget(self.badge_choice)
         self.placeholder = QtWidgets.QLabel(self)
@@ -194,10 +202,20 @@ class GridPanel(QtWidgets.QWidget):
     def _show_badges(self) -> None:
         s = self.state
         name = s.badge_score
-        if name is None or s.bundle is None:
+        if name is None or s.bundle is None or s.scores is None:
             self.plot.set_badges(None)
         else:
-            self.plot.set_badges(s.scores[name], self.badge_choice.currentText())
+            self.plot.set_badges(s.scores[name], self.badge_choice.currentText(), low=name in LOW_IS_FINDING)
+        self._show_badge_note()
+
+    def _show_badge_note(self) -> None:
+        """The line beside the chooser (the plot's :attr:`badge_note`, elided to its room, whole in its tooltip)
+        and the chooser's tooltip: what badges are, then which heads stand out now, by name."""
+        note = self.plot.badge_note
+        self.badge_note.set_texts(html.escape(note, quote=False), html.escape(self.plot.badge_layer.short_note()))
+        self.badge_note.setToolTip(note)
+        summary = self.plot.badge_layer.summary()
+        self.badge_choice.setToolTip(BADGES_TIP + (f"\n\n{summary}" if summary else ""))
 
     def offscreen_figure(self):
         """A fresh export figure of the grid as shown (the caller disposes it); None without a result."""

@@ -1,7 +1,7 @@
 """Every head of every layer as thumbnails in one mosaic (a :class:`LayerHeadMap`).
 
-Each thumbnail is max-pooled to the device pixels its cell really has on screen (never more), so a
-one-token-wide pattern such as a previous-token diagonal stays visible at any n and any window
+Each thumbnail is max-pooled to the device pixels its cell really has on screen (never more, on its shorter side),
+so a one-token-wide pattern such as a previous-token diagonal stays visible at any n and any window
 size: Qt drops image rows when it shrinks an image, but never when it enlarges one. The run pools
 thumbnails to ``THUMBNAIL_PX`` while it captures the attention; a cell with more pixels than that,
 or a grid with the first key hidden and renormalised, is pooled from the full attentions, a few heads
@@ -9,9 +9,13 @@ per turn of the event loop when that is more than a small text's maps (the run's
 heads take one turn of their own, ~8 ms here, not the turn the new result arrives in; at 1024 tokens one head a turn).
 
 A causal model's masked cells (key > query) are left blank, NaN drawn as background, as the head view
-draws them (:func:`mask_future`); an encoder's map has no mask. Cells stay square whatever the
-widget's shape (letterboxed: the spare width or height is left empty around the grid), so a head's
-pattern is never stretched.
+draws them (:func:`mask_future`); an encoder's map has no mask.
+
+The mosaic fills the panel: its layers are wrapped into as many side-by-side blocks as make the cells nearest
+square for the panel's shape (gui/plots/head_layout.py: SmolLM2's 30 × 9 heads in two blocks of 15 layers at
+1366 × 768), and the cells then take the whole view, no more than MAX_CELL_ASPECT times
+wider than tall or taller than wide (past that the spare room is left empty around the grid, so a head's pattern
+is never stretched more). The blocks are chosen again when the panel is resized, never while zooming.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale, pooled_heads
 
+from .head_layout import MAX_CELL_ASPECT, HeadLayout, blocks_for
 from .layer_head_map import LayerHeadMap
 
 DEFAULT_CELL_PX = 64  # before the widget has a size
@@ -52,7 +57,8 @@ class GridPlot(LayerHeadMap):
         self._cmap, self._scale, self._title = "viridis", "linear", ""
         self._quantity = "weight"
         self.causal = False  # blank the masked future cells (a decoder's); set_attentions(causal=…)
-        self._mosaic: np.ndarray | None = None
+        self._mosaic: np.ndarray | None = None  # the thumbnails wrapped into self.layout's image
+        self._cells: np.ndarray | None = None  # (layer, head, c, c): every head's pooled thumbnail, masked
         self.cell = 0  # the pooled size of one head in the mosaic now (pixels of the image)
         self._job = None
         self._job_timer = QtCore.QTimer(self)
@@ -64,10 +70,10 @@ class GridPlot(LayerHeadMap):
         self._resize_timer.timeout.connect(lambda: self._repool(sync=False))
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._resize_timer.start())
         self.plot.getViewBox().sigResized.connect(lambda *_: self._resize_timer.start())
-        self.frame = QtWidgets.QGraphicsRectItem()  # the letterboxed view, drawn as nothing: "View all" shows it
+        self.frame = QtWidgets.QGraphicsRectItem()  # the view when all shows, drawn as nothing: "View all" shows it
         self.frame.setPen(QtGui.QPen(QtCore.Qt.PenStyle.NoPen))
         self.plot.addItem(self.frame)
-        self.plot.getViewBox().sigResized.connect(lambda *_: self.letterbox())
+        self.plot.getViewBox().sigResized.connect(lambda *_: self.fit())
 
     def set_attentions(self, attentions: np.ndarray, cmap: str = "viridis", scale: str = "linear", title: str = "",
                        key=None, *, full: np.ndarray | None = None, hide_first: bool = False,
@@ -88,21 +94,32 @@ class GridPlot(LayerHeadMap):
             self._job = None  # a pooling of the previous data is of no use now
             self._job_timer.stop()
             self._thumbnails, self._full = attentions, full if full is not None else attentions
-            self._mosaic, self.cell = None, 0
+            self._mosaic, self._cells, self.cell = None, None, 0
         self._cmap, self._scale, self._title, self._quantity = cmap, scale, title, quantity
         self._first_hidden = bool(first_hidden)
         if not self._repool(sync) and self._mosaic is not None:
             self._draw()
 
     # ----------------------------------------------------------------- pooling
+    def layout_for_view(self) -> HeadLayout:
+        """The layout the view's size asks for (:func:`blocks_for`), one block before the view has a size."""
+        L, H = self._full.shape[:2]
+        vb = self.plot.getViewBox()
+        return HeadLayout(L, H, blocks_for(L, H, vb.width(), vb.height()) if vb.width() > 10 and vb.height() > 10
+                          else 1)
+
     def target_cell(self) -> int:
-        """Device pixels one head's cell has now (the smaller side), capped by n and the mosaic budget."""
+        """Device pixels one head's cell has now (its shorter side), capped by n and the mosaic budget."""
         L, H, n, _ = self._full.shape
         vb = self.plot.getViewBox()
         if vb.width() > 10 and vb.height() > 10:
+            layout = self.layout_for_view()
             (x0, x1), (y0, y1) = vb.viewRange()
             # the view shows at most the whole grid; before it shows this grid at all, assume it will
-            x_span, y_span = (H, L) if self.shape != (L, H) else (min(H, x1 - x0), min(L, y1 - y0))
+            if self.layout != layout:
+                x_span, y_span = layout.columns, layout.rows
+            else:
+                x_span, y_span = min(layout.columns, x1 - x0), min(layout.rows, y1 - y0)
             px = min(vb.width() / max(1e-9, x_span), vb.height() / max(1e-9, y_span)) * self.devicePixelRatioF()
         else:
             px = DEFAULT_CELL_PX
@@ -144,38 +161,47 @@ class GridPlot(LayerHeadMap):
             return
         self._job_timer.stop()
         self._job = None
-        L, H, c, _ = blocks.shape
-        self._mosaic = blocks.transpose(0, 2, 1, 3).reshape(L * c, H * c)  # (layer·c, head·c)
-        self.cell = c
         if self.causal:
-            mask_future(self._mosaic, L, H, c)
+            mask_future(blocks)
+        self._cells, self.cell = blocks, blocks.shape[-1]
+        self._mosaic = None  # wrapped for the layout the view asks for, in _draw
         self._draw()
         self.mosaic_ready.emit()
 
     def _draw(self) -> None:
+        """Wrap the thumbnails for the view's layout (when it changed) and show them on the colour scale."""
+        layout = self.layout_for_view()
+        if self._mosaic is None or layout != self.layout:
+            self._mosaic = layout.wrap(self._cells)  # (rows·c, columns·c)
         drawn, levels = apply_scale(self._mosaic, self._scale)
-        L, H = self._full.shape[:2]
-        self.set_image(drawn, (L, H), levels, self._cmap, self._title,
-                       bar_label(self._scale, self._hide_first or self._first_hidden, self._quantity))
+        self.set_image(drawn, (layout.n_layer, layout.n_head), levels, self._cmap,
+                       self._title, bar_label(self._scale, self._hide_first or self._first_hidden, self._quantity),
+                       layout=layout)
 
-    def set_image(self, image, shape, levels, cmap, title="", bar_label=""):
-        super().set_image(image, shape, levels, cmap, title, bar_label)
-        self.letterbox()
+    def set_image(self, image, shape, levels, cmap, title="", bar_label="", layout=None):
+        super().set_image(image, shape, levels, cmap, title, bar_label, layout=layout)
+        self.fit()
 
-    def letterbox(self) -> None:
-        """Keep each head's cell square: "View all" (and the view before any zoom) shows the grid centred in
-        the spare room of the long side, and zoom and pan reach that rectangle, instead of the grid being
-        stretched over the whole view (a wheel zoom scales both axes alike, so cells stay square)."""
+    def fit(self) -> None:
+        """Fill the view: wrap the layers into the blocks its size asks for (the mosaic drawn again when they
+        change), then let "View all" (and the view before any zoom) show the whole grid over the whole view, its
+        cells as wide and tall as the view gives them, but at most MAX_CELL_ASPECT times longer on one side than the
+        other: past that the grid is centred in the spare room of the long side. Zoom and pan reach that rectangle."""
         L, H = self.shape
         vb = self.plot.getViewBox()
         if not L or not H or vb.width() <= 10 or vb.height() <= 10:
             return
-        side = min(vb.width() / H, vb.height() / L)  # pixels per cell when the whole grid shows
-        span_x, span_y = vb.width() / side, vb.height() / side  # ≥ H and ≥ L: the view when all shows
-        x0, y0 = (H - span_x) / 2, (L - span_y) / 2
+        if self._cells is not None and self._cells.shape[:2] == (L, H) and self.layout_for_view() != self.layout:
+            self._draw()  # a new layout: set_image comes back here with it
+            return
+        columns, rows = self.layout.columns, self.layout.rows
+        w, h = vb.width() / columns, vb.height() / rows  # pixels of a cell when the whole grid fills the view
+        w, h = min(w, MAX_CELL_ASPECT * h), min(h, MAX_CELL_ASPECT * w)
+        span_x, span_y = vb.width() / w, vb.height() / h  # ≥ columns and ≥ rows: the view when all shows
+        x0, y0 = (columns - span_x) / 2, (rows - span_y) / 2
         self.frame.setRect(QtCore.QRectF(x0, y0, span_x, span_y))
         vb.setLimits(xMin=x0, xMax=x0 + span_x, yMin=y0, yMax=y0 + span_y, maxXRange=span_x, maxYRange=span_y,
-                     minXRange=min(H, 1), minYRange=min(L, 1))
+                     minXRange=min(columns, 1), minYRange=min(rows, 1))
         if vb.autoRangeEnabled()[0] or vb.autoRangeEnabled()[1]:
             vb.setRange(xRange=(x0, x0 + span_x), yRange=(y0, y0 + span_y), padding=0, disableAutoRange=False)
 
@@ -183,16 +209,13 @@ class GridPlot(LayerHeadMap):
         return super().hover_text(layer, head) + "\nclick: select · double-click: open"
 
 
-def mask_future(mosaic: np.ndarray, n_layer: int, n_head: int, cell: int) -> None:
-    """Set the masked cells of a causal model's ``mosaic`` (layer·c, head·c) to NaN, in place.
+def mask_future(cells: np.ndarray) -> None:
+    """Set the masked pixels of a causal model's thumbnails ``cells`` (layer, head, c, c) to NaN, in place.
 
     A pixel of a pooled thumbnail is masked when every source cell (query i, key j) it pools has j > i.
     Thumbnails are pooled over contiguous, increasing bins of tokens, the same bins for queries and keys
     (``analysis.display.pool_edges``): bin b's first key is ≥ every query of bin a exactly when b > a, so
     the masked pixels are those with key bin > query bin, the strict upper triangle of each c × c cell
     (c = n: the model's own mask, key > query)."""
-    if not mosaic.flags.c_contiguous:
-        raise ValueError("mask_future needs a contiguous mosaic (it blanks cells through a view)")
-    future = ~np.tri(cell, dtype=bool)  # (c, c): key bin > query bin
-    cells = mosaic.reshape(n_layer, cell, n_head, cell).transpose(0, 2, 1, 3)  # (layer, head, c, c), a view
-    cells[..., future] = np.nan
+    c = cells.shape[-1]
+    cells[..., ~np.tri(c, dtype=bool)] = np.nan  # (c, c): key bin > query bin

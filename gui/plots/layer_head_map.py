@@ -1,10 +1,11 @@
 """The one layer × head map: every figure that has a cell per head (the grid of thumbnails, the
-score map, the parity error map) is a :class:`LayerHeadMap`.
+score map, the parity error map, the importance map) is a :class:`LayerHeadMap`.
 
-Data coordinates are fixed: head ``h`` of layer ``l`` is the unit square x ∈ [h, h+1], y ∈ [l, l+1]
-(layer 0 on top), whatever the image behind it holds (one pixel per head for a score, a c × c
-pooled thumbnail for the grid). So the selection outline, the badges, hover and clicks are the same
-code for all three, and the grid can change its pooling without moving anything.
+Each head is a unit square in data coordinates, placed by the map's :class:`~gui.plots.head_layout.HeadLayout`
+(one block: head ``h`` of layer ``l`` is x ∈ [h, h+1], y ∈ [l, l+1], layer 0 on top; the grid may wrap its layers
+into several blocks side by side), whatever the image behind it holds (one pixel per head for a score, a c × c
+pooled thumbnail for the grid). So the selection outline, the badges, hover and clicks are the same code for all,
+and the grid can change its pooling or its blocks without anything losing its head.
 """
 from __future__ import annotations
 
@@ -15,30 +16,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from analysis.display import format_score, head_name
+
+from .badges import BadgeLayer
+from .head_layout import HeadLayout
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
 
 SELECTION_COLOR = "#ff2d55"
-BADGE_INSET_PX = 2  # a badge's gap to its cell's top and left edges: clear of the separators and selection frame
-BADGE_MARGIN_PX = 1  # the empty border of a badge's text box
-
-
-def compact_value(v: float) -> str:
-    """``v`` in fewer characters that still read right: 0.891 → ".89", -0.123 → "-.12", 2.345 → "2.3",
-    12.6 → "13" (rounded, never cut)."""
-    if not math.isfinite(v):
-        return f"{v}"
-    if abs(round(v, 2)) < 1:
-        return f"{v:.2f}".replace("0.", ".", 1)
-    return f"{v:.1f}" if abs(v) < 9.95 else f"{v:.0f}"
-
-
-def badge_wordings(v: float, best: bool) -> list[str]:
-    """A badge's texts, longest first: the value to 2 decimals, then :func:`compact_value`; the best head's
-    with a ★ (dropped last: its gold background still marks it)."""
-    full, short = f"{v:.2f}", compact_value(v)
-    if best:
-        return [f"★ {full}", f"★{short}", short]
-    return [full, short] if short != full else [full]
+BLOCK_GAP_PX = 6  # the background line between two blocks of layers (cells inside a block: 2 px)
+REVEAL_MARGIN = 0.25  # a head brought into view (select) keeps this much of a cell clear of the view's edge
 
 
 def tick_stride(count: int, pixels: float, label_px: float) -> int:
@@ -50,11 +36,14 @@ def tick_stride(count: int, pixels: float, label_px: float) -> int:
 
 class LayerHeadMap(ZoomableFigure):
     """Layers down (L0 on top), heads across. Click selects (``head_clicked``), double-click or Enter
-    activates (``head_activated``), arrow keys move the selection, hover shows :meth:`hover_text`."""
+    activates (``head_activated``), arrow keys move the selection, hover shows :meth:`hover_text`.
+    :meth:`select` brings the selected head into view when the map is zoomed in past it.
+    ``badges_changed`` carries :meth:`BadgeLayer.note` whenever the badges or their room change."""
 
     head_clicked = QtCore.Signal(int, int)
     head_activated = QtCore.Signal(int, int)
     head_hovered = QtCore.Signal(object)  # (layer, head) or None
+    badges_changed = QtCore.Signal(str)
 
     def __init__(self, parent=None, colorbar: bool = True):
         super().__init__(parent)
@@ -65,37 +54,58 @@ class LayerHeadMap(ZoomableFigure):
         self.separators = QtWidgets.QGraphicsPathItem()
         self.separators.setZValue(2)
         self.plot.addItem(self.separators, ignoreBounds=True)
+        self.block_separators = QtWidgets.QGraphicsPathItem()
+        self.block_separators.setZValue(2)
+        self.plot.addItem(self.block_separators, ignoreBounds=True)
         self.selection = QtWidgets.QGraphicsRectItem()
         self.selection.setPen(pg.mkPen(SELECTION_COLOR, width=3, cosmetic=True))
         self.selection.setZValue(10)
         self.selection.setVisible(False)
         self.plot.addItem(self.selection, ignoreBounds=True)
-        self.badges: list[pg.TextItem] = []  # the value badges shown now (set_badges)
-        self._badge_items: list[pg.TextItem] = []  # every badge, shown or hidden for want of room
-        self._badge_texts: list[tuple[int, int, list[str]]] = []  # (layer, head, wordings longest first)
+        self.badge_layer = BadgeLayer(self.plot, z=self.selection.zValue() + 1)  # over the frame: no digit is cut
+        self._badge_note = ""
         self.colorbar = None
         if colorbar:
             self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
             self.colorbar.setImageItem(self.image, insert_in=self.plot)
             self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
         self.shape = (0, 0)  # (layers, heads)
+        self.layout = HeadLayout(0, 0)
         self.selected: tuple[int, int] | None = None
-        self.badge_values: np.ndarray | None = None
-        self.badge_label = ""
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._update_ticks())
         self.plot.getViewBox().sigResized.connect(lambda *_: self._update_ticks())
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._layout_badges())
         self.plot.getViewBox().sigResized.connect(lambda *_: self._layout_badges())
 
+    # ----------------------------------------------------------------- badges (gui/plots/badges.py)
+    @property
+    def badges(self) -> list[pg.TextItem]:
+        """The badges whose text is drawn now."""
+        return self.badge_layer.shown
+
+    @property
+    def badge_values(self) -> np.ndarray | None:
+        return self.badge_layer.values
+
+    @property
+    def badge_label(self) -> str:
+        return self.badge_layer.label
+
+    @property
+    def badge_note(self) -> str:
+        return self.badge_layer.note()
+
     # ----------------------------------------------------------------- drawing
     def set_image(self, image: np.ndarray, shape: tuple[int, int], levels: tuple[float, float], cmap: str,
-                  title: str = "", bar_label: str = "") -> None:
-        """Show ``image`` ((layers·c, heads·c), already scaled) over the unit cells of ``shape``."""
+                  title: str = "", bar_label: str = "", layout: HeadLayout | None = None) -> None:
+        """Show ``image`` (already scaled: (rows·c, columns·c) of ``layout``, by default one block, i.e.
+        (layers·c, heads·c)) over the unit cells of ``shape`` (layers, heads)."""
         L, H = shape
-        new_shape = shape != self.shape
-        self.shape = (L, H)
+        layout = layout or HeadLayout(L, H)
+        new_layout = layout != self.layout
+        self.shape, self.layout = (L, H), layout
         self.image.setImage(image, levels=levels, autoLevels=False)
-        self.image.setRect(QtCore.QRectF(0, 0, H, L))
+        self.image.setRect(QtCore.QRectF(0, 0, layout.columns, layout.rows))
         if self.colorbar is not None:
             self.colorbar.setColorMap(colormap(cmap))
             self.colorbar.setLevels(levels)
@@ -105,21 +115,33 @@ class LayerHeadMap(ZoomableFigure):
         self.set_title(title)
         self.plot.setLabel("left", "layer")
         self.plot.setLabel("bottom", "head")
-        if new_shape:
-            path = QtGui.QPainterPath()
-            for layer in range(1, L):
-                path.moveTo(0, layer)
-                path.lineTo(H, layer)
-            for head in range(1, H):
-                path.moveTo(head, 0)
-                path.lineTo(head, L)
-            self.separators.setPath(path)
+        if new_layout:
+            self._draw_separators()
             self.on_theme(self.dark)
-            limit_to_data(self.plot, H, L)
+            limit_to_data(self.plot, layout.columns, layout.rows)
             self._tick_strides = None
             self._update_ticks()
+            self._layout_badges()
             if self.selected is not None:
                 self.select(*self.selected)
+
+    def _draw_separators(self) -> None:
+        """Thin lines between the cells of each block (only over its layers), a wide one between two blocks."""
+        layout, H = self.layout, self.layout.n_head
+        path, between = QtGui.QPainterPath(), QtGui.QPainterPath()
+        for b in range(layout.blocks):
+            x0, rows = b * H, len(layout.block_layers(b))
+            for row in range(1, rows):
+                path.moveTo(x0, row)
+                path.lineTo(x0 + H, row)
+            for head in range(1, H):
+                path.moveTo(x0 + head, 0)
+                path.lineTo(x0 + head, rows)
+            if b:
+                between.moveTo(x0, 0)
+                between.lineTo(x0, layout.rows)
+        self.separators.setPath(path)
+        self.block_separators.setPath(between)
 
     def set_title(self, title: str) -> None:
         """Show ``title`` above the map, elided to the figure's width (the whole title in its tooltip):
@@ -146,24 +168,32 @@ class LayerHeadMap(ZoomableFigure):
         label.setToolTip(title if shown != title else "")
 
     def on_theme(self, dark: bool) -> None:
-        self.separators.setPen(pg.mkPen(theme_colors(dark)["background"], width=2, cosmetic=True))
+        background = theme_colors(dark)["background"]
+        self.separators.setPen(pg.mkPen(background, width=2, cosmetic=True))
+        self.block_separators.setPen(pg.mkPen(background, width=BLOCK_GAP_PX, cosmetic=True))
 
     def _update_ticks(self) -> None:
+        """Layer labels down the left ("L0"; with blocks, every block's layer of that row: "L0 · L15"), head labels
+        under every block, each thinned so that neighbours never touch."""
+        layout = self.layout
         L, H = self.shape
         vb = self.plot.getViewBox()
         if not L or not H:
             return
         metrics = QtGui.QFontMetrics(self.plot.getAxis("left").style.get("tickFont") or self.font())
         (x0, x1), (y0, y1) = vb.viewRange()
-        rows_px = vb.height() / max(1e-9, y1 - y0) * L if vb.height() > 10 else 400  # all rows, as drawn
-        cols_px = vb.width() / max(1e-9, x1 - x0) * H if vb.width() > 10 else 400
-        strides = (tick_stride(L, rows_px, metrics.height()),
-                   tick_stride(H, cols_px, metrics.horizontalAdvance(f"H{H - 1}") + 4))
+        rows_px = vb.height() / max(1e-9, y1 - y0) * layout.rows if vb.height() > 10 else 400  # all rows, as drawn
+        block_px = vb.width() / max(1e-9, x1 - x0) * H if vb.width() > 10 else 400  # one block's heads
+        strides = (tick_stride(layout.rows, rows_px, metrics.height()),
+                   tick_stride(H, block_px, metrics.horizontalAdvance(f"H{H - 1}") + 4), layout)
         if strides == getattr(self, "_tick_strides", None):
             return
         self._tick_strides = strides
-        self.plot.getAxis("left").setTicks([[(l + 0.5, f"L{l}") for l in range(0, L, strides[0])], []])
-        self.plot.getAxis("bottom").setTicks([[(h + 0.5, f"H{h}") for h in range(0, H, strides[1])], []])
+        rows = [(row + 0.5, " · ".join(f"L{layer}" for layer in range(row, L, layout.rows)))
+                for row in range(0, layout.rows, strides[0])]
+        heads = [(b * H + h + 0.5, f"H{h}") for b in range(layout.blocks) for h in range(0, H, strides[1])]
+        self.plot.getAxis("left").setTicks([rows, []])
+        self.plot.getAxis("bottom").setTicks([heads, []])
 
     def resizeEvent(self, ev):  # noqa: N802
         super().resizeEvent(ev)
@@ -172,82 +202,87 @@ class LayerHeadMap(ZoomableFigure):
             self._update_ticks()
 
     # ----------------------------------------------------------------- selection
-    def select(self, layer: int, head: int) -> None:
-        self.selected = (int(layer), int(head))
-        self.selection.setRect(QtCore.QRectF(head, layer, 1, 1))
-        self.selection.setVisible(True)
+    def cell_rect(self, layer: int, head: int) -> QtCore.QRectF:
+        """Head ``head`` of ``layer``'s unit cell in data coordinates."""
+        x, y = self.layout.origin(layer, head)
+        return QtCore.QRectF(x, y, 1, 1)
 
-    def set_badges(self, values: np.ndarray | None, label: str = "") -> None:
-        """Mark the heads that stand out for a score: the top k (k = 10% of the heads, 3 to 10) get a
-        badge with their value inside the cell's top-left corner, the best one a gold ★ badge. Every head's
-        value is in its tooltip. A badge never leaves its cell: :meth:`_layout_badges` picks the longest
-        wording that fits the cell as drawn now ("★ 0.89", "★.89", ".89") and hides the badge when none does."""
-        for item in self._badge_items:
-            self.plot.removeItem(item)
-        self._badge_items, self._badge_texts, self.badges = [], [], []
-        self.badge_values, self.badge_label = values, label
-        if values is None:
+    def select(self, layer: int, head: int) -> None:
+        """Outline head (``layer``, ``head``) and, when the map is zoomed so that its cell is not wholly in view,
+        pan (keeping the zoom) until it is, REVEAL_MARGIN of a cell clear of the edge where there is room."""
+        self.selected = (int(layer), int(head))
+        if not (0 <= layer < self.shape[0] and 0 <= head < self.shape[1]):
+            self.selection.setVisible(False)
             return
-        for rank, (layer, head) in enumerate(top_heads(values)):
-            best = rank == 0
-            back = "background:#ffd60a" if best else "background:rgba(255,243,176,0.85)"
-            wordings = badge_wordings(float(values[layer, head]), best)
-            text = pg.TextItem(anchor=(0, 0))
-            text.textItem.document().setDocumentMargin(BADGE_MARGIN_PX)
-            text.setZValue(self.selection.zValue() + 1)  # over the selection frame: it never hides a digit
-            self.plot.addItem(text, ignoreBounds=True)
-            self._badge_items.append(text)
-            bold = ";font-weight:bold"  # the best one's ★ wordings; its last, narrowest, is plain on gold
-            self._badge_texts.append((layer, head, [f"<span style='{back}{bold if '★' in w else ''};color:#000;"
-                                                    f"font-size:8pt'>{html.escape(w)}</span>" for w in wordings]))
+        self.selection.setRect(self.cell_rect(layer, head))
+        self.selection.setVisible(True)
+        self.reveal(layer, head)
+
+    def reveal(self, layer: int, head: int) -> None:
+        """Pan the view (its zoom kept) so that head (``layer``, ``head``)'s cell is in view; nothing when it is."""
+        vb = self.plot.getViewBox()
+        if vb.width() <= 10 or vb.height() <= 10 or all(vb.autoRangeEnabled()):
+            return  # not laid out, or about to show every head: its range now may be a stale default
+        cell = self.cell_rect(layer, head)
+        (x0, x1), (y0, y1) = vb.viewRange()
+        eps = 1e-6
+        if x0 - eps <= cell.left() and cell.right() <= x1 + eps and y0 - eps <= cell.top() and cell.bottom() <= y1 + eps:
+            return
+
+        def shift(low: float, high: float, a: float, b: float) -> float:
+            span = high - low
+            margin = min(REVEAL_MARGIN, max(0.0, (span - (b - a)) / 2))
+            if a - margin < low:
+                return a - margin - low
+            if b + margin > high:
+                return b + margin - high
+            return 0.0
+
+        dx, dy = shift(x0, x1, cell.left(), cell.right()), shift(y0, y1, cell.top(), cell.bottom())
+        vb.setRange(xRange=(x0 + dx, x1 + dx), yRange=(y0 + dy, y1 + dy), padding=0)
+
+    def set_badges(self, values: np.ndarray | None, label: str = "", low: bool = False) -> None:
+        """Badge the heads that stand out on a score ``values`` (layer, head) named ``label`` (gui/plots/badges.py:
+        ``standout_heads``, the low side with ``low``): each outlined, its value in the cell's top-left corner when
+        it fits the cell as drawn now, the best one's a gold ★ badge. Every head's value is in its tooltip. None
+        clears them."""
+        self.badge_layer.set_values(values, label, low)
         self._layout_badges()
 
     def _layout_badges(self) -> None:
-        """Place each badge BADGE_INSET_PX in from its cell's top-left corner (clear of the separators and the
-        selection frame) in the longest wording whose whole box fits inside the cell; hide it when none fits.
-        ``self.badges`` is the badges shown now."""
-        items = getattr(self, "_badge_items", [])
-        if not items:
-            self.badges = []
+        """Lay the badges out for the cells as drawn now (:meth:`BadgeLayer.lay_out`); say when their note changes."""
+        layer = getattr(self, "badge_layer", None)
+        if layer is None:
             return
         vb = self.plot.getViewBox()
         if vb.width() > 1 and vb.height() > 1:
-            px_x, px_y = (abs(v) for v in vb.viewPixelSize())
+            px = tuple(abs(v) for v in vb.viewPixelSize())
         else:
-            px_x = px_y = 0.01  # not laid out yet: lay out as for large cells, redone on the first resize
-        room_w, room_h = 1 / px_x - 2 * BADGE_INSET_PX, 1 / px_y - 2 * BADGE_INSET_PX
-        shown = []
-        for item, (layer, head, wordings) in zip(items, self._badge_texts):
-            fits = False
-            for wording in wordings:
-                if getattr(item, "wording", None) != wording:  # setHtml re-lays the text out: only on a change
-                    item.setHtml(wording)
-                    item.wording = wording
-                size = item.textItem.boundingRect()
-                if size.width() <= room_w and size.height() <= room_h:
-                    fits = True
-                    break
-            item.setPos(head + BADGE_INSET_PX * px_x, layer + BADGE_INSET_PX * px_y)
-            item.setVisible(fits)
-            if fits:
-                shown.append(item)
-        self.badges = shown
+            px = (0.01, 0.01)  # not laid out yet: lay out as for large cells, redone on the first resize
+        layer.lay_out(self.layout, px)
+        note = layer.note()
+        if note != self._badge_note:
+            self._badge_note = note
+            self.badges_changed.emit(note)
 
     # ----------------------------------------------------------------- mouse and keys
     def cell_head(self, cell) -> tuple[int, int] | None:
-        """(layer, head) of an image pixel (row, column), or None."""
+        """(layer, head) of an image pixel (row, column), or None (outside, or a cell with no head)."""
         if cell is None or self.image.image is None or not self.shape[0]:
             return None
-        c_rows = self.image.image.shape[0] // self.shape[0]
-        c_cols = self.image.image.shape[1] // self.shape[1]
-        layer, head = cell[0] // c_rows, cell[1] // c_cols
-        return (layer, head) if layer < self.shape[0] and head < self.shape[1] else None
+        layout = self.layout
+        c_rows = self.image.image.shape[0] // layout.rows
+        c_cols = self.image.image.shape[1] // layout.columns
+        return layout.head_at(cell[0] // c_rows, cell[1] // c_cols)
 
     def hover_text(self, layer: int, head: int) -> str:
         """The tooltip of a head; subclasses add their values."""
-        text = f"layer {layer}, head {head}"
-        if self.badge_values is not None and np.isfinite(self.badge_values[layer, head]):
-            text += f"\n{self.badge_label or 'score'} {self.badge_values[layer, head]:.3f}"
+        text = f"{head_name(layer, head)} (layer {layer}, head {head})"
+        values = self.badge_values
+        if values is not None and np.isfinite(values[layer, head]):
+            text += f"\n{self.badge_label or 'score'} {format_score(values[layer, head])}"
+            if (layer, head) in self.badge_layer.heads:
+                text += " — stands out"
         return text
 
     def _text_for(self, cell) -> str:
@@ -290,12 +325,3 @@ def width_for_title(title: str, room: int = 200) -> int:
     font = QtGui.QFont(QtWidgets.QApplication.font())
     font.setPointSizeF(11)
     return QtGui.QFontMetrics(font).horizontalAdvance(title) + room
-
-
-def top_heads(values: np.ndarray) -> list[tuple[int, int]]:
-    """The heads to badge, best first: the top k finite values, k = 10% of the heads clipped to 3…10."""
-    L, H = values.shape
-    k = min(10, max(3, math.ceil(0.1 * L * H)))
-    flat = np.where(np.isfinite(values), values, -np.inf).ravel()
-    order = [int(i) for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
-    return [divmod(i, H) for i in order]

@@ -1,6 +1,6 @@
 """The grid of every layer × head (gui/plots/grid_plot.py, gui/plots/grid_panel.py): masked cells are left
-blank as the head view leaves them (on screen and in the export, with the head view's colour), cells stay
-square in a narrow or flat window, and Badges offers only the scores that apply."""
+blank as the head view leaves them (on screen and in the export, with the head view's colour), cells fill
+the panel near square (layers wrapped into blocks), a head selected elsewhere is brought into view, and Badges offers only the scores that apply."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -91,29 +91,61 @@ def test_the_grid_export_blanks_masked_cells_too(qtbot, tiny_result):
         dispose_figure(fig)
 
 
-@pytest.mark.parametrize("size", [(420, 700), (900, 260)])
-def test_grid_cells_stay_square_in_a_narrow_or_flat_window(qtbot, shown_figure, size):
+@pytest.mark.parametrize("shape,size,blocks", [
+    ((6, 12), (420, 700), 1),  # a narrow window: one block, cells as wide as the view lets them
+    ((6, 12), (900, 260), 1),  # a flat one
+    ((30, 9), (640, 560), 2),  # SmolLM2's 30 × 9 in the panel at 1366 × 768: two blocks of 15 layers
+    ((48, 25), (640, 560), 1),  # GPT-2-xl's 48 × 25: one block
+])
+def test_the_grid_fills_its_panel_with_cells_near_square(qtbot, shown_figure, shape, size, blocks):
     from gui.plots.grid_plot import GridPlot
+    from gui.plots.head_layout import MAX_CELL_ASPECT
 
-    a = causal_maps(L=6, H=12, n=20)
+    L, H = shape
+    a = causal_maps(L=L, H=H, n=8)
     fig = shown_figure(GridPlot, *size)
     fig.set_attentions(a, key=1, causal=True, sync=True)
     qtbot.wait(150)
     vb = fig.plot.getViewBox()
+    assert fig.layout.blocks == blocks
 
     def cell_px():
         rect = vb.mapViewToScene(QtCore.QRectF(0, 0, 1, 1)).boundingRect()
         return rect.width(), rect.height()
 
     w, h = cell_px()
-    assert w == pytest.approx(h, rel=0.02)  # was ~30 × 95 px at the smallest window
+    assert 1 / MAX_CELL_ASPECT - 0.02 <= w / h <= MAX_CELL_ASPECT + 0.02  # never stretched more
+    columns, rows = fig.layout.columns, fig.layout.rows
     (x0, x1), (y0, y1) = vb.viewRange()
-    assert x0 <= 1e-6 and x1 >= 12 - 1e-6 and y0 <= 1e-6 and y1 >= 6 - 1e-6  # every head shows
-    spare = (vb.width() - vb.width() / (x1 - x0) * 12, vb.height() - vb.height() / (y1 - y0) * 6)
-    assert min(spare) <= 1  # the grid fills the short side; the spare room is on the long one
+    assert x0 <= 1e-6 and x1 >= columns - 1e-6 and y0 <= 1e-6 and y1 >= rows - 1e-6  # every head shows
+    used = (w * columns / vb.width(), h * rows / vb.height())
+    if 1 / MAX_CELL_ASPECT + 0.02 < w / h < MAX_CELL_ASPECT - 0.02:
+        assert min(used) >= 0.99 and max(used) <= 1.01  # not at the aspect cap: the cells take the whole view
+    else:
+        assert max(used) >= 0.99  # at the cap: the long side has the spare room
     vb.scaleBy((0.5, 0.5))
     fig.reset_view()
-    assert cell_px() == pytest.approx((w, h), rel=0.01)  # "View all" comes back to the square cells
+    assert cell_px() == pytest.approx((w, h), rel=0.01)  # "View all" comes back to the same cells
+
+
+def test_a_head_selected_elsewhere_is_brought_into_the_zoomed_grid(qtbot, shown_figure):
+    from gui.plots.grid_plot import GridPlot
+
+    fig = shown_figure(GridPlot, 640, 560)
+    fig.set_attentions(causal_maps(L=30, H=9, n=8), key=1, causal=True, sync=True)
+    qtbot.wait(100)
+    vb = fig.plot.getViewBox()
+    vb.setRange(xRange=(0, 3), yRange=(0, 3), padding=0)  # zoomed on the top-left heads
+    for layer, head in [(29, 8), (14, 0), (0, 0), (22, 4)]:
+        fig.select(layer, head)
+        cell = fig.cell_rect(layer, head)
+        (x0, x1), (y0, y1) = vb.viewRange()
+        assert x0 - 1e-6 <= cell.left() and cell.right() <= x1 + 1e-6, (layer, head)
+        assert y0 - 1e-6 <= cell.top() and cell.bottom() <= y1 + 1e-6, (layer, head)
+        assert x1 - x0 == pytest.approx(3) and y1 - y0 == pytest.approx(3)  # the zoom is kept
+        x, y = fig.layout.origin(layer, head)
+        c = fig.image.image.shape[0] // fig.layout.rows
+        assert fig.cell_head((y * c + c // 2, x * c + c // 2)) == (layer, head)  # hover and click agree
 
 
 def test_badges_offer_only_scores_that_apply(qtbot, disposed, tiny_result):

@@ -437,3 +437,54 @@ def test_sorting_follows_the_score_when_the_columns_change(qtbot):
     assert shown == sorted(b.values.ravel(), reverse=True)
     table.set_columns([c], (2, 3))  # b is gone: by layer
     assert header.sortIndicatorSection() == 0
+
+
+def test_a_map_where_most_heads_are_sinks_keeps_its_colours_and_says_how_many(qtbot, shown_figure):
+    """SmolLM2 at ε = 0.3 marks ~220 of 270 heads: each mark is a corner tick that leaves most of its cell's colour
+    showing, and the line under the map counts the marks and says why."""
+    from gui.tabs.scores.score_map import MARK_PX, ScoreMap, sinks_legend
+
+    L, H = 30, 9
+    values = np.random.default_rng(4).random((L, H))
+    marked = np.random.default_rng(5).random((L, H)) < 0.8
+    fig = shown_figure(ScoreMap, 520, 700)
+    fig.set_score("sink", values)
+    fig.set_marks(marked, "sink head: first-token score above ε = 0.3")
+    qtbot.wait(50)
+    n = int(marked.sum())
+    assert fig.legend.startswith(f"• {n} of {L * H} heads are sinks: first-token score above ε = 0.3")
+    assert sinks_legend(marked, "sink head: x") == f"• {n} of {L * H} heads are sinks: x"
+    assert sinks_legend(np.eye(1, dtype=bool), "sink head: x") == "• 1 of 1 heads is a sink: x"
+    assert sinks_legend(None, "x") == ""
+    cell = scene_rect_of_cell(fig, 0, 0)
+    tick_area = MARK_PX * MARK_PX / 2  # a right triangle with legs MARK_PX
+    assert tick_area <= 0.25 * cell.width() * cell.height()  # three quarters of each marked cell show its colour
+    xs, ys = fig.marks.getData()
+    assert {(int(y), int(x)) for x, y in zip(xs, ys)} == set(zip(*np.nonzero(marked)))
+    fig.set_marks(None)
+    assert "heads are sinks" not in fig.legend
+
+
+def test_the_legend_under_a_narrow_map_wraps_to_its_width_and_keeps_every_word(qtbot, shown_figure):
+    """The Scores tab's map beside the table is ~300 px wide at 1366 × 768: the legend under it must wrap, not run
+    off both edges ("…s: first-token score above ε = 0.3" was all that showed)."""
+    from PySide6 import QtGui
+
+    from gui.tabs.scores.score_map import LEGEND_PT, ScoreMap
+
+    L, H = 30, 9
+    fig = shown_figure(ScoreMap, 300, 600)
+    fig.set_score("previous_token", np.random.default_rng(4).random((L, H)))
+    fig.set_marks(np.random.default_rng(5).random((L, H)) < 0.8, "sink head: first-token score above ε = 0.3")
+    qtbot.wait(50)
+    font = QtGui.QFont(fig.font())
+    font.setPointSizeF(LEGEND_PT)
+    metrics = QtGui.QFontMetrics(font)
+    assert len(fig.legend_lines) >= 2
+    assert all(metrics.horizontalAdvance(line) <= fig.width() for line in fig.legend_lines)
+    assert " ".join(fig.legend_lines).split() == fig.legend.replace(" · ", " ").split()  # nothing dropped
+    label = fig.plot.getAxis("bottom").label
+    assert label.mapRectToScene(label.boundingRect()).width() <= fig.width() + 1  # drawn inside the figure
+    fig.resize(900, 600)
+    qtbot.wait(50)
+    assert len(fig.legend_lines) < 3  # wider: fewer lines

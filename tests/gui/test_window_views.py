@@ -107,10 +107,15 @@ def test_a_tab_activating_a_head_shows_it_in_the_head_tab(qtbot, window):
 def test_badges_follow_the_state(qtbot, window):
     run(qtbot, window, "The cat sat on the mat")
     panel = window.grid_panel
+    from gui.plots.badges import standout_order
+
     panel.badge_choice.setCurrentIndex(panel.badge_choice.findData("sink"))
-    assert window.state.badge_score == "sink" and panel.plot.badges
+    assert window.state.badge_score == "sink"
+    expected = standout_order(window.state.scores["sink"])  # only the heads that stand out, best first
+    assert panel.plot.badge_layer.heads == expected
+    assert panel.badge_note.toolTip() == panel.plot.badge_note != ""  # how many stand out, or that none does
     window.state.set_badge_score(None)
-    assert panel.badge_choice.currentData() is None and panel.plot.badges == []
+    assert panel.badge_choice.currentData() is None and panel.plot.badges == [] and panel.plot.badge_layer.heads == []
 
 
 def image_items(window):
