@@ -295,6 +295,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._wait_for(waiting[0] if waiting else None)
         if not waiting:
             self.status.running()
+        if self.state.bundle is None:  # nothing shown yet: the empty views say what is coming, not "type a text"
+            self.state.set_placeholder("running the text…")
         # from the request on, not from the worker's start: what is on screen is the previous text's while it queues
         self.state.set_running(True, f"The previous text's result — the new text waits for {waiting[0].label}…"
                                if waiting else f"{RUN_NOTE}…")
@@ -324,6 +326,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if request_id == self.latest_analyse_id and self.model_info is not None:
             self._sized = (n_tokens, plan)
             self.status.running(n_tokens, plan)
+            if self.state.bundle is None:
+                self.state.set_placeholder(f"running the text ({n_tokens:,} tokens)…")
             if self.state.running:
                 self.state.set_running(True, f"{RUN_NOTE} ({n_tokens:,} tokens)…")
 

@@ -104,9 +104,13 @@ class BadgeLayer:
         fits inside the cell drawn ``px`` (the data units of one screen pixel, x and y) now; hide it when none fits.
         The outlines follow too."""
         px_x, px_y = px
+        inside = lambda layer, head: layer < layout.n_layer and head < layout.n_head  # noqa: E731
         room_w, room_h = 1 / px_x - 2 * BADGE_INSET_PX, 1 / px_y - 2 * BADGE_INSET_PX
         shown = []
         for item, (layer, head, wordings) in zip(self.items, self.texts):
+            if not inside(layer, head):  # scores before the map's image (a long run's thumbnails come later)
+                item.setVisible(False)
+                continue
             fits = False
             for wording in wordings:
                 if getattr(item, "wording", None) != wording:  # setHtml re-lays the text out: only on a change
@@ -124,7 +128,7 @@ class BadgeLayer:
         self.shown = shown
         path = QtGui.QPainterPath()
         dx, dy = min(0.25, OUTLINE_INSET_PX * px_x), min(0.25, OUTLINE_INSET_PX * px_y)
-        for layer, head in self.heads:
+        for layer, head in (lh for lh in self.heads if inside(*lh)):
             x, y = layout.origin(layer, head)
             path.addRect(QtCore.QRectF(x + dx, y + dy, 1 - 2 * dx, 1 - 2 * dy))
         self.outline.setPath(path)

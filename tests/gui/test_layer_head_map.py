@@ -185,3 +185,15 @@ def test_a_head_selected_before_the_map_is_laid_out_leaves_every_head_in_view(qt
         assert (x0, x1) == pytest.approx((0, 9), abs=1e-6) and (y0, y1) == pytest.approx((0, 30), abs=1e-6)
     finally:
         dispose_figure(fig)
+
+
+def test_badges_set_before_the_map_has_its_image_wait_for_it(qtbot, lh_map):
+    """At 8,192 tokens the scores reach the grid before its thumbnails: the badges wait for the cells (no
+    ZeroDivisionError from an empty layout), and appear on them once the image comes."""
+    values = np.zeros((3, 4))
+    values[2, 1] = 0.9
+    lh_map.set_badges(values, "previous token")
+    assert lh_map.badges == [] and lh_map.badge_layer.outline.path().isEmpty()
+    show(qtbot, lh_map)
+    assert not lh_map.badge_layer.outline.path().isEmpty()
+    assert lh_map.badge_layer.heads[0] == (2, 1)

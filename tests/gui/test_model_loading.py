@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-from helpers import WAIT_MS, make_window, run  # noqa: E402
+from helpers import WAIT_MS, make_window, run, worker_held  # noqa: E402
 
 
 def test_failed_loads_keep_the_previous_model_and_offer_load_anyway(qtbot, window, tmp_path, tokenizer):
@@ -167,8 +167,13 @@ def test_loading_says_so_and_a_run_says_what_its_attention_takes(qtbot, settings
     sized = []
     w.worker.analysis_sized.connect(lambda rid, n, size: sized.append((n, size)))
     w.set_text("The cat sat on the mat")
-    with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
+    assert w.grid_panel.placeholder.text() == "Type a text to see its attention"
+    with worker_held(w.worker):  # the first run, nothing on screen yet: the empty grid says what is coming
         w.run_text()
+        assert w.grid_panel.stack.currentWidget() is w.grid_panel.placeholder
+        assert w.grid_panel.placeholder.text().startswith("running the text")
+    with qtbot.waitSignal(w.result_shown, timeout=WAIT_MS):
+        pass
     r = w.bundle.result
     assert w.grid_panel.stack.currentWidget() is w.grid_panel.plot and w.state.placeholder is None
     need = 3 * 4 * r.n_tokens ** 2 * 4  # float32 (layer, head, query, key) of the tiny model
