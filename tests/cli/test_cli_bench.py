@@ -19,6 +19,10 @@ def fake_measurements(monkeypatch, calls):
 
     monkeypatch.setattr(command, "bench_model", bench_model)
     monkeypatch.setattr(command, "print_header", lambda: None)
+    # the figures measured after the rows (minutes on the real model): recorded, not measured
+    monkeypatch.setattr(command, "bench_real_stall", lambda ns: calls.append(("real_stall", ns)) or {n: 1.0 for n in ns})
+    monkeypatch.setattr("cli.bench.importance.bench_importance", lambda: calls.append("importance") or {"x": 1})
+    monkeypatch.setattr("cli.bench.head_view.bench_head_view", lambda: calls.append("head_view") or {"y": 2})
     monkeypatch.setattr("torch.set_num_threads", lambda n: None)  # bench takes every core: not in the test process
 
 
@@ -49,8 +53,9 @@ def test_bench_json_is_written_whole(tmp_path, capsys, monkeypatch):
     code, stdout, err = run(capsys, "bench", "--models", "bundled", "--ns", "16,32", "--repeats", "1", "--no-scan",
                             "--json", target)
     assert code == 0, err
-    assert calls == [("bundled", [16, 32], 1)]
+    assert calls == [("bundled", [16, 32], 1), "head_view"]
     data = json.loads(target.read_text(encoding="utf-8"))
+    assert data["head_view"] == {"y": 2} and data["importance"] is None and data["real_gui_stall_ms"] is None
     assert data["rows"] == [{"model": "bundled", "n": 16}, {"model": "bundled", "n": 32}] and data["repeats"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]  # no temporary file left
     # a failure while writing: one line, and the earlier file is as it was
@@ -133,8 +138,11 @@ def test_bench_real_runs_the_real_table_alone_and_writes_it(tmp_path, capsys, mo
 
     monkeypatch.setattr(command, "bench_real", lambda ns, **kw: real.append((ns, kw)) or [{"n": n} for n in ns])
     code, _, _ = run(capsys, "bench", "--real", "--real-ns", "512,8192", "--json", tmp_path / "b.json")
-    assert code == 0 and calls == [] and real == [([512, 8192], {"repeats": 1, "memory": True})]
-    assert json.loads((tmp_path / "b.json").read_text())["real"] == [{"n": 512}, {"n": 8192}]
+    assert code == 0 and real == [([512, 8192], {"repeats": 1, "memory": True})]
+    assert calls == [("real_stall", [512, 8192]), "importance", "head_view"]  # no GPT-2 rows, no scan
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert data["real"] == [{"n": 512}, {"n": 8192}] and data["real_gui_stall_ms"] == {"512": 1.0, "8192": 1.0}
+    assert data["importance"] == {"x": 1}
 
 
 @pytest.mark.parametrize("ns", ["9000", "512,x", ""])

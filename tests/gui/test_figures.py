@@ -567,6 +567,7 @@ def wait_for_tile(qtbot, head, timeout=5000):
     qtbot.waitUntil(lambda: head.detail.request is not None and head.detail.isVisible(), timeout=timeout)
 
 
+@pytest.mark.slow  # a 4,096-token map pooled and tiled (~3 s)
 @pytest.mark.parametrize("scale", ["linear", "log"])
 def test_a_long_map_is_drawn_pooled_and_the_part_in_view_comes_as_a_tile_of_the_maps_max(qtbot, head, scale):
     """Past OVERVIEW_CELLS tokens the image is the map max-pooled (every bin's max, a one-cell diagonal kept),
