@@ -198,6 +198,24 @@ class ShownMap:
         return out
 
 
+#: A map with more tokens than this a side is drawn as a pooled overview (:func:`overview`) plus a detail tile.
+OVERVIEW_CELLS = 1024
+
+
+def overview(weights: np.ndarray, causal: bool, hide_first: bool, cells: int = OVERVIEW_CELLS) -> np.ndarray | None:
+    """The whole map as a long head view draws it: :meth:`ShownMap.pooled` over every cell at stride
+    ``pool_stride(n, cells)`` (each bin's max over its shown cells); None when the map fits ``cells`` a side
+    (stride 1: the map itself is drawn). 8,192² cells take ~90 ms here: computed where the map is, off the GUI
+    thread, and handed to the figure with it."""
+    stride = pool_stride(max(np.shape(weights)), cells)
+    if stride == 1:
+        return None
+    shown = ShownMap(weights, causal, hide_first)
+    pooled = shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
+    pooled.setflags(write=False)
+    return pooled
+
+
 def top_keys(row: np.ndarray, k: int = 5) -> list[tuple[int, float]]:
     """The ``k`` largest finite values of one query's row as (key, value), largest first; ties in key order.
     NaN (a masked or hidden key) is never among them."""

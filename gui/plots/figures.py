@@ -91,12 +91,15 @@ class HeadPlot(ZoomableFigure):
         self.plot.getViewBox().sigResized.connect(lambda *_: self._want_tile())
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
-                 hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight") -> None:
+                 hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight",
+                 overview: np.ndarray | None = None) -> None:
         """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row.
 
         ``causal``: draw the future keys as background (the model's mask); None keeps the figure's
         setting (True until told otherwise). ``quantity`` names what is drawn on the colour bar
-        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight")."""
+        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight"). ``overview``: the map's
+        :func:`analysis.display.overview` for these ``causal`` and ``hide_first`` when the caller made it off the GUI
+        thread; else it is pooled here."""
         if causal is not None:
             self.causal = bool(causal)
         shown = ShownMap(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
@@ -108,7 +111,10 @@ class HeadPlot(ZoomableFigure):
         matrix = shown_weights(weights, self.causal, hide_first) if stride == 1 else shown
         new_size = self.matrix is None or self.matrix.shape != matrix.shape
         self.matrix, self.tokens = matrix, tuple(tokens)
-        overview = matrix if stride == 1 else shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
+        if stride == 1:
+            overview = matrix
+        elif overview is None or overview.shape != (-(-shown.shape[0] // stride), -(-shown.shape[1] // stride)):
+            overview = shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
         drawn, levels = apply_scale(overview, scale)  # a max over cells commutes with the monotone scales
         self._show_scale(cmap, levels, bar_label(scale, hide_first, quantity))
         self._draw(shown, scale, drawn, levels, stride)

@@ -76,7 +76,7 @@ def head_matrix(state: ViewState, kind: str, layer: int, head: int) -> np.ndarra
 
 
 def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
-              title: str, matrix: np.ndarray | None = None) -> None:
+              title: str, matrix: np.ndarray | None = None, overview: np.ndarray | None = None) -> None:
     """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
     value-weighted when its value norms are there); ``matrix``: that map when the caller has it (else
     :func:`head_matrix`)."""
@@ -86,11 +86,11 @@ def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, la
     if kind == "value-weighted":
         figure.set_head(matrix, r.tokens, f"{title} — value-weighted, rows normalised",
                         cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
-                        quantity="share of row N")
+                        quantity="share of row N", overview=overview)
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
         return
     figure.set_head(matrix, r.tokens, title, cmap=state.colormap, scale=state.scale,
-                    hide_first=state.hide_first, causal=r.causal)
+                    hide_first=state.hide_first, causal=r.causal, overview=overview)
     if strip is not None:
         strip.set_norms(None)

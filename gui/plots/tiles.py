@@ -24,12 +24,10 @@ import numpy as np
 import shiboken6
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import ShownMap, apply_scale, pool_stride
+from analysis.display import OVERVIEW_CELLS, ShownMap, apply_scale, pool_stride  # noqa: F401 (OVERVIEW_CELLS: here too)
 
 from .plot_items import argb_with_nan
 
-#: A map with more tokens than this a side is drawn as a pooled overview plus a detail tile of the part in view.
-OVERVIEW_CELLS = 1024
 #: The detail tile covers the view and this share of the view's width and height more on every side, so that a
 #: small pan still finds cells drawn at full detail while the next tile is made.
 TILE_MARGIN = 0.25

@@ -107,7 +107,7 @@ def test_the_window_runs_the_chat_format_and_the_strip_shows_the_template(qtbot,
         qtbot.mouseClick(text_input.chat_box, QtCore.Qt.MouseButton.LeftButton)
     result = window.bundle.result
     assert result.chat and result.token_ids.tolist() == template_ids(chat_model, TEXT)
-    labels = [strip.item(i).text().split("\n", 1)[1] for i in range(strip.count())]
+    labels = [strip.label(i).split("\n", 1)[1] for i in range(strip.count())]
     assert labels == list(result.tokens) and labels[0] == "<|im_start|>" and "<|im_end|>" in labels
     assert labels.count("\u21b5") == 3  # the newlines of the template (after user, after <|im_end|>, after assistant)
     assert not text_input.bos_box.isEnabled()

@@ -18,9 +18,9 @@ def test_typing_runs_automatically_and_fills_every_view(qtbot, window):
     r = window.bundle.result
     strip = window.text_input.token_strip
     assert r.text == "The cat sat on the mat"
-    assert [strip.item(i).text() for i in range(strip.count())] == [f"{i}\n{t}" for i, t in enumerate(r.tokens)]
+    assert [strip.label(i) for i in range(strip.count())] == [f"{i}\n{t}" for i, t in enumerate(r.tokens)]
     assert r.tokens[1].startswith("␣")  # the leading-space marker is visible
-    assert f"id {r.token_ids[1]}" in strip.item(1).toolTip()
+    assert f"id {r.token_ids[1]}" in strip.tooltip(1)
     assert f"{r.n_tokens} tokens" in window.status_tokens.text()
     assert "tiny" in window.status_model.text() and "cpu" in window.status_model.text()
     assert "last run" in window.status_run.text()
@@ -79,7 +79,8 @@ def test_hover_line_follows_the_hovered_cell_as_plain_text_and_clears_on_a_new_r
 def test_query_highlight_from_the_token_strip(qtbot, window):
     run(qtbot, window, "The server rejected the request")
     strip = window.text_input.token_strip
-    qtbot.mouseClick(strip.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=strip.visualItemRect(strip.item(4)).center())
+    qtbot.waitUntil(lambda: strip.item_rect(4).isValid())  # laid out in batches
+    qtbot.mouseClick(strip.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=strip.item_rect(4).center())
     assert window.state.query_row == 4 and window.head_tab.plot.row_highlight.isVisible()
 
 
@@ -271,3 +272,32 @@ def test_predictions_fit_two_lines_beside_the_token_strip(qtbot, window):
     assert label.text().startswith("Next&nbsp;token:") and label.isVisible()
     assert all(p.token in label.toolTip() or "&" in p.token or "<" in p.token
                for p in window.bundle.result.predictions)
+
+
+def test_the_token_strip_of_a_long_text_is_a_model_laid_out_in_batches(qtbot):
+    """8,192 tokens: the strip holds the tokens, not a widget item each, lays them out a batch per event-loop turn
+    (no single long layout pass), and a query row chosen elsewhere is selected and scrolled into view."""
+    from types import SimpleNamespace
+
+    from PySide6 import QtWidgets
+
+    from gui.input.token_strip import LAYOUT_BATCH, TokenStrip
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    strip = TokenStrip(state)
+    qtbot.addWidget(strip)
+    strip.resize(600, strip.height())
+    strip.show()
+    qtbot.waitExposed(strip)
+    n = 8192
+    tokens = [f"t{i}" for i in range(n)]
+    strip._bundle_changed(SimpleNamespace(result=SimpleNamespace(tokens=tokens, token_ids=range(n))))
+    assert strip.layoutMode() is QtWidgets.QListView.LayoutMode.Batched and strip.batchSize() == LAYOUT_BATCH
+    assert strip.count() == n and strip.label(5000) == "5000\nt5000" and "id 5000" in strip.tooltip(5000)
+    strip._query_row_changed(7000)
+    qtbot.waitUntil(lambda: strip.item_rect(7000).isValid() and strip.viewport().rect().intersects(
+        strip.item_rect(7000)), timeout=5000)
+    assert strip.current_row() == 7000
+    strip._bundle_changed(None)
+    assert strip.count() == 0
