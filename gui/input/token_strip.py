@@ -118,4 +118,4 @@ class TokenStrip(QtWidgets.QListView):
             self._scroll_to = None
             self.scrollTo(self.tokens.index(row))
         else:
-            QtCore.QTimer.singleShot(LAYOUT_RETRY_MS, self._scroll_when_laid_out)
+            QtCore.QTimer.singleShot(LAYOUT_RETRY_MS, self, self._scroll_when_laid_out)  # dropped with the strip

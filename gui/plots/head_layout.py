@@ -72,13 +72,6 @@ class HeadLayout:
         # (block, row, head, c, c) → (row, c, block, head, c) → (R·c, k·H·c)
         return np.ascontiguousarray(padded.reshape(k, R, H, c, c).transpose(1, 3, 0, 2, 4).reshape(R * c, k * H * c))
 
-    def unwrap(self, image: np.ndarray) -> np.ndarray:
-        """The inverse of :meth:`wrap`: an image of this layout → its (layer, head, c, c) thumbnails."""
-        R, k, H = self.rows, self.blocks, self.n_head
-        c = image.shape[0] // R
-        cells = image.reshape(R, c, k, H, c).transpose(2, 0, 3, 1, 4).reshape(k * R, H, c, c)
-        return cells[: self.n_layer]
-
 
 #: Cells may be at most this much wider than tall, or taller than wide, when the map fills its panel
 #: (past it the map is letterboxed: a head's pattern is never stretched more).

@@ -28,7 +28,7 @@ def test_every_head_has_one_cell_and_every_cell_one_head_or_none(L, H, blocks):
 
 
 @pytest.mark.parametrize("L,H,blocks,c", [(30, 9, 2, 3), (7, 4, 3, 2), (4, 3, 1, 5)])
-def test_wrap_puts_each_thumbnail_in_its_cell_and_unwrap_inverts_it(L, H, blocks, c):
+def test_wrap_puts_each_thumbnail_in_its_cell(L, H, blocks, c):
     layout = HeadLayout(L, H, blocks)
     cells = np.random.default_rng(0).random((L, H, c, c)).astype(np.float32)
     image = layout.wrap(cells)
@@ -37,7 +37,6 @@ def test_wrap_puts_each_thumbnail_in_its_cell_and_unwrap_inverts_it(L, H, blocks
         x, y = layout.origin(layer, head)
         assert np.array_equal(image[y * c:(y + 1) * c, x * c:(x + 1) * c], cells[layer, head])
     assert np.isnan(image).sum() == (layout.rows * layout.columns - L * H) * c * c
-    assert np.array_equal(layout.unwrap(image), cells)
     with pytest.raises(ValueError):
         layout.wrap(cells[:, :-1])
 
