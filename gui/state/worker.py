@@ -2,8 +2,12 @@
 hears back through past-tense Qt signals (``model_loaded``, ``analysis_ready``, ``failed`` …).
 
 - The thread is a plain Python daemon thread reading a request queue (a daemon, so that a worker
-  nobody stopped never keeps a process alive); signals emitted from it are queued to the receivers
-  in the GUI thread.
+  nobody stopped never keeps a process alive). It never emits a public signal itself: it hands each
+  one to the GUI thread (``_carried``, a queued connection to a slot of the worker), which emits it
+  there, so every receiver is called on the GUI thread directly. A Python callable connected to a
+  signal emitted from a foreign thread gets a queued call that can outlive the connection (a
+  pytest-qt blocker disconnected while a second ``task_done`` waited in the queue crashed the
+  suite).
 - A newer request supersedes the older ones it makes worthless, the moment it is made: a load
   supersedes every load, analysis and model-bound task before it (their answers would be about the
   old model), an analysis every analysis before it (typing fast sends many: only the latest runs).
@@ -167,9 +171,12 @@ class Worker(QtCore.QObject):
     # emitted on the GUI thread when a load or an analysis request ends tasks in flight: their labels
     # ("the scan") and the RequestKind that ended them
     tasks_stopped = QtCore.Signal(list, object)
+    # the worker thread's emits on their way to the GUI thread: the public signal, its arguments (see _emit)
+    _carried = QtCore.Signal(object, object)
 
     def __init__(self):
         super().__init__()
+        self._carried.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
         self._ids = itertools.count(1)
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -238,8 +245,15 @@ class Worker(QtCore.QObject):
 
     # ----------------------------------------------------------------- the thread
     def _emit(self, signal, *args) -> None:
-        """Emit ``signal`` unless the worker was stopped: a thread still finishing a load or a forward after
-        its window closed must not signal into Qt while the GUI thread builds or tears down other windows."""
+        """Have ``signal`` emitted on the GUI thread (:meth:`_deliver`) unless the worker was stopped: a thread
+        still finishing a load or a forward after its window closed must not signal into Qt while the GUI
+        thread builds or tears down other windows."""
+        if not self._stopping:
+            self._carried.emit(signal, args)
+
+    @QtCore.Slot(object, object)
+    def _deliver(self, signal, args) -> None:
+        """On the GUI thread: emit what the worker thread handed over, unless the worker was stopped since."""
         if not self._stopping:
             signal.emit(*args)
 

@@ -272,3 +272,26 @@ def test_a_runs_estimate_is_the_pace_of_its_layers_so_far():
     assert seconds_left(2.0, 0, 29) is None  # no layer done: no pace
     assert format_duration(54.4) == "54 s" and format_duration(125) == "2 min" and format_duration(None) == "?"
     assert format_duration(3900) == "1 h 05 min"
+
+
+def test_receivers_are_called_on_the_gui_thread_and_never_after_they_disconnect(qtbot, worker):
+    """Two tasks end while the GUI thread is busy; the receiver disconnects after the first answer: it never hears
+    the second (a queued call to a disconnected Python callable crashed the suite), and it ran on the GUI thread."""
+    worker._loaded = object()
+    heard, threads = [], []
+
+    def receive(_rid, name, _value):
+        heard.append(name)
+        threads.append(threading.get_ident())
+        worker.task_done.disconnect(receive)
+
+    worker.task_done.connect(receive)
+    worker.submit("first", lambda _loaded: None)
+    worker.submit("second", lambda _loaded: None)
+    worker.submit("last", lambda _loaded: None)
+    time.sleep(0.5)  # the GUI thread is busy: all three answers wait for it
+    ended = []
+    worker.task_done.connect(lambda _rid, name, _value: ended.append(name))
+    qtbot.waitUntil(lambda: "last" in ended, timeout=10_000)
+    assert heard == ["first"]
+    assert threads == [threading.get_ident()]
