@@ -297,6 +297,24 @@ def rollout_skip_first(r: np.ndarray) -> np.ndarray:
     return without_first_key(r)
 
 
+def first_input_share(r: np.ndarray) -> float:
+    """How much of rollout R(l) goes to the first input, on average over the positions after it::
+
+        share = (1 / (n − 1)) · Σ_{i=1}^{n−1} R[i, 0]
+
+    Position 0 is left out (a decoder's first position draws on token 0 alone: R[0, 0] = 1 whatever the model).
+    r (n, n) one layer's R → a float in [0, 1]; NaN for n < 2. The Rollout tab points to *Hide first token,
+    renormalise* when it is at least :data:`FIRST_INPUT_DOMINATES`: the map is then that one column and little
+    else."""
+    r = np.asarray(r)
+    if r.shape[-1] < 2:
+        return float("nan")
+    return float(np.mean(r[1:, 0], dtype=np.float64))
+
+
+FIRST_INPUT_DOMINATES = 0.5  # first_input_share at which the first input's column is most of the rollout
+
+
 def residual_rows(weights: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Rollout's Â = 0.5 · mean_h A + 0.5 · I, each row renormalised to sum to 1, for some query rows: weights
     (H, b, n) every head's rows ``queries`` (b,) of one layer → Â's same rows (b, n) float64, a new array (the

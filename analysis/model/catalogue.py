@@ -154,6 +154,20 @@ MINILM_MISSING = (f"all-MiniLM-L6-v2 is not installed: run 'make minilm' (it ins
                   "sentence-transformers/all-MiniLM-L6-v2.")
 
 
+def unknown_name_note(name: str) -> str:
+    """For a bare name (no ``org/``) that is none of the app's own names nor a hub model it offers, the sentence that
+    says so, with the nearest known names ("Did you mean gpt2-xl?"): offline, the hub cannot tell whether such a
+    name exists, so the message about an unreachable hub starts with this. "" for a known name or an ``org/name``."""
+    import difflib
+
+    if "/" in name or name in HUB_MODELS:
+        return ""
+    known = [BUNDLED, SMOLLM2, MINILM, *HUB_MODELS]
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    return (f"'{name}' is not a model AttnScope knows ({', '.join(known[:5])}, … or an org/name hub id), nor a folder "
+            "or a .gguf file here." + (f" Did you mean {' or '.join(near)}?" if near else ""))
+
+
 #: What the hub accepts as a repository id: letters, digits, ``-``, ``_``, ``.``; one optional ``org/``.
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import HubUnreachableError, ModelLoadError, one_line
-from .catalogue import ModelSource, resolve_source
+from .catalogue import ModelSource, resolve_source, unknown_name_note
 
 #: Files needed from a hub repository (never the pickle, TF, Flax or ONNX copies).
 HUB_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
@@ -80,8 +80,10 @@ def download_hub_model(
     """Download a hub model's config, safetensors weights and tokenizer; return the snapshot folder."""
     from huggingface_hub import snapshot_download
 
+    unknown = unknown_name_note(source.name)
     if hub_offline():
         raise HubUnreachableError(
+            f"{unknown} As a hub id it cannot be looked up: HF_HUB_OFFLINE is set." if unknown else
             f"'{source.name}' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
             "go online once to download it, or open a local model folder (or use the bundled model).",
             source=source.name,
@@ -99,7 +101,8 @@ def download_hub_model(
         reason = one_line(exc, 200) or type(exc).__name__
         if _is_network_error(exc):
             raise HubUnreachableError(
-                f"Cannot download '{source.name}': the Hugging Face hub is not reachable. Go online once to "
+                f"{unknown} As a hub id it cannot be looked up: the Hugging Face hub is not reachable." if unknown
+                else f"Cannot download '{source.name}': the Hugging Face hub is not reachable. Go online once to "
                 "download it, or open a local model folder (or use the bundled model).",
                 source=source.name,
             ) from None

@@ -50,6 +50,15 @@ class HeadLayout:
         """The layers of block ``block``, top to bottom."""
         return range(block * self.rows, min(self.n_layer, (block + 1) * self.rows))
 
+    def axis_label(self) -> str:
+        """The label under the map: "head", and with blocks which layers each block holds, left to right
+        ("head · blocks left to right: L0–L14 | L15–L29"): every block's heads read H0…H8 alike."""
+        if self.blocks == 1:
+            return "head"
+        spans = [self.block_layers(b) for b in range(self.blocks)]
+        return "head · blocks left to right: " + " | ".join(
+            f"L{span[0]}–L{span[-1]}" if len(span) > 1 else f"L{span[0]}" for span in spans if len(span))
+
     def head_at(self, row: int, column: int) -> tuple[int, int] | None:
         """(layer, head) of the cell in grid row ``row``, column ``column`` (cell units, 0-based); None outside the
         map or on a cell that holds no head (the last block's tail)."""

@@ -114,7 +114,7 @@ class LayerHeadMap(ZoomableFigure):
             self.image.setColorMap(colormap(cmap))
         self.set_title(title)
         self.plot.setLabel("left", "layer")
-        self.plot.setLabel("bottom", "head")
+        self.plot.setLabel("bottom", layout.axis_label())
         if new_layout:
             self._draw_separators()
             self.on_theme(self.dark)
@@ -325,3 +325,4 @@ def width_for_title(title: str, room: int = 200) -> int:
     font = QtGui.QFont(QtWidgets.QApplication.font())
     font.setPointSizeF(11)
     return QtGui.QFontMetrics(font).horizontalAdvance(title) + room
+

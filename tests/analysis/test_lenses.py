@@ -393,3 +393,16 @@ def test_the_registry_describes_the_export_folder(tiny_model, tiny_result, tmp_p
             np.testing.assert_array_equal(data[name], array)
     summary = json.loads((tmp_path / "x" / "summary.json").read_text(encoding="utf-8"))
     assert {k: summary[k] for k in lenses.summary_fields(values)} == lenses.summary_fields(values)
+
+
+def test_the_first_inputs_share_is_the_mean_of_its_column_past_position_zero():
+    r = np.array([[1.0, 0.0, 0.0],
+                  [0.75, 0.25, 0.0],
+                  [0.25, 0.25, 0.5]], dtype=np.float32)
+    assert lenses.first_input_share(r) == pytest.approx((0.75 + 0.25) / 2)  # row 0 (1.0) left out
+    assert np.isnan(lenses.first_input_share(np.ones((1, 1))))
+    rng = np.random.default_rng(3)
+    sunk = lenses.rollout(_random_maps(rng, True, sink=0.9))[-1]
+    assert lenses.first_input_share(sunk) == pytest.approx(sum(sunk[i, 0] for i in range(1, len(sunk))) /
+                                                           (len(sunk) - 1), rel=1e-6)
+    assert lenses.first_input_share(sunk) >= lenses.FIRST_INPUT_DOMINATES

@@ -165,3 +165,35 @@ def test_a_one_position_model_that_prepends_bos_runs_one_token_without_it(tmp_pa
         run_text(loaded, "the cat sat", bos=True)
     assert str(caught.value) == ("This model's context holds only 1 position, no room for text beside its 1 special "
                                  "token (BOS); run the text without them (--no-bos, or untick BOS).")
+
+
+def test_an_unknown_bare_name_offline_is_called_unknown_not_only_unreachable(monkeypatch):
+    """'nosuch' (no org/) is no name AttnScope knows: offline the hub cannot say whether it exists, so the message says
+    both, with near names; a known hub name and an org/name keep the plain "not reachable" advice."""
+    import huggingface_hub
+
+    from analysis.model import hub
+    from analysis.model.catalogue import resolve_source, unknown_name_note
+
+    def unreachable(*_args, **_kwargs):
+        raise ConnectionError("Failed to resolve 'huggingface.co'")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "hub_offline", lambda: False)
+    messages = {}
+    for name in ("nosuch", "gpt2-larg", "gpt2", "someorg/nosuch"):
+        with pytest.raises(HubUnreachableError) as refused:
+            hub.download_hub_model(resolve_source(name))
+        messages[name] = str(refused.value)
+        assert "\n" not in messages[name] and refused.value.source == name
+    assert messages["nosuch"].startswith("'nosuch' is not a model AttnScope knows") and "not reachable" in \
+        messages["nosuch"] and "Did you mean" not in messages["nosuch"]
+    assert "Did you mean gpt2-large" in messages["gpt2-larg"]
+    for name in ("gpt2", "someorg/nosuch"):
+        assert messages[name].startswith(f"Cannot download '{name}': the Hugging Face hub is not reachable")
+        assert unknown_name_note(name) == ""
+    monkeypatch.setattr(hub, "hub_offline", lambda: True)
+    with pytest.raises(HubUnreachableError) as refused:
+        hub.download_hub_model(resolve_source("nosuch"))
+    assert str(refused.value).startswith("'nosuch' is not a model") and "HF_HUB_OFFLINE" in str(refused.value)

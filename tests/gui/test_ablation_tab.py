@@ -35,16 +35,34 @@ def expected_top(outcome):
 def test_the_heads_box_follows_the_selection_until_heads_are_added(qtbot, panel):
     state = panel.state
     state.select(1, 2)
-    assert panel.heads_edit.text() == "L1H2" and panel.add_button.text() == "Add L1H2"  # a head, not a decimal
+    assert panel.heads_edit.text() == "L1H2" and panel.add_button.text() == "Keep L1H2"  # a head, not a decimal
     qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
+    assert panel.add_button.text() == "Add L1H2" and not panel.add_button.isEnabled()  # named already
+    assert "in the list already" in panel.add_button.toolTip()
     state.select(0, 3)
     assert panel.heads_edit.text() == "L1H2"  # pinned
+    assert panel.add_button.text() == "Add L0H3" and panel.add_button.isEnabled()
     qtbot.mouseClick(panel.add_button, QtCore.Qt.MouseButton.LeftButton)
-    assert panel.heads_edit.text() == "L1H2, L0H3"
+    assert panel.heads_edit.text() == "L1H2, L0H3" and not panel.add_button.isEnabled()
     qtbot.mouseClick(panel.reset_button, QtCore.Qt.MouseButton.LeftButton)
     assert panel.heads_edit.text() == "L0H3"
     state.select(2, 1)
     assert panel.heads_edit.text() == "L2H1"
+
+
+def test_before_the_first_ablation_the_baseline_shows_the_texts_top_5_and_the_boxes_keep_their_width(qtbot, panel):
+    from analysis.measures.ablation import TOP_K
+
+    r = panel.state.result
+    assert shown_top(panel.baseline_box) == [(p.token, f"{p.probability:.3f}") for p in r.predictions[:TOP_K]]
+    assert "Ablate" in panel.baseline_box.loss.text() and "Ablate" in panel.ablated_box.loss.text()
+    assert shown_top(panel.ablated_box) == []
+    widths = panel.baseline_box.width(), panel.ablated_box.width()
+    assert abs(widths[0] - widths[1]) <= 2
+    with qtbot.waitSignal(panel.ablation_shown, timeout=WAIT_MS):
+        panel.ablate()
+    qtbot.wait(20)
+    assert (panel.baseline_box.width(), panel.ablated_box.width()) == widths
 
 
 def test_add_keeps_the_heads_as_typed_and_never_names_one_twice(qtbot, panel):
@@ -166,7 +184,8 @@ def test_answers_for_a_text_no_longer_on_screen_are_dropped(qtbot, panel, worker
     qtbot.waitUntil(lambda: worker._queue.empty(), timeout=WAIT_MS)
     qtbot.wait(500)
     assert shown == [] and panel.ablation is None and panel.importance is None
-    assert panel.baseline_box.tokens() == [] and panel.ablate_button.isEnabled()
+    assert panel.baseline_box.tokens() == [(p.token, f"{p.probability:.3f}") for p in other.result.predictions[:5]]
+    assert panel.ablated_box.tokens() == [] and panel.ablate_button.isEnabled()  # the new text's, unablated
     # of two ablations asked in a row, only the later one is shown
     with worker_held(worker):
         panel.heads_edit.setText("0.0")

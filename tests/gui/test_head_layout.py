@@ -51,3 +51,9 @@ def test_blocks_are_chosen_for_cells_nearest_square():
         assert k in valid and aspect(L, H, w, h, k) <= min(aspect(L, H, w, h, j) for j in valid) + 1e-9
     assert blocks_for(30, 9, 640, 560) == 2  # SmolLM2 in the panel at 1366 × 768
     assert blocks_for(30, 9, 0, 0) == 1 and blocks_for(0, 0, 640, 560) == 1
+
+
+def test_the_axis_label_names_each_blocks_layers_left_to_right():
+    assert HeadLayout(12, 12, 1).axis_label() == "head"
+    assert HeadLayout(30, 9, 2).axis_label() == "head · blocks left to right: L0–L14 | L15–L29"
+    assert HeadLayout(7, 4, 3).axis_label() == "head · blocks left to right: L0–L2 | L3–L5 | L6"

@@ -339,6 +339,35 @@ class FakeWorker(QtCore.QObject):
         return 0
 
 
+def test_the_rollout_tab_points_past_a_dominant_first_input_and_has_the_states_scale(qtbot, views, tiny_result,
+                                                                                    monkeypatch):
+    """Where the first input takes at least FIRST_INPUT_DOMINATES of R(l) (lenses.first_input_share) and is shown,
+    the status line says how much and names the box; ticked, or below the threshold, it is blank. The Scale box
+    writes the state's scale and follows it."""
+    from analysis.measures.lenses import first_input_share, rollout
+    from gui.tabs.rollout import rollout_tab
+    from gui.tabs.rollout.rollout_tab import LAYER_LABEL, SKIP_FIRST_LABEL
+
+    show(qtbot, views, tiny_result, view="weights", kind="rollout")
+    state, roll = views.state, views.roll
+    share = first_input_share(rollout(tiny_result.attentions)[2])
+    monkeypatch.setattr(rollout_tab, "FIRST_INPUT_DOMINATES", share)  # this model's R(2) just dominates
+    state.select(2, 1)
+    assert roll.status.text().startswith(f"The first input takes {share:.0%} of every later position")
+    assert SKIP_FIRST_LABEL in roll.status.text()
+    roll.skip_first_box.click()
+    assert roll.status.text() == " "
+    roll.skip_first_box.click()
+    monkeypatch.setattr(rollout_tab, "FIRST_INPUT_DOMINATES", share + 1e-3)
+    state.select(2, 0)
+    assert roll.status.text() == " "
+    assert any(label.text() == LAYER_LABEL for label in roll.findChildren(QtWidgets.QLabel))
+    roll.scale_choice.setCurrentIndex(roll.scale_choice.findData("power"))
+    assert state.scale == "power"
+    state.set_scale("log")
+    assert roll.scale_choice.currentData() == "log"
+
+
 def test_rollout_and_head_maps_are_dimmed_while_a_new_text_runs(qtbot):
     """While a new text runs, the maps still show the previous text's result: dimmed, and the Rollout tab says so."""
     from gui.tabs.head.head_tab import HeadTab

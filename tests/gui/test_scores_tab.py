@@ -133,6 +133,21 @@ def test_one_name_per_score(panel):
     assert SCORE_LABELS["induction"] in panel.map.hover_text(1, 1) and "rank" in panel.map.hover_text(1, 1)
 
 
+def test_a_key_under_the_table_says_what_every_short_header_stands_for(panel):
+    from analysis.measures.head_scores import SCORE_DESCRIPTIONS, SCORE_LABELS, SCORE_SHORT
+
+    key = panel.key_label.text()
+    assert panel.key_label.isVisibleTo(panel) and key.startswith("Columns: ")
+    shown = panel.model.names[1:]
+    for name in shown:
+        short, label = SCORE_SHORT[name], SCORE_LABELS[name]
+        meaning = label if short != label else SCORE_DESCRIPTIONS[name].split(" (")[0]
+        assert f"{short} = {meaning}" in key, name
+    assert "dup. = duplicate token" in key and "entropy = how spread the attention is" in key
+    positions = [key.index(f"{SCORE_SHORT[name]} = ") for name in shown]
+    assert positions == sorted(positions)  # in the table's order
+
+
 def test_colormap_and_dark_mode_reach_the_map(qtbot, panel):
     import pyqtgraph as pg
 

@@ -82,6 +82,7 @@ class AblationTab(QtWidgets.QWidget):
         self.heads_edit.setToolTip("The heads to ablate together, separated by commas: L1H0 is layer 1, head 0 (1.0 "
                                    "works too). It follows the selected head until you type in it or press Add.")
         self.heads_edit.returnPressed.connect(self.ablate)
+        self.heads_edit.textChanged.connect(lambda _text: self._update_add_button())
         self.add_button = QtWidgets.QPushButton("Add selected")
         self.add_button.setToolTip("Keep the heads named and add the selected head; select another and Add again")
         self.add_button.clicked.connect(self.add_selected)
@@ -111,8 +112,9 @@ class AblationTab(QtWidgets.QWidget):
         self.baseline_box = Predictions("Baseline")
         self.ablated_box = Predictions("Ablated")
         sides = QtWidgets.QHBoxLayout()
-        sides.addWidget(self.baseline_box)
-        sides.addWidget(self.ablated_box)
+        for box in (self.baseline_box, self.ablated_box):  # half each, whatever they hold: no jump after Ablate
+            box.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+            sides.addWidget(box, 1)
         self.message = QtWidgets.QLabel()
         self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
@@ -185,7 +187,9 @@ class AblationTab(QtWidgets.QWidget):
             return "The text needs at least 2 tokens to measure a next-token loss; type a longer one."
         return ""
 
-    def _bundle_changed(self) -> None:
+    def _bundle_changed(self, unablated: bool = True) -> None:
+        """A new result (or model): forget what belongs to the old one; with ``unablated``, show the result's own
+        top-5 as the baseline (not after a load: the result on screen is the previous model's)."""
         key = self._current_key()
         if key != self._key:
             self._forget()
@@ -198,10 +202,13 @@ class AblationTab(QtWidgets.QWidget):
             widget.setEnabled(not why)
         if why:
             self.importance_cancel.setEnabled(False)
+        self._update_add_button()
+        if unablated:
+            self._show_unablated()
 
     def _model_loaded(self, *_args) -> None:
         self._model_generation += 1  # the results on screen are the previous model's
-        self._bundle_changed()
+        self._bundle_changed(unablated=False)
 
     def _forget(self) -> None:
         """Drop the answers in flight and clear what is shown: they belong to another text or model."""
@@ -218,28 +225,66 @@ class AblationTab(QtWidgets.QWidget):
         self.importance_cancel.setEnabled(False)
         self.importance_label.setText("")
 
+    def _show_unablated(self) -> None:
+        """Before the first ablation of a text: the baseline box shows the text's own top-5 next tokens (the run's
+        predictions, the baseline an ablation compares with; its loss is measured by Ablate), the ablated box says
+        what Ablate does. Nothing (both "—") when the tab cannot run."""
+        r = self.state.result
+        if self._usable() or r is None or self.ablation is not None:
+            return
+        from analysis.measures.ablation import TOP_K, Outcome
+
+        self.baseline_box.show_outcome(Outcome(float("nan"), tuple((p.token, p.probability)
+                                                                   for p in r.predictions[:TOP_K])))
+        self.baseline_box.loss.setText("loss: measured by Ablate")
+        self.ablated_box.loss.setText("Ablate runs the text with the heads named ablated: their loss and top-5 here")
+
     # ----------------------------------------------------------------- the heads box
     def _selection_changed(self, layer: int, head: int) -> None:
         self.map.select(layer, head)
-        self.add_button.setText(f"Add {head_name(layer, head)}")
         now = self.heads_edit.text().strip()
         if now in ("", self._followed):
             self._followed = head_name(layer, head)
             self.heads_edit.setText(self._followed)
+        self._update_add_button()
+
+    def _named(self) -> list[tuple[int, int]]:
+        """The heads the heads box names so far (items that name none yet are left out)."""
+        return [named for part in self.heads_edit.text().split(",") if part.strip() for named in _heads_in(part)]
+
+    def _update_add_button(self) -> None:
+        """The button says what it does: "Keep L1H2" while the box follows the selection (pins it: the next head
+        selected is added, not put in its place), "Add L0H3" for a head not named yet, and greyed out (saying so)
+        when the box already holds the selected head for good."""
+        head = (self.state.layer, self.state.head)
+        name = head_name(*head)
+        following = self.heads_edit.text().strip() in ("", self._followed)
+        named = head in self._named()
+        if following:
+            text, tip = f"Keep {name}", f"Keep {name} in the list; then select another head and Add it"
+        elif named:
+            text, tip = f"Add {name}", f"{name} is in the list already: select another head to add it"
+        else:
+            text, tip = f"Add {name}", "Keep the heads named and add the selected head; select another and Add again"
+        self.add_button.setText(text)
+        self.add_button.setToolTip(tip)
+        self.add_button.setEnabled(not (named and not following) and not self._usable())
 
     def add_selected(self) -> None:
         """Keep the heads named (as typed, "1.0" or "L1H0") and add the selected one, unless it is named already."""
         head = (self.state.layer, self.state.head)
         parts = [p.strip() for p in self.heads_edit.text().split(",") if p.strip()]
-        if head not in (named for part in parts for named in _heads_in(part)):
+        if head not in self._named():
             parts.append(head_name(*head))
-        self.heads_edit.setText(", ".join(parts))
         self._followed = ""  # pinned: the next selection is added with the button, not put in its place
+        self.heads_edit.setText(", ".join(parts))
+        self._update_add_button()
 
     def follow_selection(self) -> None:
         """Back to ablating the selected head alone (the box follows the selection again)."""
         self._followed = head_name(self.state.layer, self.state.head)
         self.heads_edit.setText(self._followed)
+        self._update_add_button()
 
     def _select(self, layer: int, head: int) -> None:
         if self.state.result is not None:

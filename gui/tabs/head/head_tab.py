@@ -198,8 +198,8 @@ class HeadTab(QtWidgets.QWidget):
             self.head_label.setToolTip(plain_tooltip(message))
 
     def _label_head(self, layer: int, head: int) -> None:
-        """The label above the map: "L1H2 · top score: sink 0.930" (or what the value view is waiting for),
-        short enough for the row of controls at 1366 px; the head's every label score is in its tooltip."""
+        """The label above the map: "L1H2 · top score: sink 0.930", where that is too wide "L1H2 · sink 0.930",
+        then "L1H2" (or what the value view is waiting for), short enough for the row of controls at 1366 px; the head's every label score is in its tooltip."""
         s = self.state
         top = strongest_score(s.scores, layer, head)
         name = f"<b>{head_name(layer, head)}</b>"
@@ -214,7 +214,8 @@ class HeadTab(QtWidgets.QWidget):
             texts = [f"{name} — <i>{html.escape(note)}</i>"]
         elif top is not None:
             score = html.escape(top_score_text(top), quote=False)
-            texts = [f"{name} · top score: {score}", f"{name} · top: {score}", name]
+            # narrower: the same score without its caption (one wording at every width, never "top:")
+            texts = [f"{name} · top score: {score}", f"{name} · {score}", name]
         self.head_label.set_texts(*texts)
         tip = [f"Layer {layer}, head {head}."]
         if note is not None:

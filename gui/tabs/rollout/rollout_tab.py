@@ -10,17 +10,23 @@ display.without_first_key, which is that function), the colour range and the hov
 under the controls says the column is hidden. Computed on the worker
 (gui/state/lens_data.py) the first time the tab is shown for a result (of a result whose maps are computed on
 demand, the layer shown, when it is shown: streamed.rollout_layer); until it is there (or when it failed) a line in
-the plot's place says so, never empty axes.
+the plot's place says so, never empty axes. The *Scale* box is the state's scale (the Head tab's): a long text's
+rollout is mostly small numbers, dark on a linear scale. When the first input takes most of R(l)
+(lenses.first_input_share ≥ FIRST_INPUT_DOMINATES, a decoder with a sink) and it is not hidden, the status line
+says how much and points to the box.
 """
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
+from analysis.display import SCALE_LABELS, SCALES
+from analysis.measures.lenses import FIRST_INPUT_DOMINATES, first_input_share
+
 from ...plots.figures import HeadPlot
 from ...plots.plot_items import RunDimmer, apply_theme
 from ...state.lens_data import ROLLOUT, LensData
 from ...state.view_state import ViewState
-from ...widgets import show_focus_ring
+from ...widgets import choice_box, show_focus_ring
 
 EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over heads of A + 0.5·I (the "
                "residual), rows renormalised; R(l) = Â(l)·…·Â(0) — which input tokens each position draws on "
@@ -28,6 +34,7 @@ EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over
 
 
 UPDATING = "updating… (the map is the previous text's)"
+LAYER_LABEL = "Up to layer (the selected head's)"
 SKIP_FIRST_LABEL = "Hide first token, renormalise"
 SKIP_FIRST_NOTE = ("The first input token's column is hidden and each row renormalised over the other inputs: "
                    "R[i, j] / (1 − R[i, 0]) for j ≥ 1. A position that draws on nothing else (a decoder's first) "
@@ -61,6 +68,9 @@ class RolloutTab(QtWidgets.QWidget):
                                        "dominates rollout) and renormalise each row of R over the other inputs; "
                                        "a data export writes this rollout too (export --rollout-skip-first)")
         self.skip_first_box.toggled.connect(state.set_rollout_skip_first)
+        self.scale_choice = choice_box(SCALES, SCALE_LABELS, state.scale, state.set_scale,
+                                       "How values map to colours (every map's scale): linear, log₁₀, or √ "
+                                       "(shows the small shares a long text's rollout is made of)", chars=6)
         self.skip_note = QtWidgets.QLabel(SKIP_FIRST_NOTE)
         self.skip_note.setWordWrap(True)
         self.skip_note.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -70,20 +80,23 @@ class RolloutTab(QtWidgets.QWidget):
         explanation.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.status = QtWidgets.QLabel(" ")
         self.status.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.status.setWordWrap(True)
         self.hover_label = QtWidgets.QLabel(" ")
         self.hover_label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         controls = QtWidgets.QHBoxLayout()
-        controls.addWidget(QtWidgets.QLabel("Up to layer"))
+        controls.addWidget(QtWidgets.QLabel(LAYER_LABEL))
         controls.addWidget(self.layer_box)
         controls.addWidget(self.layer_slider, 1)
+        controls.addWidget(QtWidgets.QLabel("Scale"))
+        controls.addWidget(self.scale_choice)
         controls.addWidget(self.skip_first_box)
-        controls.addWidget(self.status)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(explanation)
         layout.addLayout(controls)
         layout.addWidget(self.skip_note)
+        layout.addWidget(self.status)  # computing…, updating…, or where to look past a sink
         self.placeholder = QtWidgets.QLabel()
         self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
@@ -100,6 +113,7 @@ class RolloutTab(QtWidgets.QWidget):
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.rollout_skip_first_changed):
             signal.connect(lambda *_: self.redraw())
+        state.scale_changed.connect(self._show_scale)
         state.rollout_skip_first_changed.connect(self.skip_first_box.setChecked)
         state.rollout_skip_first_changed.connect(self.skip_note.setVisible)
         state.lens_changed.connect(lambda kind: kind == ROLLOUT and self.redraw())
@@ -153,10 +167,26 @@ class RolloutTab(QtWidgets.QWidget):
             self.status.setText(error or "computing…")
             self._placeholder(error or self._computing_note())
             return
-        self.status.setText(UPDATING if self.dimmer.updating else " ")
+        self.status.setText(UPDATING if self.dimmer.updating else self._sink_hint(r))
         self.stack.setCurrentWidget(self.plot)
         self._draw(self.plot, r, f"{self._what()}: layers 0…{s.layer} composed")
         self.plot.highlight_row(s.query_row)
+
+    def _show_scale(self, name: str) -> None:
+        self.scale_choice.blockSignals(True)
+        self.scale_choice.setCurrentIndex(self.scale_choice.findData(name))
+        self.scale_choice.blockSignals(False)
+
+    def _sink_hint(self, r) -> str:
+        """The status line under a drawn R: where the first input takes most of it and is shown, how much and the
+        box that hides it; otherwise blank."""
+        if self.state.rollout_skip_first:
+            return " "
+        share = first_input_share(r)
+        if not share >= FIRST_INPUT_DOMINATES:
+            return " "
+        return (f"The first input takes {share:.0%} of every later position's rollout (an attention sink): tick "
+                f"“{SKIP_FIRST_LABEL}” to see what else each position draws on.")
 
     def _what(self) -> str:
         """The map's name in its title: "rollout R(l)", and the first input hidden when it is."""
@@ -173,7 +203,8 @@ class RolloutTab(QtWidgets.QWidget):
 
     def _updating(self, updating: bool) -> None:
         if self.stack.currentWidget() is self.plot:
-            self.status.setText(UPDATING if updating else " ")
+            r = self.shown_rollout()
+            self.status.setText(UPDATING if updating else " " if r is None else self._sink_hint(r))
 
     def _placeholder(self, text: str) -> None:
         """Show ``text`` where the plot goes (never an empty plot while R is being computed)."""

@@ -38,6 +38,19 @@ class Column:
     note: str = ""  # added to every cell's tooltip (e.g. "over 284 texts")
 
 
+def column_key(columns) -> str:
+    """The key under the table: each score column's header and what it stands for, in the table's order — the
+    longer name where the header is short for it ("dup. = duplicate token"), else the description's first clause
+    ("entropy = how spread the attention is"). Each header's tooltip has the whole definition."""
+    def meaning(c: Column) -> str:
+        if c.short.strip().lower() != c.label.strip().lower():
+            return c.label
+        return c.description.split(" (")[0].strip()
+
+    pairs = [f"{c.short} = {meaning(c)}" for c in columns if meaning(c)]
+    return ("Columns: " + " · ".join(pairs) + " (hover a header for its definition)") if pairs else ""
+
+
 class ScoreTableModel(QtCore.QAbstractTableModel):
     """Rows are heads (layer-major); columns: the head ("L1H0", sorted layer-major), then one per :class:`Column`
     (short headers, full name in the tooltip). A cell reads ``format_score`` of its value (over many texts, of the

@@ -22,7 +22,7 @@ from .scan_bar import ScanBar
 from .score_map import ScoreMap, offscreen_score_figure
 from .score_sources import (SOURCE_OURS, SOURCE_SCAN, SOURCE_TL, TL_NAMES, hidden, hidden_note, own_columns,
                             scan_columns, tl_columns)
-from .score_table import Column, ScoreTable
+from .score_table import Column, ScoreTable, column_key
 from .sink_row import SinkRow
 from .tl_source import TLSource
 
@@ -103,6 +103,7 @@ class ScoresTab(QtWidgets.QWidget):
         self.sink_row.epsilon_changed.connect(lambda _: self._show_sinks())
         self.note = _note_label()  # about the TL-style scores
         self.hidden_note = _note_label()  # the scores that do not apply to this model
+        self.key_label = _note_label()  # what the short column headers stand for
 
         self.score_choice = QtWidgets.QComboBox()
         self.score_choice.currentIndexChanged.connect(lambda _: self._show_map())
@@ -131,6 +132,7 @@ class ScoresTab(QtWidgets.QWidget):
         layout.addWidget(self.note)
         layout.addWidget(self.hidden_note)
         layout.addWidget(splitter, 1)
+        layout.addWidget(self.key_label)
 
     # ----------------------------------------------------------------- what is shown
     @property
@@ -198,6 +200,7 @@ class ScoresTab(QtWidgets.QWidget):
         columns, shape, left_out = table if table is not None else ([], (0, 0), ())
         self._set_note(self.hidden_note, hidden_note(left_out))
         self.table.set_columns(columns, shape)  # scrolled to the top of its sort
+        self._set_note(self.key_label, column_key(columns))
         self.table.fit_columns()
         self._fill_score_choice(columns)
         self._show_sinks()
