@@ -237,7 +237,7 @@ class AblationTab(QtWidgets.QWidget):
         self.baseline_box.show_outcome(Outcome(float("nan"), tuple((p.token, p.probability)
                                                                    for p in r.predictions[:TOP_K])))
         self.baseline_box.loss.setText("loss: measured by Ablate")
-        self.ablated_box.loss.setText("Ablate runs the text with the heads named ablated: their loss and top-5 here")
+        self.ablated_box.loss.setText("Press Ablate: the loss and top-5 with the heads named ablated")
 
     # ----------------------------------------------------------------- the heads box
     def _selection_changed(self, layer: int, head: int) -> None:
