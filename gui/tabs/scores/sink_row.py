@@ -20,6 +20,8 @@ class SinkRow(QtWidgets.QWidget):
         self.state = state
         self.label = QtWidgets.QLabel()
         self.label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.label.setWordWrap(True)  # two lines rather than cut, beside a narrow table at 1366 px
+        self.label.setAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
         self.spin = QtWidgets.QDoubleSpinBox()
         self.spin.setRange(0.0, 0.99)
         self.spin.setSingleStep(0.05)
@@ -58,5 +60,5 @@ class SinkRow(QtWidgets.QWidget):
             self.label.setText("Sink heads: not defined for a 1-token text (no query sees an earlier token).")
         else:
             self.label.setText(f"Sink heads ({SINK_MARK}): {int(sinks.mask.sum())} of {L * H} — sink rate "
-                               f"{sinks.rate:.1%}, the heads whose {where} is above ε")
+                               f"{sinks.rate:.1%}, the heads whose {where} is above")  # … the box: "ε = 0.30"
         return f"sink head: {where} above ε = {sinks.epsilon:g}"
