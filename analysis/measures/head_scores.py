@@ -149,9 +149,15 @@ def _gather_sum(w: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray
 
 
 def _diagonal_sum(rows: QueryRows, offset: int, first: int, stop: int) -> tuple[np.ndarray, int]:
-    """Σ over the block's queries first ≤ i < stop of A[i, i + offset]."""
-    i = rows.queries(first, stop)
-    return _gather_sum(rows.weights, i - rows.start, i + offset), int(i.size)
+    """Σ over the block's queries first ≤ i < stop of A[i, i + offset], read from a diagonal view of the block (no
+    gather: a streamed pass asks for three such sums of every block)."""
+    lo, hi = max(rows.start, first), min(rows.stop, stop)
+    if hi <= lo:
+        return np.zeros(rows.weights.shape[0]), 0
+    k = rows.start + offset  # row r of the block is query start + r, its key start + r + offset: diagonal k
+    t = min(k, 0)  # that diagonal's element for row r is r + min(k, 0)
+    d = rows.weights.diagonal(k, axis1=-2, axis2=-1)  # (H, …) a view
+    return d[:, lo - rows.start + t:hi - rows.start + t].sum(axis=-1, dtype=np.float64), hi - lo
 
 
 def _previous_token_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
@@ -194,8 +200,10 @@ def self_attention(attentions: np.ndarray, *, causal: bool = True) -> np.ndarray
 
 def _sink_rows(rows: QueryRows) -> tuple[np.ndarray, int]:
     """Σ over the block's queries 1 ≤ i < min(n, w) (those that see key 0) of A[i, 0]."""
-    i = rows.queries(1, min(rows.n, rows.sees))
-    return _gather_sum(rows.weights, i - rows.start, np.zeros_like(i)), int(i.size)
+    lo, hi = max(rows.start, 1), min(rows.stop, rows.n, rows.sees)
+    if hi <= lo:
+        return np.zeros(rows.weights.shape[0]), 0
+    return rows.weights[:, lo - rows.start:hi - rows.start, 0].sum(axis=-1, dtype=np.float64), hi - lo
 
 
 def sink(attentions: np.ndarray, windows: Windows = None) -> np.ndarray:

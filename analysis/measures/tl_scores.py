@@ -185,14 +185,14 @@ class _HeadSums:
         if block.dtype != self.dtype:
             block = block.astype(self.dtype)  # float16, integers: sums in float64
         b = block.shape[1]
-        stop, r = start + b, np.arange(b)
+        stop = start + b
         if row_sums is not None and self.accumulate == np.float32:
             self.row_sums[:, start:stop] = row_sums
         else:
             signed = self.error_measure == "abs" and block.size > 0 and bool(block.min() < 0)  # weights never are
             self.row_sums[:, start:stop] = (np.abs(block) if signed else block).sum(axis=-1, dtype=self.accumulate)
         self.col0[:, start:stop] = block[:, :, 0]
-        self.diag[:, start:stop] = block[:, r, start + r]
+        self.diag[:, start:stop] = block.diagonal(start, axis1=1, axis2=2)[:, :b]  # A[i, i], a view
         for key, pattern in self.patterns.items():
             i, j, v = pattern.rows(start, stop)
             first, on = j == 0, i == j

@@ -348,3 +348,28 @@ def test_duplicate_and_induction_count_only_copies_in_sight_of_a_sliding_window(
     np.testing.assert_allclose(hs.induction(a, ids, windows)[0], hs.induction(a, ids)[0])
     assert hs.induction(a, ids)[1, 0] < hs.induction(a, ids, windows)[1, 0]  # diluted by copies out of sight
     assert np.isnan(hs.induction_probe(a, ids, (3, 3))).all()  # no copy 3 back or nearer is in sight of 3 keys
+
+
+@pytest.mark.parametrize("start,b,width", [(0, 5, 12), (3, 4, 12), (3, 4, 7), (8, 4, 12), (0, 1, 12)])
+def test_block_diagonal_and_first_key_sums_equal_a_loop(start, b, width):
+    """The diagonal sums read from a view of the block (full width, or a causal block cut after its last key) equal
+    a loop over its queries; the first-key sum too, with and without a window hiding key 0 from later queries."""
+    from analysis.measures.head_scores import QueryRows, _diagonal_sum, _sink_rows
+
+    rng = np.random.default_rng(start * 31 + b)
+    w = rng.random((3, b, width)).astype(np.float32)
+    n = 12
+    rows = QueryRows(w, start, causal=True, n_keys=n if width < n else None)
+    for offset, first, stop in [(-1, 1, n), (0, 1, n), (0, 0, n), (1, 0, min(n - 1, width - 1))]:
+        queries = [i for i in range(max(start, first), min(start + b, stop)) if 0 <= i + offset < width]
+        want = sum((w[:, i - start, i + offset].astype(np.float64) for i in queries), np.zeros(3))
+        got, count = _diagonal_sum(rows, offset, first, stop)
+        assert count == len(queries)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    for window in (None, 6):
+        r = QueryRows(w, start, causal=True, window=window, n_keys=n if width < n else None)
+        queries = [i for i in range(max(start, 1), start + b) if window is None or i < window]
+        got, count = _sink_rows(r)
+        assert count == len(queries)
+        np.testing.assert_allclose(got, sum((w[:, i - start, 0].astype(np.float64) for i in queries), np.zeros(3)),
+                                   rtol=1e-12)
