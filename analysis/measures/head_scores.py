@@ -143,8 +143,11 @@ def _gather_sum(w: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray
     """Σ_c w[:, rows[c], keys[c]] (H,) in float64, gathered a chunk of cells at a time."""
     out = np.zeros(w.shape[0])
     step = max(1, _CHUNK_VALUES // max(1, w.shape[0]))
+    flat = w.reshape(w.shape[0], -1) if w.flags.c_contiguous and w.size else None  # a contiguous block: cells by flat index
     for c in range(0, rows.size, step):
-        out += w[:, rows[c:c + step], keys[c:c + step]].astype(np.float64).sum(axis=-1)
+        r, k = rows[c:c + step], keys[c:c + step]
+        cells = w[:, r, k] if flat is None else flat.take(r * w.shape[-1] + k, axis=1)  # (H, chunk) float32
+        out += cells.sum(axis=-1, dtype=np.float64)  # each cell cast as it is added: no float64 copy
     return out
 
 
