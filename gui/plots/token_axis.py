@@ -16,8 +16,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from analysis.display import LABEL_CHARS, elide
 
 #: A rotated token label (token and index) is elided to this many characters, so that one long token
-#: ("<|endoftext|> [0]") does not take the map's height.
-ROTATED_LABEL_CHARS = 11
+#: ("<|endoftext|> [0]") does not take the map's height; a common word and its index ("␣because [6]") is whole.
+ROTATED_LABEL_CHARS = 14
 LABEL_TOP_PX = 4  # a rotated label starts this far below its axis line
 AXIS_TITLE_GAP_PX = 5  # at least this much air between the longest rotated label and the axis title below it
 AXIS_LABEL_NUDGE_PX = 5  # pyqtgraph's AxisItem.resizeEvent moves a bottom axis' title this far down

@@ -142,19 +142,20 @@ def test_query_labels_are_thinned_only_when_rows_are_shorter_than_a_line(qtbot, 
 
 def test_rotated_key_labels_are_cut_harder_and_keep_the_index(qtbot, head):
     """A long token under the map would take its height ("<|endoftext|> 0" took ~100 px of a laptop's ~340):
-    a rotated label is at most ROTATED_LABEL_CHARS (11) characters, the index whole; the query labels
-    keep 24 characters of the token."""
+    a rotated label is at most ROTATED_LABEL_CHARS (14) characters, the index whole; the query labels
+    keep 24 characters of the token. A common word with its index ("␣because [6]") is not cut."""
     from gui.plots.figures import ROTATED_LABEL_CHARS, rotated_label
 
-    assert ROTATED_LABEL_CHARS == 11
+    assert ROTATED_LABEL_CHARS == 14
     head.set_head(causal(3), ["<|endoftext|>", "ab", "x" * 30], "t")
-    assert head.bottom_axis._labels == ["<|endo… [0]", "ab [1]", "xxxxxx… [2]"]
+    assert head.bottom_axis._labels == ["<|endofte… [0]", "ab [1]", "xxxxxxxxx… [2]"]
     assert head.left_axis._labels == ["<|endoftext|> [0]", "ab [1]", "x" * 23 + "… [2]"]
-    assert rotated_label("abcdefghijk", 123) == "abcd… [123]" and rotated_label("abcde", 123) == "abcde [123]"
+    assert rotated_label("␣because", 6) == "␣because [6]"
+    assert rotated_label("abcdefghijkmn", 123) == "abcdefg… [123]" and rotated_label("abcde", 123) == "abcde [123]"
     assert rotated_label("x", 1234567890123) == "x [1234567890123]"  # the index is never cut
     metrics = QtGui.QFontMetrics(head.bottom_axis.style["tickFont"])
     before = metrics.horizontalAdvance("<|endoftext|> [0]")
-    assert head.bottom_axis.height() < before + 14  # the axis is sized by the cut label, not the whole one
+    assert head.bottom_axis.height() < before + 6  # the axis is sized by the cut label, not the whole one
 
 
 def test_number_tokens_and_their_indices_read_the_same_way_on_both_axes(qtbot, head):

@@ -267,7 +267,7 @@ def test_offscreen_figure_is_what_is_in_front(qtbot, panel, worker):
     fig = panel.offscreen_figure()
     assert fig.report is panel.parity.report
     dispose_figure(fig)
-    panel.setCurrentWidget(panel.calculator)
+    panel.setCurrentWidget(panel.calculator_scroll)
     assert panel.offscreen_figure() is None
 
 

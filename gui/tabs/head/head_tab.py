@@ -113,6 +113,7 @@ class HeadTab(QtWidgets.QWidget):
         self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         controls = QtWidgets.QHBoxLayout()  # one row, so that the map gets the height (a laptop has ~700 px)
         controls.addWidget(self.head_label, 1)
+        controls.addSpacing(12)  # "… previous token 0.767" never runs into "Show"
         for name, widget in (("Show", self.view_choice), ("Colours", self.colormap_choice),
                              ("Scale", self.scale_choice)):
             controls.addWidget(QtWidgets.QLabel(name))

@@ -28,7 +28,7 @@ PRESETS = {
 }
 
 
-INPUT_COLUMN_PX = 56  # an input column is never narrower: "abc" or "-0.125" stays readable while typed
+INPUT_COLUMN_PX = 46  # an input column is never narrower: "abc" or "-0.125" stays readable while typed
 
 
 class CalculatorPage(QtWidgets.QWidget):
@@ -47,7 +47,8 @@ class CalculatorPage(QtWidgets.QWidget):
         self.pastes = {name: QtWidgets.QLineEdit() for name in ("Q", "K", "V")}
         for name, table in self.tables.items():
             table.itemChanged.connect(lambda _item, t=table: (t.resizeColumnsToContents(), self.recompute()))
-            table.setMinimumHeight(120)
+            table.setMinimumHeight(96)  # three rows and a header: the page fits 1366 × 768 without scrolling
+            table.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
             table.horizontalHeader().setMinimumSectionSize(INPUT_COLUMN_PX)  # room for a number being typed
             paste = self.pastes[name]
             paste.setPlaceholderText("paste JSON, e.g. [[1, 0], [0, 1]], Enter")
@@ -67,6 +68,8 @@ class CalculatorPage(QtWidgets.QWidget):
         self.weights_table, self.output_table = QtWidgets.QTableWidget(), QtWidgets.QTableWidget()
         for table in self.result_tables():
             table.setMinimumWidth(80)
+            table.setMinimumHeight(56)  # two rows of them must not make the tab panel taller than one row did
+            table.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         self.message = QtWidgets.QLabel()
         self.message.setWordWrap(True)
         self.message.setTextFormat(QtCore.Qt.TextFormat.RichText)
@@ -79,19 +82,23 @@ class CalculatorPage(QtWidgets.QWidget):
             inputs.addWidget(QtWidgets.QLabel(f"<b>{name}</b>"), 0, col)
             inputs.addWidget(self.tables[name], 1, col)
             inputs.addWidget(self.pastes[name], 2, col)
+        inputs.setRowStretch(1, 1)  # the tables take the height, not their titles
         outputs = QtWidgets.QGridLayout()
         for col, (label, table) in enumerate((("scores QKᵀ", self.scores_table), ("scaled ÷ √d_k", self.scaled_table),
                                              ("weights | row sum", self.weights_table),
                                              ("output = weights·V", self.output_table))):
             title = QtWidgets.QLabel(f"<b>{label}</b>")
             title.setWordWrap(True)
-            outputs.addWidget(title, 0, col)
-            outputs.addWidget(table, 1, col)
+            # two by two: four tables in a row left each ~190 px at 1366 px and cut the row sums off
+            outputs.addWidget(title, 2 * (col // 2), col % 2)
+            outputs.addWidget(table, 2 * (col // 2) + 1, col % 2)
+        outputs.setRowStretch(1, 1)
+        outputs.setRowStretch(3, 1)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addLayout(inputs)
+        layout.addLayout(inputs, 1)  # the height left over goes to the tables
         layout.addLayout(buttons)
-        layout.addLayout(outputs)
+        layout.addLayout(outputs, 1)
         layout.addWidget(self.message)
         self.result = None
         self.load_preset(self.preset_choice.currentText())

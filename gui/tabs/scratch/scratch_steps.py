@@ -133,9 +133,11 @@ class StepsPage(QtWidgets.QWidget, StepHovers):
                          f"query head {h} uses key/value head {g} (query head i reads key/value head "
                          f"i // {rec.q.shape[0] // n_kv}).")
         if rotary:
-            base = f"base {self.weights.rotary.theta:g}" if self.weights is not None and self.weights.rotary else ""
-            lines.append(f"Rotary: the first {rec.rotary_dim} of each head's {d_k} dims turn in pairs (i, i + "
-                         f"{rec.rotary_dim // 2}) by θ_i = position · {base or 'base'}^(−2i/{rec.rotary_dim})"
+            theta = f"{self.weights.rotary.theta:g}" if self.weights is not None and self.weights.rotary else ""
+            dims = (f"all {d_k} dims of each head turn" if rec.rotary_dim == d_k
+                    else f"the first {rec.rotary_dim} of each head's {d_k} dims turn")
+            lines.append(f"Rotary: {dims} in pairs (i, i + {rec.rotary_dim // 2}) by the angle "
+                         f"θ_i = position · {theta or 'base'}^(−2i/{rec.rotary_dim})"
                          + self._scaling_note() + "; hover the rotated Q and K.")
         if not facts.normed:
             lines.append("Post-LN: the block's input enters attention as it is (this model normalises after "

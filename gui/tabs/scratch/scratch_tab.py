@@ -62,7 +62,12 @@ class ScratchTab(QtWidgets.QTabWidget):
         self.steps_scroll = steps_scroll
         self.addTab(steps_scroll, "Steps")
         self.addTab(self.parity, "Model vs manual")
-        self.addTab(self.calculator, "Calculator")
+        calculator_scroll = QtWidgets.QScrollArea()  # on a short window the page scrolls, never pushing the window
+        calculator_scroll.setWidgetResizable(True)
+        calculator_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        calculator_scroll.setWidget(self.calculator)
+        self.calculator_scroll = calculator_scroll
+        self.addTab(calculator_scroll, "Calculator")
         self.addTab(self.scaling, "Why √dₖ")
         self.addTab(self.cost, "Cost")
 
