@@ -115,9 +115,10 @@ def test_the_rollout_tab_shows_lenses_rollout_for_the_chosen_layer(qtbot, views,
     show(qtbot, views, tiny_result, view="weights", kind="rollout")  # the tab is visible: it asked at once
     state, roll = views.state, views.roll
     expected = rollout(tiny_result.attentions)
+    selected = (state.layer, state.head)
     for layer in (0, 2):
-        roll.layer_box.setValue(layer)  # the user picks a layer: it becomes the selected layer
-        assert state.layer == layer and roll.layer_slider.value() == layer
+        roll.layer_box.setValue(layer)  # the user picks a layer: R(layer) is drawn, the selected head stays
+        assert (state.layer, state.head) == selected and roll.layer == layer and roll.layer_slider.value() == layer
         np.testing.assert_allclose(roll.plot.image.image, masked(expected[layer]), rtol=1e-6)
     assert "R(2)" in roll.plot.plot.titleLabel.text
     roll.plot.image.hover_cell((7, 3))

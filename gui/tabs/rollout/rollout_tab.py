@@ -2,7 +2,7 @@
 
 R(l)[i, j] is how much input token j feeds position i after layers 0…l, every head averaged and the
 residual connection counted as the identity (analysis/measures/lenses.py ``rollout``). Query tokens down, input
-tokens along (a HeadPlot); the layer follows the state's selected layer (the spin box writes it back),
+tokens along (a HeadPlot); the layer follows the selected head's layer (choosing one in the spin box selects no head),
 colours, scale and dark mode follow the state. *Hide first token, renormalise* (the state's own
 ``rollout_skip_first``, apart from the Head tab's hide-first) draws lenses.rollout_skip_first of R(l): the first
 input's column hidden, each row renormalised, R[i, j] / (1 − R[i, 0]) for j ≥ 1 (the HeadPlot's hide-first,
@@ -34,7 +34,7 @@ EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over
 
 
 UPDATING = "updating… (the map is the previous text's)"
-LAYER_LABEL = "Up to layer (the selected head's)"
+LAYER_LABEL = "Up to layer"
 SKIP_FIRST_LABEL = "Hide first token, renormalise"
 SKIP_FIRST_NOTE = ("The first input token's column is hidden and each row renormalised over the other inputs: "
                    "R[i, j] / (1 − R[i, 0]) for j ≥ 1. A position that draws on nothing else (a decoder's first) "
@@ -54,9 +54,11 @@ class RolloutTab(QtWidgets.QWidget):
         self.plot.setMinimumSize(200, 200)
         show_focus_ring(self.plot)
         self.plot.cell_hovered.connect(self._hovered)
+        self.layer = state.layer  # R(layer) is drawn: the selected head's layer, or the one chosen in this tab
         self.layer_box = QtWidgets.QSpinBox()
         self.layer_box.setRange(0, 0)
-        self.layer_box.setToolTip("R(l): layers 0…l composed (follows the selected head's layer)")
+        self.layer_box.setToolTip("R(l): layers 0…l composed. Set to the selected head's layer whenever a head is "
+                                  "selected; choosing a layer here selects no head")
         self.layer_box.valueChanged.connect(self._layer_chosen)
         self.layer_slider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.layer_slider.setRange(0, 0)
@@ -110,7 +112,7 @@ class RolloutTab(QtWidgets.QWidget):
         # while a new text runs the map is the previous text's: dimmed, and the status says so
         self.dimmer = RunDimmer(self.plot, state, self._updating)
         state.on_bundle(lambda _: self._bundle_changed(), "rollout tab")
-        state.selection_changed.connect(lambda *_: self.redraw())
+        state.selection_changed.connect(lambda *_: self._follow_selection())
         for signal in (state.colormap_changed, state.scale_changed, state.rollout_skip_first_changed):
             signal.connect(lambda *_: self.redraw())
         state.scale_changed.connect(self._show_scale)
@@ -127,34 +129,41 @@ class RolloutTab(QtWidgets.QWidget):
         self.redraw()  # asks for R when first needed for the result on screen
 
     def shown_rollout(self):
-        """(n, n) R(l) of the state's layer, or None while it is not (yet) there: every layer's R of a result that
+        """(n, n) R(l) of the tab's layer (:attr:`layer`), or None while it is not (yet) there: every layer's R of a result that
         kept its maps, or the layers computed so far of an on-demand result (lens_data's {layer: R})."""
         s = self.state
         r = None if s.result is None else s.lens(ROLLOUT)
         if r is None:
             return None
-        return r.get(s.layer) if isinstance(r, dict) else r[s.layer]
+        return r.get(self.layer) if isinstance(r, dict) else r[self.layer]
 
     def _bundle_changed(self) -> None:
         r = self.state.result
         top = 0 if r is None else r.n_layer - 1
+        self.layer = min(self.state.layer, top)  # a new result starts at the selected head's layer
         for widget in (self.layer_box, self.layer_slider):
             widget.blockSignals(True)
             widget.setRange(0, top)
             widget.blockSignals(False)
         self.redraw()
 
+    def _follow_selection(self) -> None:
+        self.layer = self.state.layer
+        self.redraw()
+
     def _layer_chosen(self, layer: int) -> None:
-        s = self.state
-        if s.result is not None and layer != s.layer:
-            s.select(layer, s.head)
+        """The user's layer: R(layer) is drawn; the selected head stays (the Head tab, Ablation and the export
+        keep the head picked elsewhere: a walk found them all moved to L29 by this box)."""
+        if self.state.result is not None and layer != self.layer:
+            self.layer = layer
+            self.redraw()
 
     def redraw(self) -> None:
         s = self.state
         self.hover_label.setText(" ")
         for widget in (self.layer_box, self.layer_slider):
             widget.blockSignals(True)
-            widget.setValue(s.layer)
+            widget.setValue(self.layer)
             widget.blockSignals(False)
         if s.bundle is None:
             self._placeholder("Run a text to see its rollout.")
@@ -162,14 +171,14 @@ class RolloutTab(QtWidgets.QWidget):
         r = self.shown_rollout()
         if r is None:
             if self.isVisible():
-                self.lenses.request(ROLLOUT, s.layer)  # of an on-demand result: this layer's R alone
+                self.lenses.request(ROLLOUT, self.layer)  # of an on-demand result: this layer's R alone
             error = s.lens_error(ROLLOUT)
             self.status.setText(error or "computing…")
             self._placeholder(error or self._computing_note())
             return
         self.status.setText(UPDATING if self.dimmer.updating else self._sink_hint(r))
         self.stack.setCurrentWidget(self.plot)
-        self._draw(self.plot, r, f"{self._what()}: layers 0…{s.layer} composed")
+        self._draw(self.plot, r, f"{self._what()}: layers 0…{self.layer} composed")
         self.plot.highlight_row(s.query_row)
 
     def _show_scale(self, name: str) -> None:
@@ -191,13 +200,13 @@ class RolloutTab(QtWidgets.QWidget):
     def _what(self) -> str:
         """The map's name in its title: "rollout R(l)", and the first input hidden when it is."""
         s = self.state
-        return f"rollout R({s.layer})" + (", first input hidden, rows renormalised" if s.rollout_skip_first else "")
+        return f"rollout R({self.layer})" + (", first input hidden, rows renormalised" if s.rollout_skip_first else "")
 
     def _computing_note(self) -> str:
         s = self.state
         if s.result.maps_kept:
             return "Computing the rollout…"
-        return (f"Computing R({s.layer}): it composes layers 0…{s.layer}, each layer's every head computed from the "
+        return (f"Computing R({self.layer}): it composes layers 0…{self.layer}, each layer's every head computed from the "
                 f"queries and keys of {s.result.n_tokens:,} tokens and one {s.result.n_tokens:,} × "
                 f"{s.result.n_tokens:,} product per layer; on a long text this takes a while.")
 
@@ -237,8 +246,8 @@ class RolloutTab(QtWidgets.QWidget):
         r = self.shown_rollout()
         if r is None:
             return None
-        fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.rollout_skip_first)
-        self._draw(fig, r, f"{s.result.model_label} — {self._what()}, layers 0…{s.layer} composed")
+        fig = offscreen_head_figure(s.result, self.layer, s.head, s.colormap, s.scale, s.rollout_skip_first)
+        self._draw(fig, r, f"{s.result.model_label} — {self._what()}, layers 0…{self.layer} composed")
         settle_layout()
         fig.update_label_density()
         return fig
