@@ -317,7 +317,7 @@ class TextInput(QtWidgets.QWidget):
         r = bundle.result
         self.warning.setText(" ".join(r.warnings))
         self.warning.setVisible(bool(r.warnings))
-        pieces = [f"{p.token} {p.probability:.1%}" for p in r.predictions]
+        pieces = [f"“{p.token}” {p.probability:.1%}" for p in r.predictions]  # quoted: a bare "." or "," is lost
         self.predictions.setText(fit_lines(["Next token:", *pieces], self.predictions.fontMetrics(),
                                            PREDICTIONS_WIDTH) if pieces else "")
         self.predictions.setToolTip("The model's most likely next tokens after the text: "

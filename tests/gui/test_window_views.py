@@ -1,6 +1,7 @@
 """The window's views, driven offscreen with a small test model: the head map and the grid, hover, the
 query highlight, colours and dark mode, badges, head selection, the room on a small screen, the predictions
 line and the help."""
+import html
 import numpy as np
 import pytest
 
@@ -25,6 +26,8 @@ def test_typing_runs_automatically_and_fills_every_view(qtbot, window):
     assert "tiny" in window.status_model.text() and "cpu" in window.status_model.text()
     assert "last run" in window.status_run.text()
     assert window.text_input.predictions.text().startswith("Next&nbsp;token:")
+    first = r.predictions[0]  # each token quoted, so that a bare "." or "," reads as a token
+    assert f"“{html.escape(first.token)}”" in window.text_input.predictions.text().replace("&nbsp;", " ")
     assert window.grid_panel.plot.shape == (3, 4)
     # an auto-run is not an explicit run: it is not saved as a recent text
     assert window.text_input.recent_texts() == []
