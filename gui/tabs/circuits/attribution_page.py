@@ -225,7 +225,8 @@ class AttributionPage(Page):
         self.table.setRowCount(len(rows))
         for i, (name, value, tip) in enumerate(rows):
             label = QtWidgets.QTableWidgetItem(name)
-            number = QtWidgets.QTableWidgetItem(f"{value:+.4f}" if abs(value) >= 1e-4 or value == 0 else f"{value:+.2e}")
+            number = QtWidgets.QTableWidgetItem((f"{value:+.4f}" if abs(value) >= 1e-4 or value == 0
+                                                 else f"{value:+.2e}").replace("-", "−"))
             number.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
             if name.startswith("MLPs"):
                 tip += "\n" + "\n".join(f"L{l}: {v:+.4f}" for l, v in enumerate(a.mlps))

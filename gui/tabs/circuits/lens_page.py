@@ -34,10 +34,11 @@ def summary(shown: LensShown) -> str:
     L = lens.top.shape[0]
     final = shown.top[-1][-1]
     first = shown.first_on_top()
-    ranks = ", ".join(f"L{l} {int(lens.final_rank[l, -1])}" for l in range(L))
+    sampled = sorted(set(range(0, L, max(1, L // 6))) | {L - 1})  # a handful: every layer is in the Rank cells
+    ranks = ", ".join(f"L{l} {int(lens.final_rank[l, -1])}" for l in sampled)
     where = ("only the last layer" if first == L - 1 else f"first on top at layer {first} of 0–{L - 1}")
     return (f"The final prediction after the last token, {final} (p = {lens.prob[-1, -1]:.3f}), is {where}. "
-            f"Its rank per layer there: {ranks}.")
+            f"Its rank there (0 = top): {ranks} (every layer: Cells → rank).")
 
 
 class LensPage(Page):
@@ -130,7 +131,9 @@ class LensPage(Page):
         self.shown = shown
         self.model.set_shown(shown)
         self.summary.setText(summary(shown))
-        self.table.scrollTo(self.model.index(self.model.rowCount() - 1, self.model.columnCount() - 1))
+        corner = self.model.index(self.model.rowCount() - 1, self.model.columnCount() - 1)
+        QtCore.QTimer.singleShot(0, self.table, lambda: self.table.scrollTo(corner))  # once laid out: the last
+        # layers, the surprisal row and the last position are what is read first
         self._update_buttons()
         self.shown_changed.emit(shown)
 

@@ -91,7 +91,8 @@ class PatchingPage(Page):
         for edit, what in ((self.answer_edit, "answer"), (self.wrong_edit, "wrong token")):
             edit.setPlaceholderText(f"{what}, ␣ for a space")
             edit.setToolTip(f"The {what}: one token; ␣ stands for a space (␣Mary is ' Mary')")
-            edit.setMaximumWidth(140)
+            edit.setMinimumWidth(96)  # '␣Mary' whole at 1366 px (it was cut to 'Mary')
+            edit.setMaximumWidth(160)
         self.what = QtWidgets.QComboBox()
         for key, text in WHAT.items():
             self.what.addItem(text, key)
@@ -107,6 +108,7 @@ class PatchingPage(Page):
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.job.cancel)
         self.progress = QtWidgets.QProgressBar()
+        self.progress.setMinimumWidth(230)  # "54 of 270 patches · about 8 s left" whole at 1366 px (it was cut)
         policy = self.progress.sizePolicy()
         policy.setRetainSizeWhenHidden(True)
         self.progress.setSizePolicy(policy)
@@ -121,14 +123,17 @@ class PatchingPage(Page):
         form.setColumnStretch(1, 1)
         metric_row = QtWidgets.QHBoxLayout()
         for widget in (QtWidgets.QLabel("Metric"), self.metric, QtWidgets.QLabel("answer"), self.answer_edit,
-                       QtWidgets.QLabel("wrong"), self.wrong_edit, QtWidgets.QLabel("patch"), self.what,
-                       self.noising):
+                       QtWidgets.QLabel("wrong"), self.wrong_edit):
             metric_row.addWidget(widget)
         metric_row.addStretch(1)
         run_row = QtWidgets.QHBoxLayout()
+        run_row.addWidget(QtWidgets.QLabel("Patch"))
+        run_row.addWidget(self.what)
+        run_row.addWidget(self.noising)
         run_row.addWidget(self.run_button)
         run_row.addWidget(self.cancel_button)
         run_row.addWidget(self.progress, 1)
+        run_row.addStretch(0)
         run_row.addWidget(self.copy_button)
         run_row.addWidget(self.save_button)
         self.summary = wrapped_label()
@@ -158,6 +163,7 @@ class PatchingPage(Page):
         layout.addWidget(self.summary)
         layout.addWidget(self.stale)
         layout.addWidget(self.maps, 1)
+        layout.addStretch(0)  # the lines above stay on top while there is no map
 
     def use_pair(self, pair) -> None:
         self.clean_edit.setText(pair.clean)
