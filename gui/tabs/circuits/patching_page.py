@@ -30,8 +30,7 @@ from .page import Page, wrapped_label
 from .pair_examples import PAIRS
 from .snippets import Origin, origin_of, patching_code
 
-WHAT = {"heads": "heads (z_h, every position)", "resid": "residual stream × position",
-        "layers": "attention / MLP output × layer"}
+WHAT = {"heads": "heads (z_h)", "resid": "residual × position", "layers": "attention / MLP"}
 METRICS = {"logit_diff": "logit difference", "logprob": "log p(answer)", "loss": "−loss of the clean text"}
 
 
@@ -96,9 +95,12 @@ class PatchingPage(Page):
         self.what = QtWidgets.QComboBox()
         for key, text in WHAT.items():
             self.what.addItem(text, key)
+        self.what.setToolTip("heads: each head's output z_h at every position (a layer × head map); residual × "
+                             "position: the residual stream entering each block at one position; attention / MLP: "
+                             "each layer's attention output and MLP output")
         self.noising = QtWidgets.QComboBox()
-        self.noising.addItem("denoising (clean → corrupted run)", False)
-        self.noising.addItem("noising (corrupted → clean run)", True)
+        self.noising.addItem("denoising", False)
+        self.noising.addItem("noising", True)
         self.noising.setToolTip("Denoising: the corrupted prompt runs with one activation from the clean run (1 = "
                                 "it alone restores the answer). Noising: the clean prompt runs with one activation from "
                                 "the corrupted run (0 = removing it destroys the answer)")
@@ -108,7 +110,7 @@ class PatchingPage(Page):
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.job.cancel)
         self.progress = QtWidgets.QProgressBar()
-        self.progress.setMinimumWidth(230)  # "54 of 270 patches · about 8 s left" whole at 1366 px (it was cut)
+        self.progress.setMinimumWidth(170)  # "54 of 270 · about 8 s left" whole (it was cut at 1366 px)
         policy = self.progress.sizePolicy()
         policy.setRetainSizeWhenHidden(True)
         self.progress.setSizePolicy(policy)
@@ -126,6 +128,8 @@ class PatchingPage(Page):
                        QtWidgets.QLabel("wrong"), self.wrong_edit):
             metric_row.addWidget(widget)
         metric_row.addStretch(1)
+        metric_row.addWidget(self.copy_button)
+        metric_row.addWidget(self.save_button)
         run_row = QtWidgets.QHBoxLayout()
         run_row.addWidget(QtWidgets.QLabel("Patch"))
         run_row.addWidget(self.what)
@@ -134,8 +138,6 @@ class PatchingPage(Page):
         run_row.addWidget(self.cancel_button)
         run_row.addWidget(self.progress, 1)
         run_row.addStretch(0)
-        run_row.addWidget(self.copy_button)
-        run_row.addWidget(self.save_button)
         self.summary = wrapped_label()
         self.summary.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stale = wrapped_label()
@@ -261,7 +263,8 @@ class PatchingPage(Page):
                 raise
 
         self.show_message("")
-        self.summary.setText(f"Patching {WHAT[what]}, {self.noising.currentText()}…")
+        self.summary.setText(f"Patching {WHAT[what]}, {self.noising.currentText()} "
+                             f"({'clean into the corrupted run' if not noising else 'corrupted into the clean run'})…")
         self.progress.setRange(0, 0)
         self.progress.setFormat("tokenizing and caching both runs")
         self.progress.show()
@@ -277,7 +280,7 @@ class PatchingPage(Page):
         self.progress.setValue(done)
         L = r.n_layer if r is not None else 1
         left = seconds_left(time.monotonic() - self._started, done * L // max(1, total), L)
-        self.progress.setFormat("%v of %m patches" + (f" · about {format_duration(left)} left"
+        self.progress.setFormat("%v of %m" + (f" · about {format_duration(left)} left"
                                                       if left == left and done < total else ""))
 
     def _stopped(self, message: str = "", error: bool = False) -> None:
