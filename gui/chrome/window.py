@@ -36,6 +36,7 @@ from .stale_marks import StaleMarks
 from ..state.view_state import ViewState
 from ..state.worker import Failure, RequestKind, Worker
 from ..tabs.ablation.ablation_tab import AblationTab
+from ..tabs.circuits.circuits_tab import CircuitsTab
 from ..tabs.head.head_tab import HeadTab
 from ..tabs.rollout.rollout_tab import RolloutTab
 from ..tabs.scores.scores_tab import ScoresTab
@@ -47,7 +48,7 @@ from .status import StatusLine
 from .window_layout import MainArea
 
 #: The tabs on the right, in order (the protocol is in gui/tabs/protocol.py): a new tab is one line here.
-TABS = (HeadTab, ScoresTab, ScratchTab, RolloutTab, AblationTab)
+TABS = (HeadTab, ScoresTab, ScratchTab, RolloutTab, AblationTab, CircuitsTab)
 LOADING_NOTE = "loading the model…"
 RUN_NOTE = "The previous text's result — running the new text"  # over the views while a newer text runs
 

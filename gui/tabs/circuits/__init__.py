@@ -1,0 +1,1 @@
+"""The Circuits tab: direct logit attribution, the logit lens, activation patching and head composition."""

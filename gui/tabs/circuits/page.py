@@ -1,0 +1,89 @@
+"""What every Circuits page shares: the key its results belong to (gui/tabs/circuits/result_tie.py), a line for
+messages, and the Copy as code / Save map buttons. A page holds what it shows in ``self.shown`` (a frozen record
+of the result and where it came from) and builds its snippet and map file from that alone."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from .page_data import write_map
+
+ERROR_STYLE = "color: #8a1020;"
+
+
+def wrapped_label(text: str = "") -> QtWidgets.QLabel:
+    label = QtWidgets.QLabel(text)
+    label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
+class Page(QtWidgets.QWidget):
+    """A page of the Circuits tab. Subclasses set ``shown`` and implement ``code()``, ``map_data()`` (values, row and
+    column labels, corner label, the result's dict) and ``offscreen_figure()``."""
+
+    head_activated = QtCore.Signal(int, int)
+    title = ""
+
+    def __init__(self, state, worker, tie, parent=None):
+        super().__init__(parent)
+        self.state, self.worker, self.tie = state, worker, tie
+        self.shown = None
+        self.message = wrapped_label()
+        self.message.hide()
+        self.copy_button = QtWidgets.QPushButton("Copy as code")
+        self.copy_button.setToolTip("Copy a short Python snippet (AttnScope's analysis API) that computes the numbers "
+                                    "shown here")
+        self.copy_button.clicked.connect(self.copy_code)
+        self.save_button = QtWidgets.QPushButton("Save map…")
+        self.save_button.setToolTip("Save the map shown as CSV (a table) or JSON (every number of the result)")
+        self.save_button.clicked.connect(self._ask_save)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        self.copy_button.setEnabled(self.shown is not None)
+        self.save_button.setEnabled(self.shown is not None)
+
+    def show_message(self, text: str, error: bool = False) -> None:
+        self.message.setStyleSheet(ERROR_STYLE if error else "")
+        self.message.setText(text)
+        self.message.setVisible(bool(text))
+
+    # ----------------------------------------------------------------- copy and save
+    def code(self) -> str:
+        raise NotImplementedError
+
+    def copy_code(self) -> str:
+        """Put :meth:`code` on the clipboard; returns it ("" when nothing is shown)."""
+        if self.shown is None:
+            return ""
+        text = self.code()
+        QtGui.QGuiApplication.clipboard().setText(text)
+        self.show_message("Copied a Python snippet that computes these numbers (run it from the AttnScope folder).")
+        return text
+
+    def map_data(self):
+        raise NotImplementedError
+
+    def save_map(self, path) -> Path | None:
+        """Write the map shown to ``path`` (.csv or .json); None when nothing is shown."""
+        if self.shown is None:
+            return None
+        values, rows, columns, corner, data = self.map_data()
+        try:
+            return write_map(Path(path), values, rows, columns, corner, data)
+        except OSError as exc:
+            self.show_message(f"The map could not be saved to {path}: {exc.strerror or exc}.", error=True)
+            return None
+
+    def _ask_save(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save map", f"{self.title.lower().replace(' ', '_')}.csv",
+                                                        "CSV table (*.csv);;JSON (*.json)")
+        if path:
+            saved = self.save_map(path)
+            if saved is not None:
+                self.show_message(f"Saved {saved}.")
+
+    def offscreen_figure(self):
+        return None

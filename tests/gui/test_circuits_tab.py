@@ -1,0 +1,284 @@
+"""The Circuits tab on the bundled model through a real worker: every number shown is the analysis function's
+(attribute, logit_lens, patch, model_composition run here), each page's Copy as code snippet runs and gives the same
+numbers, token counts that differ are refused in one sentence, Cancel keeps the finished layers, results are
+cleared when the text or model changes, and an encoder is told why not."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtCore  # noqa: E402
+
+from helpers import WAIT_MS, double_click, hold_at_call, view_point  # noqa: E402
+
+TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
+CLEAN = "The cat sat on the mat. The cat sat on the"
+CORRUPTED = "The dog sat on the mat. The cat sat on the"
+
+
+@pytest.fixture(scope="module")
+def bundled_worker():
+    from gui.qt import ensure_qapp
+    from gui.state.worker import Worker
+
+    ensure_qapp()
+    w = Worker()
+    loaded = []
+    w.model_loaded.connect(lambda *args: loaded.append(args))
+    w.load("bundled", "cpu")
+    deadline = QtCore.QDeadlineTimer(WAIT_MS)
+    while not loaded and not deadline.hasExpired():
+        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    assert loaded
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from analysis.model.loading import load_model
+
+    return load_model("bundled", device="cpu")
+
+
+def analysed(qtbot, worker, text=TEXT):
+    with qtbot.waitSignal(worker.analysis_ready, timeout=WAIT_MS) as blocker:
+        worker.analyse(text, bos=True)
+    return blocker.args[0]
+
+
+@pytest.fixture
+def tab(qtbot, bundled_worker):
+    from gui.state.view_state import ViewState
+    from gui.tabs.circuits.circuits_tab import CircuitsTab
+
+    t = CircuitsTab(ViewState(), bundled_worker)
+    qtbot.addWidget(t)
+    t.resize(1100, 650)
+    t.show()
+    t.state.set_bundle(analysed(qtbot, bundled_worker))
+    return t
+
+
+def ids_of(loaded, text=TEXT):
+    from analysis.measures.ablation import text_tokens
+
+    return list(text_tokens(loaded, text, True).ids)
+
+
+def run_snippet(code: str):
+    namespace = {}
+    exec(compile(code, "<snippet>", "exec"), namespace)  # noqa: S102 - the snippet the user copies
+    return namespace["result"]
+
+
+def test_attribution_shows_attribute_and_the_sum_rule_and_a_click_selects(qtbot, tab, bundled):
+    from analysis.measures.attribution import attribute
+
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)  # computed when the page is shown
+    r = tab.state.result
+    top = r.predictions[0]
+    assert page.answer.currentText() == top.token and page.wrong.currentText() == "(none)"
+    expected = attribute(bundled, ids_of(bundled), top.token_id)
+    np.testing.assert_allclose(page.shown.result.heads, expected.heads, atol=1e-9)
+    np.testing.assert_array_equal(page.map.image.image, expected.heads.astype(np.float32))
+    rule = page.rule.text()
+    minus = lambda text: text.replace("-", "−")  # noqa: E731 - a true minus, as everywhere
+    assert rule.startswith(f"{expected.metric} = {minus(f'{expected.value:.3f}')} = heads "
+                           f"{minus(f'{expected.heads.sum():.3f}')}")
+    assert "MLPs" in rule and "embeddings" in rule and "biases" in rule and "residual error" in rule
+    shares = [float(page.table.item(i, 1).text().replace("−", "-")) for i in range(6)]
+    assert sum(shares[:5]) == pytest.approx(expected.value, abs=1e-3)
+    assert shares[5] == pytest.approx(expected.value, abs=1e-4)
+    # a wrong token from the list: logit(answer) − logit(wrong)
+    second = r.predictions[1]
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
+        page.wrong.setCurrentIndex(2)
+        page.wrong.picked.emit()
+    assert page.shown.result.value == pytest.approx(attribute(bundled, ids_of(bundled), top.token_id,
+                                                              second.token_id).value, abs=1e-9)
+    qtbot.wait(100)
+    activated = []
+    tab.head_activated.connect(lambda *a: activated.append(a))
+    double_click(qtbot, page.map.viewport(), view_point(page.map, 2.5, 1.5))
+    assert (tab.state.layer, tab.state.head) == (1, 2) and activated[-1] == (1, 2)
+    snippet = run_snippet(page.copy_code())
+    np.testing.assert_allclose(snippet.heads, page.shown.result.heads, atol=1e-9)
+    assert snippet.residual_error == pytest.approx(page.shown.result.residual_error, abs=1e-6)
+
+
+def test_a_typed_answer_is_resolved_and_a_two_token_one_is_one_sentence(qtbot, tab, bundled):
+    from analysis.measures.attribution import attribute
+
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    page.answer.set_shown("␣mat")  # ␣ stands for the space
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
+        page.run()
+    mat = bundled.tokenizer(" mat", add_special_tokens=False)["input_ids"][0]
+    assert page.shown.result.value == pytest.approx(attribute(bundled, ids_of(bundled), mat).value, abs=1e-9)
+    page.answer.set_shown("␣Mary")
+    with qtbot.waitSignal(page.job.failed, timeout=WAIT_MS):
+        page.run()
+    text = page.message.text()
+    assert "single token" in text and "\n" not in text and page.message.isVisible()
+
+
+def test_the_lens_table_is_logit_lens_and_says_where_the_prediction_comes_on_top(qtbot, tab, bundled):
+    from analysis.measures.logit_lens import logit_lens
+
+    tab.pages.setCurrentWidget(tab.lens)
+    page = tab.lens
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    lens = logit_lens(bundled, ids_of(bundled))
+    np.testing.assert_array_equal(page.shown.lens.top, lens.top)
+    np.testing.assert_allclose(page.shown.lens.prob, lens.prob, atol=1e-9)
+    model = page.model
+    L, n = lens.top.shape
+    assert model.rowCount() == L + 1 and model.columnCount() == n
+    shown = bundled.family.display_tokens(bundled.tokenizer, bundled.tokenizer.convert_ids_to_tokens([int(lens.top[1, 3])]))
+    assert model.data(model.index(1, 3)) == f"{shown[0]}  {lens.prob[1, 3]:.2f}"
+    assert model.data(model.index(L, 0)) == f"{lens.surprisal[0]:.2f}" and model.data(model.index(L, n - 1)) == "—"
+    page.reading.setCurrentIndex(page.reading.findData("rank"))
+    assert model.data(model.index(0, n - 1)) == str(int(lens.final_rank[0, -1]))
+    first = lens.first_layer_on_top(int(lens.top[-1, -1]), -1)
+    assert (f"first on top at layer {first}" if first < L - 1 else "only the last layer") in page.summary.text()
+    snippet = run_snippet(page.copy_code())
+    np.testing.assert_array_equal(snippet.final_rank, page.shown.lens.final_rank)
+
+
+def test_lens_tokens_are_plain_text(qtbot):
+    from analysis.measures.logit_lens import LogitLens
+    from gui.tabs.circuits.lens_page import LensShown
+    from gui.tabs.circuits.lens_table import LensModel
+
+    lens = LogitLens((1, 2), np.zeros((1, 2), np.int64), np.full((1, 2), 0.5), np.zeros((1, 2), np.int64),
+                     np.array([1.0, np.nan]))
+    model = LensModel()
+    model.set_shown(LensShown(lens, ("<b>", "&amp;"), (("<i>x</i>", "a&b"),), None, None))
+    assert model.data(model.index(0, 0)) == "<i>x</i>  0.50"  # the characters, shown by a plain-text view
+    assert model.headerData(1, QtCore.Qt.Orientation.Horizontal) == "1 &amp;"
+
+
+def test_patching_refuses_different_token_counts_in_one_sentence(qtbot, tab):
+    page = tab.patching
+    assert page.clean_edit.text().startswith("When Mary and John") and page.answer_edit.text() == "␣Mary"
+    page.answer_edit.setText("␣mat")
+    page.wrong_edit.setText("␣cat")
+    page.clean_edit.setText("The cat sat on the mat.")
+    page.corrupted_edit.setText("The catalogue sat on the mat.")
+    with qtbot.waitSignal(page.job.failed, timeout=WAIT_MS):
+        page.run()
+    text = page.message.text()
+    assert "first differ at token" in text and "\n" not in text and page.shown is None
+
+
+@pytest.mark.parametrize("what,shape", [("heads", (4, 4)), ("resid", (4, 12)), ("layers", (4, 2))])
+def test_patching_shows_patch_and_its_snippet_gives_the_same_effect(qtbot, tab, bundled, what, shape):
+    from analysis.measures.patching import make_metric, patch
+
+    page = tab.patching
+    page.clean_edit.setText(CLEAN)
+    page.corrupted_edit.setText(CORRUPTED)
+    page.answer_edit.setText("␣mat")
+    page.wrong_edit.setText("␣cat")
+    page.what.setCurrentIndex(page.what.findData(what))
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    metric = make_metric(bundled, "logit_diff", " mat", " cat")
+    expected = patch(bundled, ids_of(bundled, CLEAN), ids_of(bundled, CORRUPTED), metric, what)
+    res = page.shown.result
+    assert res.effect.shape == expected.effect.shape and res.effect.shape[0] == shape[0]
+    np.testing.assert_allclose(res.effect, expected.effect, atol=1e-6)
+    shown_map = page.head_map if what == "heads" else page.column_map
+    assert page.maps.currentWidget() is shown_map
+    np.testing.assert_array_equal(shown_map.image.image, expected.effect.astype(np.float32))
+    assert f"clean {expected.clean:.3f}, corrupted {expected.corrupted:.3f}" in page.summary.text()
+    np.testing.assert_allclose(run_snippet(page.copy_code()).effect, res.effect, atol=1e-6)
+    page.clean_edit.setText(CLEAN + " mat")  # edited after the run: said, the map kept
+    assert not page.stale.isHidden() and "edited" in page.stale.text() and page.shown is not None
+
+
+def test_patching_cancel_keeps_the_finished_layers(qtbot, tab, monkeypatch):
+    import analysis.run.resume as resume
+
+    page = tab.patching
+    page.clean_edit.setText(CLEAN)
+    page.corrupted_edit.setText(CORRUPTED)
+    page.answer_edit.setText("␣mat")
+    page.wrong_edit.setText("␣cat")
+    _calls, reached, go = hold_at_call(monkeypatch, resume, "run_block", 5)  # layer 0 ran blocks 0–3
+    page.run()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    assert page.cancel_button.isEnabled()
+    qtbot.mouseClick(page.cancel_button, QtCore.Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(page.job.cancelled, timeout=WAIT_MS):
+        go.set()
+    res = page.shown.result
+    assert res.partial and res.done[0].all() and not res.done[1:].any()
+    assert page.summary.text().startswith("Patching cancelled: the map shows the 1 of 4 layers")
+    assert "not measured" in page.head_map.hover_text(2, 0)
+
+
+def test_composition_table_is_model_composition_and_its_snippet_agrees(qtbot, tab, bundled):
+    from analysis.measures.composition import model_composition
+
+    page = tab.composition
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    expected = model_composition(bundled).strongest("k", 25)
+    assert [p[:4] for p in page.pairs()] == [p[:4] for p in expected]
+    assert page.table.item(0, 0).text() == f"L{expected[0][0]}H{expected[0][1]}"
+    assert float(page.table.item(0, 2).text()) == pytest.approx(expected[0][4], abs=1e-4)
+    np.testing.assert_allclose(run_snippet(page.copy_code()).k, page.shown.composition.k, atol=1e-12, equal_nan=True)
+
+
+def test_maps_are_saved_as_csv_and_json_and_each_page_has_a_figure(qtbot, tab, tmp_path):
+    from gui.plots.figures import dispose_figure
+
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    page.save_map(tmp_path / "dla.csv")
+    rows = (tmp_path / "dla.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "layer \\ head,H0,H1,H2,H3" and rows[1].startswith("L0,") and len(rows) == 5
+    page.save_map(tmp_path / "dla.json")
+    data = json.loads((tmp_path / "dla.json").read_text(encoding="utf-8"))
+    assert data["value"] == pytest.approx(page.shown.result.value) and len(data["heads"]) == 4
+    fig = tab.offscreen_figure()
+    assert fig is not None and np.array_equal(fig.values, page.shown.result.heads)
+    dispose_figure(fig)
+    tab.pages.setCurrentWidget(tab.composition)
+    assert tab.offscreen_figure() is None  # a table, nothing to draw
+
+
+def test_a_new_text_or_model_clears_the_results(qtbot, tab, bundled_worker):
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
+        tab.state.set_bundle(analysed(qtbot, bundled_worker, "A different text, with other words."))
+    assert page.shown.origin.text == "A different text, with other words."
+    bundled_worker.model_loaded.emit(999, None)  # as after loading another model
+    assert page.shown is None and page.map.values is None and page.table.rowCount() == 0
+    assert "previous model" in page.note.text() and page.run() is None
+
+
+def test_an_encoder_is_told_why_in_one_sentence(qtbot, tab):
+    real = tab.state.result
+
+    class EncoderResult:
+        causal = False
+        model_label = "bert-tiny"
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    class Bundle:
+        result, scores, request_id = EncoderResult(), None, 77
+
+    tab.state.set_bundle(Bundle())
+    text = tab.note.text()
+    assert tab.note.isVisible() and "needs a decoder" in text and "bert-tiny is an encoder" in text
+    assert text.count(". ") == 0 and not tab.pages.isEnabled()
+    assert tab.attribution.run() is None and tab.lens.run() is None
