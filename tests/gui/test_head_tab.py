@@ -223,3 +223,20 @@ def test_the_query_row_view_shows_the_chosen_rows_values_as_the_map_draws_them(q
     state.toggle_query_row(2)
     state.toggle_query_row(2)
     assert not panel.query_view.isVisible()
+
+
+def test_without_a_result_the_map_is_a_line_saying_why(qtbot, panel, tiny_result):
+    """A load that failed left the Head tab with empty axes (−0.5…0.5) and a colour bar (walk 5): with no result
+    the map's place says what the state's placeholder says, or to run a text; a result brings the map back, and
+    losing it again shows the line again."""
+    from gui.tabs.head.head_tab import NO_RESULT
+
+    state = panel.state
+    assert panel.stack.currentWidget() is panel.placeholder and panel.placeholder.text() == NO_RESULT
+    assert not panel.plot.isVisible()
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
+    assert panel.stack.currentWidget() is panel.plot and panel.plot.isVisible()
+    state.set_bundle(None)
+    state.set_placeholder("no model loaded")
+    assert panel.placeholder.isVisible() and panel.placeholder.text() == "no model loaded"
+    assert panel.head_label.plain_text().strip() == ""

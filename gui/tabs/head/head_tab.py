@@ -71,6 +71,9 @@ def top_score_text(top: tuple[str, float]) -> str:
 
 
 
+NO_RESULT = "Run a text to see a head's attention."
+
+
 class HeadTab(QtWidgets.QWidget):
     """Tab protocol: ``title``, ``HeadTab(state, worker)``, ``offscreen_figure()``."""
 
@@ -123,12 +126,25 @@ class HeadTab(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(1)
         layout.addLayout(controls)
-        layout.addWidget(self.plot, 1)
+        # no result (no model loaded, a load that failed): a line saying so where the map goes, never empty axes
+        self.placeholder = QtWidgets.QLabel()
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.stack = QtWidgets.QStackedLayout()
+        self.stack.addWidget(self.plot)
+        self.stack.addWidget(self.placeholder)
+        layout.addLayout(self.stack, 1)
+        if state.bundle is None:
+            self.placeholder.setText(state.placeholder or NO_RESULT)
+            self.stack.setCurrentWidget(self.placeholder)
         self.query_view = QueryRowView()  # one query's row, under the map: shown while a query row is chosen
         self.query_view.closed.connect(lambda: state.set_query_row(None))
         layout.addWidget(self.query_view)
         layout.addWidget(self.hover_label)
         state.on_bundle(lambda _: self.redraw(), "head tab")
+        state.placeholder_changed.connect(lambda _: self.redraw())
         state.selection_changed.connect(lambda *_: self.redraw())
         for signal in (state.colormap_changed, state.scale_changed, state.hide_first_changed,
                        state.attention_view_changed):
@@ -158,7 +174,11 @@ class HeadTab(QtWidgets.QWidget):
         self.hover_label.setText(" ")  # a cell of an earlier picture means nothing now
         if s.bundle is None:
             self.query_view.hide()
+            self.placeholder.setText(s.placeholder or NO_RESULT)
+            self.stack.setCurrentWidget(self.placeholder)
+            self.head_label.set_texts(" ")
             return
+        self.stack.setCurrentWidget(self.plot)
         layer, head = s.layer, s.head
         kind = view_to_draw(s)
         matrix = self.head_maps.get(kind, layer, head)
