@@ -201,8 +201,7 @@ def start(window, args, select, screenshot_dir: Path | None, leave, status) -> N
         offer_gpt2_download(window, about=source)
     text = args.text if args.text is not None else (DEFAULT_TEXT if screenshot_dir else "")
     if not text:
-        recent = window.text_input.recent_texts()
-        text = recent[0] if recent else DEFAULT_TEXT
+        text = window.text_input.last_text() or DEFAULT_TEXT
     window.set_text(text)
     if getattr(args, "chat", False):
         window.state.set_chat(True)

@@ -174,6 +174,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.model_info is not None:
             s.setValue("model/last", self.model_bar.loaded_source)
         self.state.save_settings()
+        self.text_input.save_last()
         s.sync()
 
     # ================================================================= Qt events

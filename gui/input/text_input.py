@@ -364,6 +364,20 @@ class TextInput(QtWidgets.QWidget):
             value = [value]
         return [str(v) for v in (value or [])]
 
+    def last_text(self) -> str | None:
+        """The text the box held when the app last closed (:meth:`save_last`), else the latest explicitly run one;
+        None: neither."""
+        last = self.settings.value("texts/last")
+        if last:
+            return str(last)
+        recent = self.recent_texts()
+        return recent[0] if recent else None
+
+    def save_last(self) -> None:
+        """Keep the box's text for the next start (an auto-run text is not a Recent text, but it is what was on
+        screen: walk 5 reopened on the text run before it)."""
+        self.settings.setValue("texts/last", self.text()[:MAX_RECENT_CHARS])
+
     def remember(self, text: str) -> None:
         """Save an explicitly run text first in Recent texts: at most MAX_RECENT_CHARS of it, no duplicates."""
         text = text[:MAX_RECENT_CHARS]

@@ -40,12 +40,14 @@ def test_settings_persist(qtbot, settings, tiny_model_dir):
     w.state.set_colormap("magma")
     w.state.set_scale("log")
     run(qtbot, w, "remember me")
+    w.text_input.text_edit.setPlainText("typed after, never run explicitly")
     w.close()
     w2 = MainWindow(settings)
     qtbot.addWidget(w2)
     assert w2.state.colormap == "magma" and w2.state.scale == "log"
     assert w2.head_tab.colormap_choice.currentData() == "magma"
     assert w2.text_input.recent_texts()[0] == "remember me"
+    assert w2.text_input.last_text() == "typed after, never run explicitly"  # what the box held at the close
     assert settings.value("model/last") == str(tiny_model_dir)
     w2.close()
 
