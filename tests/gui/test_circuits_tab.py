@@ -282,3 +282,24 @@ def test_an_encoder_is_told_why_in_one_sentence(qtbot, tab):
     assert tab.note.isVisible() and "needs a decoder" in text and "bert-tiny is an encoder" in text
     assert text.count(". ") == 0 and not tab.pages.isEnabled()
     assert tab.attribution.run() is None and tab.lens.run() is None
+
+
+def test_signed_maps_mark_and_rank_heads_by_size_and_effects_keep_a_scale_of_one(qtbot):
+    """Walk 6: the outlines marked the largest positive heads while the page listed the largest |value|, and a
+    cancelled run's ±0.005 effects were stretched to full colour. Now the outlines and the hover's rank go by
+    |value| (a strongly negative head is marked, ranked first), and an effect map's colours span at least ±1
+    (1: the clean value)."""
+    from gui.tabs.circuits.maps import HeadValueMap, effect_levels
+
+    assert effect_levels(np.array([[0.005, -0.002], [np.nan, 0.0]])) == (-1.0, 1.0)
+    assert effect_levels(np.array([[1.3, -0.2]])) == (-1.3, 1.3)
+    values = np.full((3, 4), 0.01)
+    values[2, 1], values[0, 3] = -2.0, 0.5
+    fig = HeadValueMap()
+    qtbot.addWidget(fig)
+    fig.set_values(values, "dla", "logits (direct contribution)")
+    assert (2, 1) in [tuple(h) for h in fig.badge_layer.heads]  # the negative head stands out by its size
+    assert "(rank 1 of 12 by |value|)" in fig.hover_text(2, 1)
+    assert "(rank 2 of 12 by |value|)" in fig.hover_text(0, 3)
+    fig.set_values(values * 0.001, "effect", "effect", levels=effect_levels(values * 0.001))
+    assert tuple(fig.colorbar.levels()) == (-1.0, 1.0)

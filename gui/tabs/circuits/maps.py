@@ -25,6 +25,14 @@ def symmetric_levels(values: np.ndarray) -> tuple[float, float]:
     return (-top, top) if top > 0 else (-1.0, 1.0)
 
 
+def effect_levels(values: np.ndarray) -> tuple[float, float]:
+    """(−m, m), m = max(1, the largest finite |value|): for a patching effect, where 1 is the clean value and 0
+    the corrupted one. A map of small effects (a cancelled run's first layer, ±0.005) stays pale instead of being
+    stretched to full colour as if it were as strong as a head that restores the answer."""
+    low, high = symmetric_levels(values)
+    return (min(low, -1.0), max(high, 1.0))
+
+
 class HeadValueMap(LayerHeadMap):
     """One signed number per head (``values`` (L, H)); click selects, double-click opens (LayerHeadMap).
     ``describe(layer, head, value)`` gives the hover's first line."""
@@ -42,7 +50,8 @@ class HeadValueMap(LayerHeadMap):
         self.describe = describe
         self.set_image(self.values.astype(np.float32), self.values.shape, levels or symmetric_levels(self.values),
                        DIVERGING, title, bar_label)
-        self.set_badges(self.values, bar_label.split(" (")[0])
+        # the heads that stand out by size, either sign, as the pages' "largest" lists rank them
+        self.set_badges(np.abs(self.values), f"|{bar_label.split(' (')[0]}|")
 
     def forget(self) -> None:
         self.values = None
@@ -54,10 +63,10 @@ class HeadValueMap(LayerHeadMap):
         v = float(self.values[layer, head])
         if v != v:
             return f"{head_name(layer, head)}: not measured (cancelled before this layer)"
-        finite = self.values[np.isfinite(self.values)]
-        rank = int((finite > v).sum()) + 1
+        finite = np.abs(self.values[np.isfinite(self.values)])
+        rank = int((finite > abs(v)).sum()) + 1  # by size, as the outlines and the "largest" lists
         first = self.describe(layer, head, v) if self.describe else f"{head_name(layer, head)}: {format_score(v, True)}"
-        return f"{first} (rank {rank} of {finite.size})\ndouble-click or Enter: open"
+        return f"{first} (rank {rank} of {finite.size} by |value|)\ndouble-click or Enter: open"
 
 
 class LayerColumnMap(ZoomableFigure):
@@ -79,11 +88,11 @@ class LayerColumnMap(ZoomableFigure):
         self.plot.getViewBox().sigResized.connect(lambda *_: self._ticks())
 
     def set_values(self, values: np.ndarray, columns: Sequence[str], title: str, bar_label: str,
-                   column_axis: str, describe: Callable[[int, int, float], str] | None = None) -> None:
+                   column_axis: str, describe: Callable[[int, int, float], str] | None = None, levels=None) -> None:
         self.values = np.asarray(values, dtype=np.float64)
         self.columns, self.describe = tuple(columns), describe
         L, C = self.values.shape
-        levels = symmetric_levels(self.values)
+        levels = levels or symmetric_levels(self.values)
         self.image.setImage(self.values.astype(np.float32), levels=levels, autoLevels=False)
         self.image.setRect(QtCore.QRectF(0, 0, C, L))
         self.colorbar.setLevels(levels)

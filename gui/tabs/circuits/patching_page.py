@@ -25,7 +25,7 @@ from analysis.display import format_duration, head_name
 from ...state.jobs import Job
 from ...state.worker import RequestKind
 from .answers import shown_text, typed_text
-from .maps import HeadValueMap, LayerColumnMap
+from .maps import HeadValueMap, LayerColumnMap, effect_levels
 from .page import Page, wrapped_label
 from .pair_examples import PAIRS
 from .snippets import Origin, origin_of, patching_code
@@ -326,14 +326,15 @@ class PatchingPage(Page):
                     f"clean {res.clean:.3f}, corrupted {res.corrupted:.3f})")
 
         if res.what == "heads":
-            self.head_map.set_values(res.effect, title, bar, head_text)
+            self.head_map.set_values(res.effect, title, bar, head_text, levels=effect_levels(res.effect))
             self.head_map.select(self.state.layer, self.state.head)
             self.maps.setCurrentWidget(self.head_map)
         else:
             columns = ([f"{i} {t}" for i, t in enumerate(shown.tokens)] if res.what == "resid"
                        else ["attention", "MLP"])
             self.column_map.set_values(res.effect, columns, title, bar,
-                                       "position" if res.what == "resid" else "sub-layer output", column_text)
+                                       "position" if res.what == "resid" else "sub-layer output", column_text,
+                                       levels=effect_levels(res.effect))
             self.maps.setCurrentWidget(self.column_map)
         self.maps.show()
         self.summary.setText(self._summary_text(shown))
@@ -386,13 +387,14 @@ class PatchingPage(Page):
         if res.what == "heads":
             fig = HeadValueMap()
             lay_out_offscreen(fig, int(min(2400, max(620, 220 + 48 * C))), int(min(3000, max(360, 120 + 40 * L))))
-            fig.set_values(res.effect, title, "effect")
+            fig.set_values(res.effect, title, "effect", levels=effect_levels(res.effect))
         else:
             fig = LayerColumnMap()
             lay_out_offscreen(fig, int(min(2400, max(620, 220 + 60 * C))), int(min(3000, max(360, 120 + 30 * L))))
             columns = ([f"{i} {t}" for i, t in enumerate(self.shown.tokens)] if res.what == "resid"
                        else ["attention", "MLP"])
-            fig.set_values(res.effect, columns, title, "effect", "position" if res.what == "resid" else "sub-layer")
+            fig.set_values(res.effect, columns, title, "effect", "position" if res.what == "resid" else "sub-layer",
+                           levels=effect_levels(res.effect))
         settle_layout()
         return fig
 
