@@ -165,7 +165,7 @@ class AttributionPage(Page):
 
     def showEvent(self, ev):  # noqa: N802 - computed when looked at
         super().showEvent(ev)
-        if self.shown is None and not self.job.running and not self.tie.why_not() and not self.message.isVisible():
+        if self.shown is None and not self.job.running and not self.tie.why_not() and not self.has_message():
             self.run()
 
     def _select(self, layer: int, head: int) -> None:

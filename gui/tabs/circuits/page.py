@@ -30,8 +30,8 @@ class Page(QtWidgets.QWidget):
         super().__init__(parent)
         self.state, self.worker, self.tie = state, worker, tie
         self.shown = None
-        self.message = wrapped_label()
-        self.message.hide()
+        self.message = wrapped_label(" ")  # always there, a line high: a message never pushes the map down
+        self.message.setMinimumHeight(self.message.fontMetrics().lineSpacing())
         self.copy_button = QtWidgets.QPushButton("Copy as code")
         self.copy_button.setToolTip("Copy a short Python snippet (AttnScope's analysis API) that computes the numbers "
                                     "shown here")
@@ -45,10 +45,12 @@ class Page(QtWidgets.QWidget):
         self.copy_button.setEnabled(self.shown is not None)
         self.save_button.setEnabled(self.shown is not None)
 
+    def has_message(self) -> bool:
+        return bool(self.message.text().strip())
+
     def show_message(self, text: str, error: bool = False) -> None:
         self.message.setStyleSheet(ERROR_STYLE if error else "")
-        self.message.setText(text)
-        self.message.setVisible(bool(text))
+        self.message.setText(text or " ")
 
     # ----------------------------------------------------------------- copy and save
     def code(self) -> str:
@@ -78,7 +80,8 @@ class Page(QtWidgets.QWidget):
             return None
 
     def _ask_save(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save map", f"{self.title.lower().replace(' ', '_')}.csv",
+        name = f"{self.title.lower().replace(' ', '_')}.csv"  # in the home folder, not wherever the app was started
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Save map", str(Path.home() / name),
                                                         "CSV table (*.csv);;JSON (*.json)")
         if path:
             saved = self.save_map(path)
