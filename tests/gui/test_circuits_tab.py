@@ -173,6 +173,8 @@ def test_patching_refuses_different_token_counts_in_one_sentence(qtbot, tab):
         page.run()
     text = page.message.text()
     assert "first differ at token" in text and "\n" not in text and page.shown is None
+    page.corrupted_edit.setText("The dog sat on the mat.")  # the inputs it was about changed: the error goes
+    assert not page.has_message()
 
 
 @pytest.mark.parametrize("what,shape", [("heads", (4, 4)), ("resid", (4, 12)), ("layers", (4, 2))])

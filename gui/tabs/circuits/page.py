@@ -30,6 +30,7 @@ class Page(QtWidgets.QWidget):
         super().__init__(parent)
         self.state, self.worker, self.tie = state, worker, tie
         self.shown = None
+        self.message_is_error = False  # the line says what was wrong with the inputs: editing them clears it
         self.message = wrapped_label(" ")  # always there, a line high: a message never pushes the map down
         self.message.setMinimumHeight(self.message.fontMetrics().lineSpacing())
         self.copy_button = QtWidgets.QPushButton("Copy as code")
@@ -45,10 +46,17 @@ class Page(QtWidgets.QWidget):
         self.copy_button.setEnabled(self.shown is not None)
         self.save_button.setEnabled(self.shown is not None)
 
+    def inputs_edited(self) -> None:
+        """An input changed: an error about the inputs as they were no longer applies (walk 6 saw "' Weasley' must
+        be a single token" stay after another example had replaced it)."""
+        if self.message_is_error:
+            self.show_message("")
+
     def has_message(self) -> bool:
         return bool(self.message.text().strip())
 
     def show_message(self, text: str, error: bool = False) -> None:
+        self.message_is_error = bool(text) and error
         self.message.setStyleSheet(ERROR_STYLE if error else "")
         self.message.setText(text or " ")
 

@@ -79,6 +79,7 @@ class PatchingPage(Page):
         self.corrupted_edit.setPlaceholderText("the corrupted prompt (the same token count, one part changed)")
         for edit in (self.clean_edit, self.corrupted_edit):
             edit.textChanged.connect(lambda _t: self._mark_stale())
+            edit.textChanged.connect(lambda _t: self.inputs_edited())
             edit.returnPressed.connect(self.run)
         self.metric = QtWidgets.QComboBox()
         for key, text in METRICS.items():
@@ -92,6 +93,7 @@ class PatchingPage(Page):
             edit.setToolTip(f"The {what}: one token; ␣ stands for a space (␣Mary is ' Mary')")
             edit.setMinimumWidth(96)  # '␣Mary' whole at 1366 px (it was cut to 'Mary')
             edit.setMaximumWidth(160)
+            edit.textChanged.connect(lambda _t: self.inputs_edited())
         self.what = QtWidgets.QComboBox()
         for key, text in WHAT.items():
             self.what.addItem(text, key)
