@@ -187,8 +187,12 @@ def test_patching_shows_patch_and_its_snippet_gives_the_same_effect(qtbot, tab, 
     page.answer_edit.setText("␣mat")
     page.wrong_edit.setText("␣cat")
     page.what.setCurrentIndex(page.what.findData(what))
+    from gui.plots.plot_items import DIM_OPACITY
+
     with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
         page.run()
+        assert page.head_map.image.opacity() == DIM_OPACITY  # a map on screen would be the previous run's
+    assert page.head_map.image.opacity() == page.column_map.image.opacity() == 1.0
     metric = make_metric(bundled, "logit_diff", " mat", " cat")
     expected = patch(bundled, ids_of(bundled, CLEAN), ids_of(bundled, CORRUPTED), metric, what)
     res = page.shown.result

@@ -22,6 +22,7 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.display import format_duration, head_name
 
+from ...plots.plot_items import DIM_OPACITY
 from ...state.jobs import Job
 from ...state.worker import RequestKind
 from .answers import shown_text, typed_text
@@ -207,6 +208,7 @@ class PatchingPage(Page):
         self.stale.hide()
         self.progress.hide()
         self.cancel_button.setEnabled(False)
+        self._dim(False)
         self.show_message("")
         self._update_buttons()
         self._update_enabled()
@@ -267,6 +269,7 @@ class PatchingPage(Page):
         self.show_message("")
         self.summary.setText(f"Patching {WHAT[what]}, {self.noising.currentText()} "
                              f"({'clean into the corrupted run' if not noising else 'corrupted into the clean run'})…")
+        self._dim(True)  # the map on screen is the previous run's until this one answers
         self.progress.setRange(0, 0)
         self.progress.setFormat("tokenizing and caching both runs")
         self.progress.show()
@@ -285,7 +288,14 @@ class PatchingPage(Page):
         self.progress.setFormat("%v of %m" + (f" · about {format_duration(left)} left"
                                                       if left == left and done < total else ""))
 
+    def _dim(self, on: bool) -> None:
+        """The maps' images drawn at DIM_OPACITY while a newer patching run is in flight (walk 6: the previous map
+        stayed on screen undimmed under the progress bar), as RunDimmer dims a view while a new text runs."""
+        for view in (self.head_map, self.column_map):
+            view.image.setOpacity(DIM_OPACITY if on else 1.0)
+
     def _stopped(self, message: str = "", error: bool = False) -> None:
+        self._dim(False)
         self.progress.hide()
         self.cancel_button.setEnabled(False)
         self._update_enabled()
