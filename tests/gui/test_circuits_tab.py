@@ -330,3 +330,20 @@ def test_every_example_pair_can_be_patched_on_smollm2():
         clean, corrupted = (ids_of(loaded, t) for t in (pair.clean, pair.corrupted))
         pair_ids(loaded, clean, corrupted)  # raises an InputError when they differ in length
         assert single_token(loaded, pair.answer, "answer") != single_token(loaded, pair.wrong, "wrong")
+
+
+def test_noising_is_shown_as_the_answer_lost_so_white_is_no_effect():
+    """Walk 6: noising's effect map was ~1.0 everywhere and its 'largest' were the heads whose corruption helps.
+    Shown as the loss 1 − effect = (clean − patched) / (clean − corrupted): 0 where corrupting the head changes
+    nothing, ranked largest first; denoising shows the effect itself."""
+    from types import SimpleNamespace
+
+    from gui.tabs.circuits.patching_page import shown_values, top_cells
+
+    effect = np.array([[1.0, 0.2], [1.3, np.nan]])  # noising: 0.2 = corrupting it loses 80% of the answer
+    values, bar, word = shown_values(SimpleNamespace(denoising=False, effect=effect))
+    np.testing.assert_allclose(values, [[0.0, 0.8], [-0.3, np.nan]])
+    assert word == "loss" and bar.startswith("loss (clean − patched)")
+    assert top_cells(values, 2) == [((0, 1), pytest.approx(0.8)), ((0, 0), 0.0)]
+    same, _, word = shown_values(SimpleNamespace(denoising=True, effect=effect))
+    assert same is effect and word == "effect"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from analysis.display import format_duration, head_name
@@ -33,6 +34,26 @@ from .snippets import Origin, origin_of, patching_code
 
 WHAT = {"heads": "heads (z_h)", "resid": "residual × position", "layers": "attention / MLP"}
 METRICS = {"logit_diff": "logit difference", "logprob": "log p(answer)", "loss": "−loss of the clean text"}
+
+
+def shown_values(res) -> tuple[np.ndarray, str, str]:
+    """(values, colour bar label, word) of the map a PatchingResult is shown as. Denoising: the effect
+    (patched − corrupted) / (clean − corrupted), 1 = this activation alone restores the clean answer. Noising: the
+    loss 1 − effect = (clean − patched) / (clean − corrupted), 1 = corrupting it alone loses the whole answer, 0 =
+    nothing changes, so that in both directions white is "does nothing" and the heads that matter are the
+    strongest colours (walk 6: noising's effect map was ~1.0 red everywhere, the heads that matter slightly
+    lighter, and its largest values were the heads whose corruption helps). The result keeps ``effect`` as the
+    command line writes it."""
+    if res.denoising:
+        return res.effect, "effect (patched − corrupted) / (clean − corrupted)", "effect"
+    return 1.0 - res.effect, "loss (clean − patched) / (clean − corrupted)", "loss"
+
+
+def top_cells(values: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
+    """The k cells of largest value, largest first: (index, value); NaN (not measured) never."""
+    flat = np.nan_to_num(values, nan=-np.inf).ravel()
+    order = [i for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
+    return [(tuple(int(j) for j in np.unravel_index(i, values.shape)), float(flat[i])) for i in order]
 
 
 @dataclass(frozen=True)
@@ -321,11 +342,11 @@ class PatchingPage(Page):
         self.shown = shown
         res = shown.result
         direction = "denoising" if res.denoising else "noising"
-        title = f"patching effect, {res.what}, {direction}"
-        bar = "effect (patched − corrupted) / (clean − corrupted)"
+        values, bar, word = shown_values(res)
+        title = f"patching {word}, {res.what}, {direction}"
 
         def head_text(layer, head, v):
-            return (f"{head_name(layer, head)}: effect {v:.3f} ({res.metric_label} patched "
+            return (f"{head_name(layer, head)}: {word} {v:.3f} ({res.metric_label} patched "
                     f"{res.patched[layer, head]:.3f}; clean {res.clean:.3f}, corrupted {res.corrupted:.3f})")
 
         def column_text(layer, column, v):
@@ -334,19 +355,19 @@ class PatchingPage(Page):
                 where = f"position {column} {where}, the residual stream entering block {layer}"
             else:
                 where = f"L{layer} {where} output"
-            return (f"{where}: effect {v:.3f} ({res.metric_label} patched {res.patched[layer, column]:.3f}; "
+            return (f"{where}: {word} {v:.3f} ({res.metric_label} patched {res.patched[layer, column]:.3f}; "
                     f"clean {res.clean:.3f}, corrupted {res.corrupted:.3f})")
 
         if res.what == "heads":
-            self.head_map.set_values(res.effect, title, bar, head_text, levels=effect_levels(res.effect))
+            self.head_map.set_values(values, title, bar, head_text, levels=effect_levels(values))
             self.head_map.select(self.state.layer, self.state.head)
             self.maps.setCurrentWidget(self.head_map)
         else:
             columns = ([f"{i} {t}" for i, t in enumerate(shown.tokens)] if res.what == "resid"
                        else ["attention", "MLP"])
-            self.column_map.set_values(res.effect, columns, title, bar,
+            self.column_map.set_values(values, columns, title, bar,
                                        "position" if res.what == "resid" else "sub-layer output", column_text,
-                                       levels=effect_levels(res.effect))
+                                       levels=effect_levels(values))
             self.maps.setCurrentWidget(self.column_map)
         self.maps.show()
         self.summary.setText(self._summary_text(shown))
@@ -365,9 +386,12 @@ class PatchingPage(Page):
                 return f"L{index[0]} @ {index[1]} {shown.tokens[index[1]]}"
             return f"L{index[0]} {('attention', 'MLP')[index[1]]}"
 
-        top = ", ".join(f"{name(i)} {v:.3f}" for i, v in res.top(5))
-        return (f"{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest effects: {top} "
-                "(1: the patched run scores the clean value, 0: the corrupted value).")
+        values, _, word = shown_values(res)
+        top = ", ".join(f"{name(i)} {v:.3f}" for i, v in top_cells(values, 5))
+        meaning = ("1: the patched run scores the clean value, 0: the corrupted value" if res.denoising else
+                   "1: corrupting it alone loses the whole answer, 0: the clean run is unchanged")
+        return (f"{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest {word}: {top} "
+                f"({meaning}).")
 
     # ----------------------------------------------------------------- copy, save, figure
     def code(self) -> str:
@@ -384,7 +408,8 @@ class PatchingPage(Page):
                    "layers": ["attention", "mlp"]}[res.what]
         data = {"page": "patching", "clean_text": s.clean, "corrupted_text": s.corrupted, "tokens": list(s.tokens),
                 **res.to_dict()}
-        return res.effect, [f"L{l}" for l in range(L)], columns, f"layer \\ {res.what}", data
+        values, _, word = shown_values(res)  # the map as shown (noising: the loss); the JSON keeps effect as well
+        return values, [f"L{l}" for l in range(L)], columns, f"layer \\ {res.what} ({word})", data
 
     def offscreen_figure(self):
         if self.shown is None:
@@ -399,14 +424,16 @@ class PatchingPage(Page):
         if res.what == "heads":
             fig = HeadValueMap()
             lay_out_offscreen(fig, int(min(2400, max(620, 220 + 48 * C))), int(min(3000, max(360, 120 + 40 * L))))
-            fig.set_values(res.effect, title, "effect", levels=effect_levels(res.effect))
+            values, _, word = shown_values(res)
+            fig.set_values(values, title, word, levels=effect_levels(values))
         else:
             fig = LayerColumnMap()
             lay_out_offscreen(fig, int(min(2400, max(620, 220 + 60 * C))), int(min(3000, max(360, 120 + 30 * L))))
             columns = ([f"{i} {t}" for i, t in enumerate(self.shown.tokens)] if res.what == "resid"
                        else ["attention", "MLP"])
-            fig.set_values(res.effect, columns, title, "effect", "position" if res.what == "resid" else "sub-layer",
-                           levels=effect_levels(res.effect))
+            values, _, word = shown_values(res)
+            fig.set_values(values, columns, title, word, "position" if res.what == "resid" else "sub-layer",
+                           levels=effect_levels(values))
         settle_layout()
         return fig
 
