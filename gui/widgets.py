@@ -35,6 +35,17 @@ def add_arrow_keys(widget: QtWidgets.QWidget, state: ViewState) -> None:
         shortcut.activated.connect(lambda s=step: state.move_selection(*s))
 
 
+def placeholder_label(parent: QtWidgets.QWidget | None = None) -> QtWidgets.QLabel:
+    """The line a view shows where its figure goes while it has nothing to draw ("no model loaded", "computing…"):
+    centred, plain text, wrapped, in the palette's placeholder colour."""
+    label = QtWidgets.QLabel(parent)
+    label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+    label.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    label.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+    return label
+
+
 class ElidingComboBox(QtWidgets.QComboBox):
     """A combo box that ends its current text in "…" when the box is narrower than it (Qt's styles cut it)."""
 

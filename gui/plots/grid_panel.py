@@ -19,7 +19,7 @@ from analysis.measures.head_scores import SCORE_NAMES
 
 from ..state.lens_data import HIDDEN_FIRST, VALUE_NORMS
 from ..state.view_state import ViewState
-from ..widgets import ElidedLabel, add_arrow_keys, show_focus_ring
+from ..widgets import ElidedLabel, add_arrow_keys, placeholder_label, show_focus_ring
 from .badges import LOW_IS_FINDING
 from .figures import fit_title, grid_source
 from .grid_plot import BAR_LABELS, GridPlot
@@ -132,11 +132,7 @@ class GridPanel(QtWidgets.QWidget):
         bar.addWidget(self.badge_note, 1)
         bar.addWidget(QtWidgets.QLabel("Badges:"))
         bar.addWidget(self.badge_choice)
-        self.placeholder = QtWidgets.QLabel(self)
-        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.placeholder = placeholder_label(self)
         self.stack = QtWidgets.QStackedLayout()
         self.stack.addWidget(self.plot)
         self.stack.addWidget(self.placeholder)

@@ -26,7 +26,7 @@ from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
 from ...state.head_maps import HeadMaps
 from ...state.lens_data import VALUE_NORMS, LensData
 from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS, ViewState
-from ...widgets import ElidedLabel, add_arrow_keys, choice_box, show_focus_ring
+from ...widgets import ElidedLabel, add_arrow_keys, choice_box, placeholder_label, show_focus_ring
 from .query_row import QueryRowView
 
 #: The pattern scores the head label compares: every AttnScope score but entropy (a spread, not a pattern).
@@ -127,11 +127,7 @@ class HeadTab(QtWidgets.QWidget):
         layout.setSpacing(1)
         layout.addLayout(controls)
         # no result (no model loaded, a load that failed): a line saying so where the map goes, never empty axes
-        self.placeholder = QtWidgets.QLabel()
-        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.placeholder = placeholder_label()
         self.stack = QtWidgets.QStackedLayout()
         self.stack.addWidget(self.plot)
         self.stack.addWidget(self.placeholder)

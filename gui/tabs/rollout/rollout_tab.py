@@ -26,7 +26,7 @@ from ...plots.figures import HeadPlot
 from ...plots.plot_items import RunDimmer, apply_theme
 from ...state.lens_data import ROLLOUT, LensData
 from ...state.view_state import ViewState
-from ...widgets import choice_box, show_focus_ring
+from ...widgets import choice_box, placeholder_label, show_focus_ring
 
 EXPLANATION = ("Rollout (Abnar & Zuidema 2020): each layer's Â = 0.5·mean over heads of A + 0.5·I (the "
                "residual), rows renormalised; R(l) = Â(l)·…·Â(0) — which input tokens each position draws on "
@@ -99,11 +99,7 @@ class RolloutTab(QtWidgets.QWidget):
         layout.addLayout(controls)
         layout.addWidget(self.skip_note)
         layout.addWidget(self.status)  # computing…, updating…, or where to look past a sink
-        self.placeholder = QtWidgets.QLabel()
-        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setTextFormat(QtCore.Qt.TextFormat.PlainText)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: palette(placeholder-text); font-size: 13pt;")
+        self.placeholder = placeholder_label()
         self.stack = QtWidgets.QStackedLayout()  # the plot once R is there; until then a line saying why not
         self.stack.addWidget(self.plot)
         self.stack.addWidget(self.placeholder)
