@@ -64,7 +64,8 @@ def test_the_switch_changes_what_the_head_and_the_grid_draw(qtbot, views, tiny_r
     state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
     state.select(2, 1)
     np.testing.assert_allclose(head.plot.image.image, masked(tiny_result.attentions[2, 1]), rtol=1e-6)
-    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS):
+    # the value norms' answer itself: the Rollout tab beside it asks for R too, and either may come first
+    with qtbot.waitSignal(state.lens_changed, timeout=WAIT_MS, check_params_cb=lambda kind: kind == "value_norms"):
         state.set_attention_view("value-weighted")
         assert state.lens("value_norms") is None  # asked of the worker, not computed here
     expected, _ = shares(tiny_result, tiny_model)
