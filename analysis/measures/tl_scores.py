@@ -239,8 +239,9 @@ def _over_cells(block: np.ndarray, rows: np.ndarray, keys: np.ndarray, values: n
     for start in range(0, rows.size, _CELLS_PER_BLOCK):
         cells = slice(start, start + _CELLS_PER_BLOCK)
         r, k = rows[cells], keys[cells]
-        a = (block.reshape(block.shape[0], -1).take(r * block.shape[-1] + k, axis=1) if block.flags.c_contiguous and block.size
-             else block[:, r, k]).astype(np.float64)  # (K, ≤ chunk): a contiguous block's cells by flat index
+        flat = block.flags.c_contiguous and block.size  # a contiguous block: its cells taken by flat index
+        a = (block.reshape(block.shape[0], -1).take(r * block.shape[-1] + k, axis=1) if flat
+             else block[:, r, k]).astype(np.float64)  # (K, ≤ chunk)
         v = values[cells]
         out += a @ v if measure == "mul" else (np.abs(a - v) - np.abs(a)).sum(axis=-1)
     return out
