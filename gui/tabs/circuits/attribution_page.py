@@ -126,13 +126,7 @@ class AttributionPage(Page):
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         self.splitter = splitter
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addLayout(row)
-        layout.addWidget(self.note)
-        layout.addWidget(self.rule)
-        layout.addWidget(self.message)
-        layout.addWidget(splitter, 1)
+        self.lay_out(row, self.note, self.rule, self.message, main=splitter)
 
     # ----------------------------------------------------------------- what the result belongs to
     def _key_changed(self) -> None:

@@ -65,19 +65,8 @@ class CompositionPage(Page):
                                   "random matrices of these shapes score. Click a row: select the later head; "
                                   "double-click: open it.")
         self.baseline = wrapped_label()
-        row = QtWidgets.QHBoxLayout()
-        for widget in (self.run_button, self.kind, self.top):
-            row.addWidget(widget)
-        row.addStretch(1)
-        row.addWidget(self.copy_button)
-        row.addWidget(self.save_button)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addLayout(row)
-        layout.addWidget(self.note)
-        layout.addWidget(self.baseline)
-        layout.addWidget(self.message)
-        layout.addWidget(self.table, 1)
+        self.lay_out(self.buttons_after(self.run_button, self.kind, self.top), self.note, self.baseline, self.message,
+                     main=self.table)
         self._pairs: list[tuple[int, int, int, int, float]] = []
         self._model_key = None
         tie.changed.connect(self._changed)

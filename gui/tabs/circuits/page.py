@@ -42,6 +42,29 @@ class Page(QtWidgets.QWidget):
         self.save_button.clicked.connect(self._ask_save)
         self._update_buttons()
 
+    def buttons_after(self, *controls: QtWidgets.QWidget) -> QtWidgets.QHBoxLayout:
+        """A row of ``controls`` (a str is a label), then room, then Copy as code and Save map at the right."""
+        row = QtWidgets.QHBoxLayout()
+        for control in controls:
+            row.addWidget(QtWidgets.QLabel(control) if isinstance(control, str) else control)
+        row.addStretch(1)
+        row.addWidget(self.copy_button)
+        row.addWidget(self.save_button)
+        return row
+
+    def lay_out(self, *parts, main: QtWidgets.QWidget) -> QtWidgets.QVBoxLayout:
+        """The page top to bottom: ``parts`` (layouts or widgets, the message line among them where it goes), then
+        ``main`` (the map or table), which takes the height left."""
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        for part in parts:
+            if isinstance(part, QtWidgets.QLayout):
+                layout.addLayout(part)
+            else:
+                layout.addWidget(part)
+        layout.addWidget(main, 1)
+        return layout
+
     def _update_buttons(self) -> None:
         self.copy_button.setEnabled(self.shown is not None)
         self.save_button.setEnabled(self.shown is not None)

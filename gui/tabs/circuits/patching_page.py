@@ -147,13 +147,7 @@ class PatchingPage(Page):
         form.addWidget(QtWidgets.QLabel("Corrupted"), 1, 0)
         form.addWidget(self.corrupted_edit, 1, 1, 1, 2)
         form.setColumnStretch(1, 1)
-        metric_row = QtWidgets.QHBoxLayout()
-        for widget in (QtWidgets.QLabel("Metric"), self.metric, QtWidgets.QLabel("answer"), self.answer_edit,
-                       QtWidgets.QLabel("wrong"), self.wrong_edit):
-            metric_row.addWidget(widget)
-        metric_row.addStretch(1)
-        metric_row.addWidget(self.copy_button)
-        metric_row.addWidget(self.save_button)
+        metric_row = self.buttons_after("Metric", self.metric, "answer", self.answer_edit, "wrong", self.wrong_edit)
         run_row = QtWidgets.QHBoxLayout()
         run_row.addWidget(QtWidgets.QLabel("Patch"))
         run_row.addWidget(self.what)
@@ -180,15 +174,7 @@ class PatchingPage(Page):
         for fig in (self.head_map, self.column_map):
             apply_theme(fig, self.state.dark)
             self.state.dark_changed.connect(lambda dark, fig=fig: apply_theme(fig, dark))
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addLayout(form)
-        layout.addLayout(metric_row)
-        layout.addLayout(run_row)
-        layout.addWidget(self.message)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.stale)
-        layout.addWidget(self.maps, 1)
+        layout = self.lay_out(form, metric_row, run_row, self.message, self.summary, self.stale, main=self.maps)
         layout.addStretch(0)  # the lines above stay on top while there is no map
 
     def use_pair(self, pair) -> None:
