@@ -116,21 +116,9 @@ def family_run(family_folder):
 def worker(tiny_model_dir):
     """A real worker thread with the tiny model loaded through it, one per test module (loading costs seconds).
     A test that needs a fresh worker of its own takes ``loaded_worker``."""
-    from PySide6 import QtCore
+    from helpers import worker_with
 
-    from gui.qt import ensure_qapp
-    from gui.state.worker import Worker
-    from helpers import WAIT_MS
-
-    ensure_qapp()
-    w = Worker()
-    loaded = []
-    w.model_loaded.connect(lambda *args: loaded.append(args))
-    w.load(str(tiny_model_dir), "cpu")
-    deadline = QtCore.QDeadlineTimer(WAIT_MS)
-    while not loaded and not deadline.hasExpired():
-        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
-    assert loaded
+    w = worker_with(str(tiny_model_dir))
     yield w
     w.stop()
 

@@ -51,6 +51,26 @@ def analyse(qtbot, worker, text, bos=True):
     return blocker.args[0]
 
 
+def worker_with(source: str):
+    """A real worker thread with ``source`` loaded through it (on the CPU), for a module-scoped fixture: the caller
+    yields it and calls ``stop()`` after."""
+    from PySide6 import QtCore
+
+    from gui.qt import ensure_qapp
+    from gui.state.worker import Worker
+
+    ensure_qapp()
+    w = Worker()
+    loaded = []
+    w.model_loaded.connect(lambda *args: loaded.append(args))
+    w.load(source, "cpu")
+    deadline = QtCore.QDeadlineTimer(WAIT_MS)
+    while not loaded and not deadline.hasExpired():
+        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    assert loaded
+    return w
+
+
 @contextmanager
 def worker_held(worker):
     """The worker busy on a task that waits: requests made meanwhile queue behind it."""

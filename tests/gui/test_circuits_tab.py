@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtCore  # noqa: E402
 
-from helpers import WAIT_MS, double_click, hold_at_call, view_point  # noqa: E402
+from helpers import WAIT_MS, double_click, hold_at_call, view_point, worker_with  # noqa: E402
 
 TEXT = "The cat sat on the mat because it was tired. The cat sat on the mat."
 CLEAN = "The cat sat on the mat. The cat sat on the"
@@ -19,18 +19,7 @@ CORRUPTED = "The dog sat on the mat. The cat sat on the"
 
 @pytest.fixture(scope="module")
 def bundled_worker():
-    from gui.qt import ensure_qapp
-    from gui.state.worker import Worker
-
-    ensure_qapp()
-    w = Worker()
-    loaded = []
-    w.model_loaded.connect(lambda *args: loaded.append(args))
-    w.load("bundled", "cpu")
-    deadline = QtCore.QDeadlineTimer(WAIT_MS)
-    while not loaded and not deadline.hasExpired():
-        QtCore.QCoreApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
-    assert loaded
+    w = worker_with("bundled")
     yield w
     w.stop()
 
