@@ -133,8 +133,7 @@ class HeadTab(QtWidgets.QWidget):
         self.stack.addWidget(self.placeholder)
         layout.addLayout(self.stack, 1)
         if state.bundle is None:
-            self.placeholder.setText(state.placeholder or NO_RESULT)
-            self.stack.setCurrentWidget(self.placeholder)
+            self._show_placeholder()
         self.query_view = QueryRowView()  # one query's row, under the map: shown while a query row is chosen
         self.query_view.closed.connect(lambda: state.set_query_row(None))
         layout.addWidget(self.query_view)
@@ -170,8 +169,7 @@ class HeadTab(QtWidgets.QWidget):
         self.hover_label.setText(" ")  # a cell of an earlier picture means nothing now
         if s.bundle is None:
             self.query_view.hide()
-            self.placeholder.setText(s.placeholder or NO_RESULT)
-            self.stack.setCurrentWidget(self.placeholder)
+            self._show_placeholder()
             self.head_label.set_texts(" ")
             return
         self.stack.setCurrentWidget(self.plot)
@@ -191,6 +189,11 @@ class HeadTab(QtWidgets.QWidget):
         self.plot.highlight_row(s.query_row)
         self._label_head(layer, head)
         self._show_query_row()
+
+    def _show_placeholder(self) -> None:
+        """No result: the state's line (or :data:`NO_RESULT`) where the map goes."""
+        self.placeholder.setText(self.state.placeholder or NO_RESULT)
+        self.stack.setCurrentWidget(self.placeholder)
 
     def _show_query_row(self) -> None:
         """The query-row view of the chosen query row of the map on screen, or hidden (no row chosen, no map yet)."""
