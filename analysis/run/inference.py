@@ -9,7 +9,8 @@ model once and returns an :class:`AttentionResult` whose arrays are read-only nu
   attention weights, the residual stream entering the layer and the attention sub-layer's output as the forward
   pass goes); ``result.attentions`` holds every map and ``result.maps`` is a ``StoredMaps`` over it;
 - attention on demand (long texts): a fast (sdpa) forward that keeps each layer's queries and keys
-  (``qk_capture.forward_qk``), the residual stream and the attention output; ``result.attentions`` is None and
+  (``qk_capture.forward_qk``); the residual stream and the attention output are computed by a second forward when
+  first read (analysis/run/residual.py: only parity and From scratch read them); ``result.attentions`` is None and
   ``result.maps`` is the ``QKCapture`` that computes any head's weights when asked. What the views read of every
   head at once (scores, thumbnails) is streamed from it in blocks of query rows by ``measures.measured``.
 
@@ -33,6 +34,7 @@ from .capture import forward_with_capture
 from .chat import starts_with_bos
 from .memory import plan_run_of
 from .qk_capture import AttentionMaps, StoredMaps, forward_qk, head_weights
+from .residual import ResidualArray, residual_arrays
 from .tokenize import DEFAULT_MAX_TOKENS, token_limit, tokenize, truncation_warning, without_bom
 
 TOP_K = 5
@@ -44,6 +46,11 @@ PROBE_SEED = 0
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.setflags(write=False)
     return array
+
+
+def _kept(array):
+    """A captured array, frozen; a ResidualArray (computed when first read, read-only then) as it is."""
+    return array if isinstance(array, ResidualArray) else _frozen(array)
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,11 @@ class AttentionResult:
     # (layer, head, n, n) float32 when every map is kept (a short text, ``maps_kept``); None when the maps are
     # computed on demand from ``maps`` (read them with ``head_map`` or ``maps.weights``, whichever way they are held)
     attentions: np.ndarray | None
-    layer_inputs: np.ndarray  # (layer, n, d_model) float32: residual stream entering each block (before its norm)
-    attention_outputs: np.ndarray  # (layer, n, d_model) float32: the attention sub-layer output, after W_O
+    # (layer, n, d_model) float32: the residual stream entering each block (before its norm), and the attention
+    # sub-layer output, after W_O. An on-demand run holds them as residual.ResidualArray: read like the arrays
+    # (shape without computing; indexing or np.asarray runs one forward of token_ids first, on the reader's thread)
+    layer_inputs: np.ndarray | ResidualArray
+    attention_outputs: np.ndarray | ResidualArray
     predictions: tuple[Prediction, ...]  # top-5 next tokens after the last position; () for an encoder
     # whether the special tokens were added: BOS in front (decoders), [CLS] … [SEP] (encoders); with ``chat``,
     # whether the chat template put the tokenizer's BOS first (the template decides the special tokens)
@@ -259,7 +269,7 @@ def run_text(loaded: LoadedModel, text: str, bos: bool | None = None, with_probe
     return AttentionResult(
         text=text, tokens=tokens, raw_tokens=raw,
         token_ids=_frozen(np.array(ids, dtype=np.int64)), attentions=attentions, maps=maps,
-        layer_inputs=_frozen(capture.layer_inputs), attention_outputs=_frozen(capture.attention_outputs),
+        layer_inputs=_kept(capture.layer_inputs), attention_outputs=_kept(capture.attention_outputs),
         predictions=_top_predictions(last_logits, loaded, specials),
         bos=starts_with_bos(loaded, ids) if chat else use_bos, truncated=truncated,
         n_tokens_text=n_text, context_length=loaded.context_length, model_label=loaded.source.label,
@@ -277,20 +287,21 @@ class _OnDemand:
     """What an on-demand forward kept of one sequence (the eager capture's ``Captured``, with the maps' source)."""
 
     maps: AttentionMaps  # the QKCapture
-    layer_inputs: np.ndarray  # (layer, n, d)
-    attention_outputs: np.ndarray  # (layer, n, d)
+    layer_inputs: ResidualArray  # (layer, n, d), computed when first read
+    attention_outputs: ResidualArray  # (layer, n, d), from the same forward
 
 
 def _forward_on_demand(loaded: LoadedModel, ids: list[int]) -> tuple[_OnDemand, np.ndarray | None]:
-    """The sdpa forward under a qk_capture.QKRecorder: (the capture with the residual stream and the attention
-    output of every layer, the logits after the last position or None)."""
+    """The sdpa forward under a qk_capture.QKRecorder: (the capture, with the residual stream and the attention
+    output of every layer as residual.ResidualArray — computed by a second forward when first read —, the logits
+    after the last position or None)."""
     from .capture import require_finite
 
     last = "last" if loaded.predicts_next_token else None
-    (qk,), (captured,), logits = forward_qk(loaded, [ids], parts=("layer_inputs", "attention_outputs"), logits=last)
+    (qk,), _, logits = forward_qk(loaded, [ids], logits=last)
     last_logits = None if logits is None else logits[0, -1].float().cpu().numpy()
     require_finite({}, last_logits, loaded.dtype)
-    return _OnDemand(qk, captured.layer_inputs, captured.attention_outputs), last_logits
+    return _OnDemand(qk, *residual_arrays(loaded, ids, loaded.n_layer, loaded.d_model)), last_logits
 
 
 def same_model(loaded: LoadedModel, result: AttentionResult) -> bool:

@@ -182,8 +182,8 @@ def maps_kept_bytes() -> int:
 def on_demand_bytes(n_layer: int, n_head: int, n_kv_head: int, d_head: int, d_model: int, n_tokens: int,
                     causal: bool = True) -> int:
     """Bytes a run with attention on demand takes: :func:`streamed_memory_bytes` (the capture, a block and its
-    copies, the thumbnails) plus what every layer copies of the residual stream and the attention output for the
-    lenses and parity, 2·L·n·d·4."""
+    copies, the thumbnails) plus the residual stream and the attention output, 2·L·n·d·4 (computed when parity or
+    From scratch first reads them, analysis/run/residual.py; counted, since they will be)."""
     return (streamed_memory_bytes(n_layer, n_head, n_kv_head, d_head, n_tokens, causal=causal)
             + 2 * int(n_layer) * int(n_tokens) * int(d_model) * 4)
 
