@@ -4,7 +4,8 @@ the same run:
 
   a  floor_s          the bare sdpa forward, no attention weights (``model(ids)`` under ``attn_implementation="sdpa"``)
   b  run_s            AttnScope's run until every score, TL-style score and thumbnail is ready
-                      (``measured.run_measured`` + ``all_scores``), run_ratio = b / a
+                      (``measured.run_measured`` + ``all_scores``); a and b run in turn, and run_ratio is the
+                      median of each pair's b / a (workload.paired_times)
   c  head_map_s       one head's whole (n, n) map computed after the run (``result.head_map``; a kept map is a view)
   d  peak_above_model_mb   in a fresh process: peak resident memory of b above the loaded model
   e  export_s, export_mb, export_peak_mb   ``main.py export`` of the same text in a fresh process (loading the model
@@ -24,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .workload import median_time, text_of_length
+from .workload import paired_times, text_of_length
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_NS = (512, 2048, 8192)
@@ -58,7 +59,6 @@ def bench_real(ns=REAL_NS, repeats: int = 1, memory: bool = True, export: bool =
     for n in [n for n in ns if n <= loaded.context_length]:
         text = text_of_length(loaded.tokenizer, n)
         ids = torch.tensor([loaded.tokenizer(text, add_special_tokens=False)["input_ids"]])
-        floor_s = median_time(lambda: _sdpa_forward(loaded, ids), repeats)
         result = None
 
         def run():
@@ -68,7 +68,7 @@ def bench_real(ns=REAL_NS, repeats: int = 1, memory: bool = True, export: bool =
             result = run_measured(loaded, text, bos=False, max_tokens=n)
             all_scores(result)
 
-        run_s = median_time(run, repeats)
+        floor_s, run_s, ratio = paired_times(lambda: _sdpa_forward(loaded, ids), run, repeats)  # in turn
         layer, head = loaded.n_layer // 2, loaded.n_head // 2
         result._heads.clear()
         started = time.perf_counter()
@@ -77,7 +77,7 @@ def bench_real(ns=REAL_NS, repeats: int = 1, memory: bool = True, export: bool =
         plan = plan_run_of(loaded, int(ids.shape[1]))
         assert result.n_tokens == ids.shape[1], (result.n_tokens, ids.shape)  # the run is not cut by a token cap
         row = {"model": "smollm2", "n": int(ids.shape[1]), "way": "kept" if plan.keeps_maps else "on demand",
-               "floor_s": floor_s, "run_s": run_s, "run_ratio": run_s / floor_s, "head_map_s": head_s,
+               "floor_s": floor_s, "run_s": run_s, "run_ratio": ratio, "head_map_s": head_s,
                "timings": {k: float(v) for k, v in result.timings.items()},
                "peak_above_model_mb": peak_above_model(n) if memory else None}
         del result

@@ -47,6 +47,20 @@ def text_of_length(tokenizer, n: int) -> str:
     return text
 
 
+def paired_times(first, second, repeats: int) -> tuple[float, float, float]:
+    """(median seconds of ``first``, of ``second``, median of the per-pair ratios second / first), the two run in
+    turn ``repeats`` times: a machine whose load changes during the benchmark slows both of a pair alike, where
+    all of one and then all of the other would put the change into the ratio."""
+    a, b = [], []
+    for _ in range(repeats):
+        for fn, times in ((first, a), (second, b)):
+            gc.collect()
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b))
+
+
 def median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):

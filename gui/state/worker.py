@@ -42,6 +42,8 @@ from PySide6 import QtCore
 
 from analysis.errors import AnalysisCancelled, AttnScopeError
 
+from .priority import lower_this_thread
+
 
 class RequestKind(Enum):
     LOAD = "load"
@@ -258,6 +260,7 @@ class Worker(QtCore.QObject):
             signal.emit(*args)
 
     def _serve(self) -> None:
+        lower_this_thread()  # before torch starts its threads from here: they inherit it (gui/state/priority.py)
         try:
             from analysis.model.devices import available_devices
 

@@ -1,5 +1,7 @@
 """The worker thread: which requests run (superseding), what a newer request interrupts, typed failures, and a
 stop that interrupts the work in flight."""
+import os
+import sys
 import threading
 import time
 
@@ -295,3 +297,25 @@ def test_receivers_are_called_on_the_gui_thread_and_never_after_they_disconnect(
     qtbot.waitUntil(lambda: "last" in ended, timeout=10_000)
     assert heard == ["first"]
     assert threads == [threading.get_ident()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_the_worker_thread_yields_the_processor_to_the_gui_thread(worker):
+    """gui/state/priority.py: the worker runs at a higher nice value than the GUI thread, and the threads torch
+    starts from it inherit it (one started here, in the worker's place, does)."""
+    from gui.state.priority import WORKER_NICENESS, lower_this_thread
+
+    gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert os.getpriority(os.PRIO_PROCESS, worker._thread.native_id) == min(19, gui + WORKER_NICENESS)
+    seen = {}
+
+    def background():
+        lower_this_thread()
+        child = threading.Thread(target=lambda: seen.update(child=os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        child.start()
+        child.join()
+
+    t = threading.Thread(target=background)
+    t.start()
+    t.join()
+    assert seen["child"] == min(19, gui + WORKER_NICENESS)
