@@ -91,8 +91,9 @@ def make_metric(loaded, kind: str, answer: str | None = None, wrong: str | None 
     return Metric("logit_diff", f"logit({typed(a)!r}) − logit({typed(b)!r})", a, b, p)
 
 
-def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int]) -> None:
-    """Refuse (one sentence) a clean and corrupted prompt of different token counts, saying where they first differ."""
+def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int], needs: str = "patching") -> None:
+    """Refuse (one sentence) a clean and corrupted prompt of different token counts, saying where they first differ;
+    ``needs``: what needs them aligned, for the sentence ("patching", "comparing them")."""
     if len(clean_ids) == len(corrupted_ids):
         return
     first = next((i for i, (a, b) in enumerate(zip(clean_ids, corrupted_ids)) if a != b),
@@ -103,7 +104,7 @@ def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int]) -> None:
         return loaded.family.display_tokens(loaded.tokenizer, loaded.tokenizer.convert_ids_to_tokens([ids[first]]))[0]
 
     where = f"token {first}: {tok(clean_ids)!r} vs {tok(corrupted_ids)!r}"
-    raise InputError(f"The clean prompt has {len(clean_ids)} tokens and the corrupted one {len(corrupted_ids)}: patching "
+    raise InputError(f"The clean prompt has {len(clean_ids)} tokens and the corrupted one {len(corrupted_ids)}: {needs} "
                      f"needs them aligned token for token (they first differ at {where}); reword one so both "
                      "tokenize to the same length.")
 

@@ -244,6 +244,11 @@ class AttributionPage(Page):
         return attribution_code(s.origin, s.answer.code(), None if s.wrong is None else s.wrong.code(),
                                 s.result.position)
 
+    def metadata(self) -> dict:
+        s = self.shown
+        return {"text": s.origin.text, "bos": s.origin.bos, "chat": s.origin.chat, "metric": s.result.metric,
+                "position": s.result.position, "values": "direct contribution to the metric (logits)"}
+
     def map_data(self):
         a = self.shown.result
         L, H = a.heads.shape

@@ -149,6 +149,10 @@ class CompositionPage(Page):
     def code(self) -> str:
         return composition_code(self.shown.origin, self.kind.currentData(), self.top.value())
 
+    def metadata(self) -> dict:
+        return {"kind": KINDS[self.kind.currentData()], "baseline": self.shown.composition.baseline,
+                "values": "corrected = score − baseline; score = ‖W_OV W‖_F / (‖W_OV‖_F ‖W‖_F)"}
+
     def map_data(self):
         kind = self.kind.currentData()
         c = self.shown.composition

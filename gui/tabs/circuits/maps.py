@@ -45,11 +45,14 @@ class HeadValueMap(LayerHeadMap):
             self.colorbar.axis.enableAutoSIPrefix(False)
 
     def set_values(self, values: np.ndarray, title: str, bar_label: str,
-                   describe: Callable[[int, int, float], str] | None = None, levels=None) -> None:
+                   describe: Callable[[int, int, float], str] | None = None, levels=None,
+                   cmap: str = DIVERGING) -> None:
+        """``cmap``: the diverging map centred on 0 (a signed value) unless told (the Compare page's side-by-side
+        scores, which have no sign, in the app's colour map over common levels)."""
         self.values = np.asarray(values, dtype=np.float64)
         self.describe = describe
         self.set_image(self.values.astype(np.float32), self.values.shape, levels or symmetric_levels(self.values),
-                       DIVERGING, title, bar_label)
+                       cmap, title, bar_label)
         # the heads that stand out by size, either sign, as the pages' "largest" lists rank them
         self.set_badges(np.abs(self.values), f"|{bar_label.split(' (')[0]}|")
 

@@ -30,6 +30,7 @@ from .answers import shown_text, typed_text
 from .maps import HeadValueMap, LayerColumnMap, effect_levels
 from .page import Page, wrapped_label
 from .pair_examples import PAIRS
+from .pair_texts import PairTexts, bind
 from .snippets import Origin, origin_of, patching_code
 
 WHAT = {"heads": "heads (z_h)", "resid": "residual × position", "layers": "attention / MLP"}
@@ -72,8 +73,9 @@ class PatchingPage(Page):
     title = "Patching"
     shown_changed = QtCore.Signal(object)
 
-    def __init__(self, state, worker, tie, parent=None):
+    def __init__(self, state, worker, tie, pair: PairTexts | None = None, parent=None):
         super().__init__(state, worker, tie, parent)
+        self.pair = pair if pair is not None else PairTexts(parent=self)
         self.job = Job(worker, "patching", self, label="the patching", ended_by=(RequestKind.LOAD,))
         self.job.progressed.connect(self._progress)
         self.job.finished.connect(self._ready)
@@ -82,6 +84,7 @@ class PatchingPage(Page):
         self.job.cancelled.connect(self._cancelled)
         self._started = 0.0
         self._build()
+        self.pair.example_used.connect(self._answers_of)
         self.use_pair(PAIRS[0])
         tie.changed.connect(self._model_changed)
         state.selection_changed.connect(self.head_map.select)
@@ -99,6 +102,7 @@ class PatchingPage(Page):
         self.clean_edit, self.corrupted_edit = QtWidgets.QLineEdit(), QtWidgets.QLineEdit()
         self.clean_edit.setPlaceholderText("the clean prompt (the model gets the answer right)")
         self.corrupted_edit.setPlaceholderText("the corrupted prompt (the same token count, one part changed)")
+        bind(self.pair, self.clean_edit, self.corrupted_edit)
         for edit in (self.clean_edit, self.corrupted_edit):
             edit.textChanged.connect(lambda _t: self._mark_stale())
             edit.textChanged.connect(lambda _t: self.inputs_edited())
@@ -178,8 +182,10 @@ class PatchingPage(Page):
         layout.addStretch(0)  # the lines above stay on top while there is no map
 
     def use_pair(self, pair) -> None:
-        self.clean_edit.setText(pair.clean)
-        self.corrupted_edit.setText(pair.corrupted)
+        """Both prompts (shared with the Compare page) and the answers from the example ``pair``."""
+        self.pair.use(pair)
+
+    def _answers_of(self, pair) -> None:
         self.answer_edit.setText(shown_text(pair.answer))
         self.wrong_edit.setText(shown_text(pair.wrong))
         self.metric.setCurrentIndex(self.metric.findData("logit_diff"))
@@ -384,6 +390,14 @@ class PatchingPage(Page):
         s = self.shown
         return patching_code(s.origin, s.clean, s.corrupted, s.result.metric, s.answer, s.wrong, s.result.what,
                              s.result.denoising)
+
+    def metadata(self) -> dict:
+        s = self.shown
+        res = s.result
+        _, bar, _ = shown_values(res)
+        return {"clean": s.clean, "corrupted": s.corrupted, "metric": res.metric_label, "what": res.what,
+                "denoising": res.denoising, "metric_clean": res.clean, "metric_corrupted": res.corrupted,
+                "values": bar}
 
     def map_data(self):
         s = self.shown

@@ -90,6 +90,23 @@ def patching_code(origin: Origin, clean: str, corrupted: str, metric: str, answe
         ""])
 
 
+def compare_code(origin: Origin, clean: str, corrupted: str, bos: bool, what: str, shown) -> str:
+    """``what`` "head" (``shown`` = (layer, head)) or "scores" (``shown`` = a score's name): the difference
+    clean − corrupted the Compare page shows."""
+    last = (f"result = runs.head_difference({shown[0]}, {shown[1]})  # (query, key): A_clean − A_corrupted"
+            if what == "head" else
+            f"result = runs.score_difference({shown!r})  # (layer, head): S_clean − S_corrupted")
+    return "\n".join([
+        "from analysis.measures.compare import run_pair",
+        "from analysis.model.loading import load_model",
+        "",
+        f"loaded = load_model({origin.model!r}, device={origin.device!r})",
+        f"runs = run_pair(loaded, {clean!r}, {corrupted!r}, bos={bos})  # each prompt run on its own",
+        last,
+        "print(result.round(3))",
+        ""])
+
+
 def composition_code(origin: Origin, kind: str, top: int) -> str:
     return "\n".join([
         "from analysis.display import head_name",
