@@ -413,3 +413,43 @@ def test_compare_refuses_different_token_counts_with_readable_tokens(qtbot, tab)
     assert "comparing them position by position needs them aligned" in text and "\n" not in text
     assert "first differ at token 3: '␣sat' vs 'al'" in text  # as the token strip shows them
     assert page.shown is None
+
+
+def test_head_by_position_patching_shows_each_heads_strongest_position_and_the_selected_heads_strip(
+        qtbot, tab, bundled):
+    """head × position: the result is patch(…, "head_positions") run here; the map holds each head's value at its
+    position of largest |effect| (found here by a loop), the strip under it the selected head's every position, and
+    selecting another head redraws the strip."""
+    from analysis.measures.patching import make_metric, patch
+
+    page = tab.patching
+    page.clean_edit.setText(CLEAN)
+    page.corrupted_edit.setText(CORRUPTED)
+    page.answer_edit.setText("␣mat")
+    page.wrong_edit.setText("␣cat")
+    page.what.setCurrentIndex(page.what.findData("head_positions"))
+    tab.state.select(1, 2)
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    metric = make_metric(bundled, "logit_diff", " mat", " cat")
+    expected = patch(bundled, ids_of(bundled, CLEAN), ids_of(bundled, CORRUPTED), metric, "head_positions").effect
+    L, H, n = expected.shape
+    np.testing.assert_allclose(page.shown.result.effect, expected, atol=1e-6)
+    strongest = np.empty((L, H))
+    for layer in range(L):
+        for head in range(H):
+            row = list(expected[layer, head])
+            strongest[layer, head] = max(row, key=abs)
+    np.testing.assert_allclose(page.head_map.values, strongest, atol=1e-6)
+    assert not page.position_strip.isHidden()
+    np.testing.assert_allclose(page.position_strip.values, expected[1, 2][None, :], atol=1e-6)
+    assert page.position_strip.rows == ("L1H2",) and len(page.position_strip.columns) == n
+    tab.state.select(3, 0)
+    np.testing.assert_allclose(page.position_strip.values, expected[3, 0][None, :], atol=1e-6)
+    assert "@" in page.summary.text()  # the largest listed as head @ position token
+    values, rows, columns, _, _ = page.map_data()
+    assert values.shape == (L * H, n) and rows[H + 1] == "L1H1" and len(columns) == n
+    page.what.setCurrentIndex(page.what.findData("heads"))
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    assert page.position_strip.isHidden()

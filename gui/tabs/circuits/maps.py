@@ -86,14 +86,18 @@ class LayerColumnMap(ZoomableFigure):
         self.colorbar.axis.enableAutoSIPrefix(False)
         self.values: np.ndarray | None = None
         self.columns: Sequence[str] = ()
+        self.rows: Sequence[str] = ()
         self.describe: Callable[[int, int, float], str] | None = None
         self.full_title = ""
         self.plot.getViewBox().sigResized.connect(lambda *_: self._ticks())
 
     def set_values(self, values: np.ndarray, columns: Sequence[str], title: str, bar_label: str,
-                   column_axis: str, describe: Callable[[int, int, float], str] | None = None, levels=None) -> None:
+                   column_axis: str, describe: Callable[[int, int, float], str] | None = None, levels=None,
+                   rows: Sequence[str] | None = None) -> None:
+        """``rows``: the rows' labels (default L0, L1, …: a row per layer; the head × position strip: one head)."""
         self.values = np.asarray(values, dtype=np.float64)
         self.columns, self.describe = tuple(columns), describe
+        self.rows = tuple(rows) if rows is not None else tuple(f"L{l}" for l in range(self.values.shape[0]))
         L, C = self.values.shape
         levels = levels or symmetric_levels(self.values)
         self.image.setImage(self.values.astype(np.float32), levels=levels, autoLevels=False)
@@ -102,7 +106,8 @@ class LayerColumnMap(ZoomableFigure):
         self.colorbar.axis.setLabel(bar_label)
         self.full_title = title
         self.plot.setTitle(title, size="11pt")
-        self.plot.setLabel("left", "layer (the block's input)" if column_axis == "position" else "layer")
+        self.plot.setLabel("left", "head" if rows is not None else
+                           "layer (the block's input)" if column_axis == "position" else "layer")
         self.plot.setLabel("bottom", column_axis)
         limit_to_data(self.plot, C, L)
         self._ticks()
@@ -118,7 +123,7 @@ class LayerColumnMap(ZoomableFigure):
         across = tick_stride(C, vb.width() if vb.width() > 10 else 400, widest + 6)
         down = tick_stride(L, vb.height() if vb.height() > 10 else 300, metrics.height())
         self.plot.getAxis("bottom").setTicks([[(c + 0.5, self.columns[c]) for c in range(0, C, across)], []])
-        self.plot.getAxis("left").setTicks([[(l + 0.5, f"L{l}") for l in range(0, L, down)], []])
+        self.plot.getAxis("left").setTicks([[(l + 0.5, self.rows[l]) for l in range(0, L, down)], []])
 
     def forget(self) -> None:
         self.values = None
@@ -130,7 +135,7 @@ class LayerColumnMap(ZoomableFigure):
         layer, column = cell
         v = float(self.values[layer, column])
         if v != v:
-            return f"L{layer}, {self.columns[column]}: not measured (cancelled before this layer)"
+            return f"{self.rows[layer]}, {self.columns[column]}: not measured (cancelled before this layer)"
         if self.describe:
             return self.describe(layer, column, v)
-        return f"L{layer}, {self.columns[column]}: {format_score(v, True)}"
+        return f"{self.rows[layer]}, {self.columns[column]}: {format_score(v, True)}"
