@@ -453,3 +453,33 @@ def test_head_by_position_patching_shows_each_heads_strongest_position_and_the_s
     with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
         page.run()
     assert page.position_strip.isHidden()
+
+
+def test_attribution_at_a_chosen_position_is_attribute_there_and_its_sum_rule_holds(qtbot, tab, bundled):
+    """'at' picks the position read: the map is attribute(…, position=5) run here, the table's shares sum to that
+    position's value (the model's own logit after token 5, from a plain forward here), the snippet reads it too."""
+    import torch
+
+    from analysis.measures.attribution import attribute
+
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    ids = ids_of(bundled)
+    assert page.position.count() == len(ids) + 1 and page.chosen_position() is None
+    assert page.shown.result.position == len(ids) - 1
+    token = bundled.tokenizer(" mat", add_special_tokens=False)["input_ids"][0]
+    page.answer.set_shown("␣mat")
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
+        page.position.setCurrentIndex(page.position.findData(5))
+        page.position.activated.emit(page.position.currentIndex())
+    expected = attribute(bundled, ids, token, None, 5)
+    res = page.shown.result
+    assert res.position == 5
+    np.testing.assert_allclose(res.heads, expected.heads, atol=1e-9)
+    with torch.no_grad():
+        logits = bundled.model(torch.tensor([ids])).logits[0, 5].double()
+    assert res.value == pytest.approx(float(logits[token]), abs=1e-4)
+    shares = [float(page.table.item(i, 1).text().replace("−", "-")) for i in range(5)]
+    assert sum(shares) == pytest.approx(res.value, abs=1e-3)
+    assert f"(at position 5 ({tab.state.result.tokens[5]}))" in page.rule.text()
+    assert run_snippet(page.copy_code()).value == pytest.approx(res.value, abs=1e-9)
