@@ -483,3 +483,21 @@ def test_attribution_at_a_chosen_position_is_attribute_there_and_its_sum_rule_ho
     assert sum(shares) == pytest.approx(res.value, abs=1e-3)
     assert f"(at position 5 ({tab.state.result.tokens[5]}))" in page.rule.text()
     assert run_snippet(page.copy_code()).value == pytest.approx(res.value, abs=1e-9)
+
+
+def test_composition_shows_progress_and_cancel_stops_it(qtbot, tab, monkeypatch):
+    import analysis.measures.composition as composition
+
+    page = tab.composition
+    tab.pages.setCurrentWidget(page)
+    _calls, reached, go = hold_at_call(monkeypatch, composition, "_score_blocks", 2)  # the second later layer
+    page.run()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.progress.maximum() > 0, timeout=WAIT_MS)
+    assert page.progress.isVisible() and page.cancel_button.isEnabled() and not page.run_button.isEnabled()
+    assert page.progress.maximum() == 2 * tab.state.result.n_layer and page.progress.value() >= 4
+    qtbot.mouseClick(page.cancel_button, QtCore.Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(page.job.cancelled, timeout=WAIT_MS):
+        go.set()
+    assert page.shown is None and page.message.text() == "Composition cancelled."
+    assert not page.progress.isVisible() and not page.cancel_button.isEnabled() and page.run_button.isEnabled()
