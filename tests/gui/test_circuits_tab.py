@@ -219,6 +219,14 @@ def test_patching_cancel_keeps_the_finished_layers(qtbot, tab, monkeypatch):
     assert res.partial and res.done[0].all() and not res.done[1:].any()
     assert page.summary.text().startswith("Patching cancelled: the map shows the 1 of 4 layers")
     assert "not measured" in page.head_map.hover_text(2, 0)
+    monkeypatch.undo()
+    code = page.copy_code()  # what was shown: the first layer, not the whole map
+    assert "layers=1" in code and "cancelled after 1 layers" in code
+    np.testing.assert_allclose(run_snippet(code).effect, res.effect, atol=1e-6, equal_nan=True)
+    page.corrupted_edit.setText("The catalogue sat on the mat. The cat sat on the")  # a later run refused
+    with qtbot.waitSignal(page.job.failed, timeout=WAIT_MS):
+        page.run()
+    assert page.shown.result is res and page.summary.text().startswith("Patching cancelled: the map shows the 1 of 4")
 
 
 def test_composition_table_is_model_composition_and_its_snippet_agrees(qtbot, tab, bundled):
@@ -493,9 +501,9 @@ def test_composition_shows_progress_and_cancel_stops_it(qtbot, tab, monkeypatch)
     _calls, reached, go = hold_at_call(monkeypatch, composition, "_score_blocks", 2)  # the second later layer
     page.run()
     qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: page.progress.maximum() > 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.progress.value() >= 4, timeout=WAIT_MS)  # every layer's factors (the signals queue)
     assert page.progress.isVisible() and page.cancel_button.isEnabled() and not page.run_button.isEnabled()
-    assert page.progress.maximum() == 2 * tab.state.result.n_layer and page.progress.value() >= 4
+    assert page.progress.maximum() == 2 * tab.state.result.n_layer
     qtbot.mouseClick(page.cancel_button, QtCore.Qt.MouseButton.LeftButton)
     with qtbot.waitSignal(page.job.cancelled, timeout=WAIT_MS):
         go.set()

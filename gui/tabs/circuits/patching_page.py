@@ -339,10 +339,7 @@ class PatchingPage(Page):
         s = self.shown
         self._stopped()
         if s is not None and s.result.partial:
-            L = s.result.effect.shape[0]
-            layers = int(s.result.done.reshape(L, -1)[:, 0].sum())
-            self.summary.setText(f"Patching cancelled: the map shows the {layers} of {L} layers finished (the others "
-                                 "are blank). " + self._summary_text(s))
+            self.summary.setText(self._summary_text(s))
         else:
             self.show_message("Patching cancelled." + (" The map shown is the last finished one." if s else ""))
 
@@ -435,16 +432,19 @@ class PatchingPage(Page):
 
         values, _, word = shown_values(res)
         top = ", ".join(f"{name(i)} {v:.3f}" for i, v in top_cells(values, 5))
+        # a cancelled run's map says so in every summary of it (walk: the prefix was lost when a later run failed)
+        partial = (f"Patching cancelled: the map shows the {layers_done(res)} of {res.effect.shape[0]} layers "
+                   "finished (the others are blank). " if res.partial else "")
         meaning = ("1: the patched run scores the clean value, 0: the corrupted value" if res.denoising else
                    "1: corrupting it alone loses the whole answer, 0: the clean run is unchanged")
-        return (f"{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest {word}: {top} "
-                f"({meaning}).")
+        return (f"{partial}{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest "
+                f"{word}: {top} ({meaning}).")
 
     # ----------------------------------------------------------------- copy, save, figure
     def code(self) -> str:
         s = self.shown
         return patching_code(s.origin, s.clean, s.corrupted, s.result.metric, s.answer, s.wrong, s.result.what,
-                             s.result.denoising)
+                             s.result.denoising, layers_done(s.result) if s.result.partial else None)
 
     def metadata(self) -> dict:
         s = self.shown
@@ -498,6 +498,12 @@ class PatchingPage(Page):
         settle_layout()
         return fig
 
+
+
+def layers_done(res) -> int:
+    """The layers a (cancelled) patching result finished: every patch of a layer is done together."""
+    L = res.effect.shape[0]
+    return L if res.done is None else int(res.done.reshape(L, -1)[:, 0].sum())
 
 
 def seconds_left(elapsed: float, layers_done: int, n_layer: int) -> float:

@@ -76,14 +76,18 @@ def lens_code(origin: Origin) -> str:
 
 
 def patching_code(origin: Origin, clean: str, corrupted: str, metric: str, answer: str | None, wrong: str | None,
-                  what: str, denoising: bool) -> str:
-    """``answer``/``wrong``: the tokens as typed (" Mary"), or None."""
+                  what: str, denoising: bool, layers: int | None = None) -> str:
+    """``answer``/``wrong``: the tokens as typed (" Mary"), or None. ``layers``: the map shown had only its first
+    ``layers`` layers (a cancelled run): the snippet computes those, and says so."""
+    partial = ("" if layers is None else
+               f", layers={layers})  # the app's run was cancelled after {layers} layers: those are what it showed")
     return "\n".join([
         *_head(origin, ["from analysis.measures.patching import make_metric, patch"]),
         _ids(origin, clean, "clean"),
         _ids(origin, corrupted, "corrupted"),
         f"metric = make_metric(loaded, {metric!r}, {answer!r}, {wrong!r})",
-        f"result = patch(loaded, clean, corrupted, metric, {what!r}, denoising={denoising})",
+        f"result = patch(loaded, clean, corrupted, metric, {what!r}, denoising={denoising}"
+        + (partial or ")") + ("" if layers is None else "\n# drop layers=… for the whole map (NaN: not patched)"),
         "# effect = (patched − corrupted) / (clean − corrupted)",
         "print(result.metric_label, 'clean', result.clean, 'corrupted', result.corrupted)",
         "print(result.effect.round(3))",
