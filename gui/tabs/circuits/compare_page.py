@@ -36,6 +36,8 @@ SHOW = {"head": "the selected head", "scores": "a score map"}
 VIEWS = {"side": "side by side", "difference": "difference (clean − corrupted)"}
 #: the scores compared: induction_probe reads the seeded probe, not the prompt, so both prompts give the same
 SCORES = tuple(name for name in SCORE_NAMES if name != "induction_probe")
+HINT = ("Compare runs both prompts, each on its own, and shows the selected head (or a score map) on each, side by "
+        "side or as the difference clean − corrupted.")
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ class ComparePage(Page):
         form.setColumnStretch(1, 1)
         row = self.buttons_after(self.run_button, self.cancel_button, self.progress, "Show", self.show_what,
                                  self.score, self.view)
-        self.summary = wrapped_label()
+        self.summary = wrapped_label(HINT)
         self.summary.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.stale = wrapped_label()
         self.stale.setStyleSheet("color: #8a5a00;")
@@ -217,7 +219,7 @@ class ComparePage(Page):
         self.job.drop()
         self.shown = None
         self.stack.hide()
-        self.summary.setText("")
+        self.summary.setText(HINT)
         self.stale.hide()
         self.progress.hide()
         self.cancel_button.setEnabled(False)

@@ -33,6 +33,16 @@ def effect_levels(values: np.ndarray) -> tuple[float, float]:
     return (min(low, -1.0), max(high, 1.0))
 
 
+SIGNED_TICK_PX = 46  # "−0.005" whole beside its colour bar: pyqtgraph's measured width let the bar's label cover it
+
+
+def roomy_ticks(colorbar: pg.ColorBarItem) -> None:
+    """Room for signed tick labels of a few digits on ``colorbar``'s axis (fixed: the automatic width, plus the
+    label's, came out short by a digit when the minor ticks' text was wider than the major ticks')."""
+    colorbar.axis.enableAutoSIPrefix(False)
+    colorbar.axis.setStyle(autoExpandTextSpace=False, tickTextWidth=SIGNED_TICK_PX)
+
+
 class HeadValueMap(LayerHeadMap):
     """One signed number per head (``values`` (L, H)); click selects, double-click opens (LayerHeadMap).
     ``describe(layer, head, value)`` gives the hover's first line."""
@@ -42,7 +52,7 @@ class HeadValueMap(LayerHeadMap):
         self.values: np.ndarray | None = None
         self.describe: Callable[[int, int, float], str] | None = None
         if self.colorbar is not None:
-            self.colorbar.axis.enableAutoSIPrefix(False)
+            roomy_ticks(self.colorbar)
 
     def set_values(self, values: np.ndarray, title: str, bar_label: str,
                    describe: Callable[[int, int, float], str] | None = None, levels=None,
@@ -83,7 +93,7 @@ class LayerColumnMap(ZoomableFigure):
         self.plot.addItem(self.image)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap(DIVERGING), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
-        self.colorbar.axis.enableAutoSIPrefix(False)
+        roomy_ticks(self.colorbar)
         self.values: np.ndarray | None = None
         self.columns: Sequence[str] = ()
         self.rows: Sequence[str] = ()

@@ -186,8 +186,8 @@ class PatchingPage(Page):
         self.maps.addWidget(self.column_map)
         self.maps.hide()
         self.position_strip = LayerColumnMap()  # head × position: the selected head's value at every position
-        self.position_strip.setMinimumHeight(150)
-        self.position_strip.setMaximumHeight(190)
+        self.position_strip.setMinimumHeight(96)  # one row: at 1366 × 768 the map above keeps most of the height
+        self.position_strip.setMaximumHeight(124)
         self.position_strip.hide()
         from ...plots.plot_items import apply_theme
 
@@ -373,7 +373,8 @@ class PatchingPage(Page):
                 return (f"{head_name(layer, head)}: {word} {v:.3f} at its strongest position, {p} {shown.tokens[p]} "
                         "(the strip under the map: every position)")
 
-            self.head_map.set_values(strongest_position(values), f"{title} (each head's strongest position)", bar,
+            # the bar says the word alone: the map shares the height with the strip (the long formula was cut at 768 px)
+            self.head_map.set_values(strongest_position(values), f"{title} (each head's strongest position)", word,
                                      strongest_text, levels=effect_levels(values))
             self.head_map.select(self.state.layer, self.state.head)
             self.maps.setCurrentWidget(self.head_map)
