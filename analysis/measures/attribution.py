@@ -48,8 +48,10 @@ def single_token(loaded, text: str, what: str) -> int:
     """The id of ``text`` (typed with its leading space, " Mary"), which must be one token."""
     ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        pieces = loaded.tokenizer.convert_ids_to_tokens(ids)
-        raise InputError(f"The {what} {text!r} must be a single token; it tokenizes as {len(ids)}: {pieces}.")
+        # as the app shows tokens ('␣We', not the byte-level 'ĠWe', which reads as a G)
+        pieces = loaded.family.display_tokens(loaded.tokenizer, loaded.tokenizer.convert_ids_to_tokens(ids))
+        raise InputError(f"The {what} {text!r} must be a single token; it tokenizes as {len(ids)}: "
+                         f"{', '.join(repr(p) for p in pieces)}.")
     return int(ids[0])
 
 

@@ -25,12 +25,16 @@ where R2ᵀ = Q_R R_R — dk × dk work per pair instead of d × d.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
+from ..errors import AnalysisCancelled
 from ..families.weights import AttentionWeights
+
+ProgressCallback = Callable[[int, int], None]  # (done, total) steps
 
 KINDS = ("q", "k", "v")
 BASELINE_DRAWS = 16
@@ -109,18 +113,45 @@ def baseline(d: int, dk: int, draws: int = BASELINE_DRAWS, seed: int = 0) -> flo
     return float(np.mean(scores))
 
 
-def composition(layers: Sequence[AttentionWeights]) -> Composition:
-    """Q-, K- and V-composition between every earlier and later head of ``layers`` (one AttentionWeights a layer)."""
+def composition(layers: Sequence[AttentionWeights], progress: ProgressCallback | None = None,
+                cancel: threading.Event | None = None) -> Composition:
+    """Q-, K- and V-composition between every earlier and later head of ``layers`` (one AttentionWeights a layer).
+    ``progress(done, L)`` after each layer's factors and each later layer's scores (2L steps in all, the last the
+    baseline); ``cancel`` set stops between them (AnalysisCancelled: scores of only some layers would rank pairs
+    unfairly, so nothing is kept)."""
     L, H = len(layers), layers[0].n_head
+    total = 2 * L
+
+    def step(done: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise AnalysisCancelled("Composition cancelled.")
+        if progress:
+            progress(done, total)
+
     out = {kind: np.full((L, H, L, H), np.nan) for kind in KINDS}
-    sides = [_sides(_per_head(w)) for w in layers]
+    sides = []
+    for i, w in enumerate(layers):
+        step(i)
+        sides.append(_sides(_per_head(w)))
     for later in range(1, L):
+        step(L + later - 1)
         left = np.concatenate([sides[e][0] for e in range(later)])  # (later·H, dk, d)
         for kind in KINDS:
             out[kind][:later, :, later, :] = _score_blocks(left, sides[later][1][kind]).reshape(later, H, H)
-    return Composition(out["q"], out["k"], out["v"], baseline(layers[0].d_model, layers[0].d_head))
+    step(total - 1)
+    result = Composition(out["q"], out["k"], out["v"], baseline(layers[0].d_model, layers[0].d_head))
+    if progress:
+        progress(total, total)
+    return result
 
 
-def model_composition(loaded) -> Composition:
-    """:func:`composition` of every layer of ``loaded`` through its family adapter."""
-    return composition([loaded.family.attention_weights(loaded.model, layer) for layer in range(loaded.n_layer)])
+def model_composition(loaded, progress: ProgressCallback | None = None,
+                      cancel: threading.Event | None = None) -> Composition:
+    """:func:`composition` of every layer of ``loaded`` through its family adapter (``progress``, ``cancel`` as
+    there; ``cancel`` is also seen between the layers' weights as they are read)."""
+    layers = []
+    for layer in range(loaded.n_layer):
+        if cancel is not None and cancel.is_set():
+            raise AnalysisCancelled("Composition cancelled.")
+        layers.append(loaded.family.attention_weights(loaded.model, layer))
+    return composition(layers, progress, cancel)

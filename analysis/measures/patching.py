@@ -91,8 +91,9 @@ def make_metric(loaded, kind: str, answer: str | None = None, wrong: str | None 
     return Metric("logit_diff", f"logit({typed(a)!r}) − logit({typed(b)!r})", a, b, p)
 
 
-def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int]) -> None:
-    """Refuse (one sentence) a clean and corrupted prompt of different token counts, saying where they first differ."""
+def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int], needs: str = "patching") -> None:
+    """Refuse (one sentence) a clean and corrupted prompt of different token counts, saying where they first differ;
+    ``needs``: what needs them aligned, for the sentence ("patching", "comparing them")."""
     if len(clean_ids) == len(corrupted_ids):
         return
     first = next((i for i, (a, b) in enumerate(zip(clean_ids, corrupted_ids)) if a != b),
@@ -103,7 +104,7 @@ def pair_ids(loaded, clean_ids: list[int], corrupted_ids: list[int]) -> None:
         return loaded.family.display_tokens(loaded.tokenizer, loaded.tokenizer.convert_ids_to_tokens([ids[first]]))[0]
 
     where = f"token {first}: {tok(clean_ids)!r} vs {tok(corrupted_ids)!r}"
-    raise InputError(f"The clean prompt has {len(clean_ids)} tokens and the corrupted one {len(corrupted_ids)}: patching "
+    raise InputError(f"The clean prompt has {len(clean_ids)} tokens and the corrupted one {len(corrupted_ids)}: {needs} "
                      f"needs them aligned token for token (they first differ at {where}); reword one so both "
                      "tokenize to the same length.")
 
@@ -167,9 +168,11 @@ def _cached(loaded, ids: list[int]) -> _Run:
 
 def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric, what: What = "heads",
           denoising: bool = True, progress: ProgressCallback | None = None,
-          cancel: threading.Event | None = None) -> PatchingResult:
+          cancel: threading.Event | None = None, layers: int | None = None) -> PatchingResult:
     """Activation patching of ``what`` between the two prompts (module docstring). ``progress(done, total)`` counts
-    patches; setting ``cancel`` stops with AnalysisCancelled whose ``partial`` holds the finished layers."""
+    patches; setting ``cancel`` stops with AnalysisCancelled whose ``partial`` holds the finished layers.
+    ``layers``: patch only layers 0 … layers − 1 (the others NaN, ``done`` False there): the map a run cancelled after
+    that many layers showed, for a snippet that reproduces it."""
     import torch
 
     from ..run.resume import decode, edited, run_block
@@ -185,6 +188,8 @@ def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric
         raise InputError(f"Position {metric.position} is outside the prompts' {n} tokens (0 … {n - 1}).")
     position = metric.position % n
     L, H, dk = loaded.n_layer, loaded.n_head, loaded.d_head
+    if layers is not None and not 1 <= layers <= L:
+        raise InputError(f"layers={layers} is outside the model's 1 … {L} layers.")
     clean, corrupted = _cached(loaded, clean_ids), _cached(loaded, corrupted_ids)
     base, source = (corrupted, clean) if denoising else (clean, corrupted)
 
@@ -236,7 +241,7 @@ def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric
 
     try:
         with torch.inference_mode():
-            for layer in range(L):
+            for layer in range(L if layers is None else layers):
                 if cancel is not None and cancel.is_set():
                     raise AnalysisCancelled("Patching cancelled.")
                 x_l = base.stream.inputs[layer]
@@ -266,7 +271,8 @@ def patch(loaded, clean_ids: list[int], corrupted_ids: list[int], metric: Metric
             layers = int(done.reshape(L, -1)[:, 0].sum())
             raise AnalysisCancelled(f"Patching cancelled after {layers} of {L} layers.", partial=kept) from exc
         raise
-    return _result(metric, what, denoising, m_clean, m_corrupted, patched, n, position, None)
+    return _result(metric, what, denoising, m_clean, m_corrupted, patched, n, position,
+                   None if layers is None or layers == L else done)
 
 
 def _result(metric, what, denoising, m_clean, m_corrupted, patched, n, position, done) -> PatchingResult:

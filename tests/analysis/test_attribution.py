@@ -23,5 +23,8 @@ def test_components_sum_to_the_logit_difference(tmp_path, model_type):
 
 
 def test_a_multi_token_answer_is_refused(tiny_model):
-    with pytest.raises(InputError, match="single token"):
+    with pytest.raises(InputError, match="single token") as info:
         single_token(tiny_model, " the cat sat", "answer")
+    pieces = tiny_model.family.display_tokens(tiny_model.tokenizer, tiny_model.tokenizer.convert_ids_to_tokens(
+        tiny_model.tokenizer(" the cat sat", add_special_tokens=False)["input_ids"]))
+    assert f"{pieces[0]!r}" in str(info.value) and "Ġ" not in str(info.value)  # as the token strip shows them

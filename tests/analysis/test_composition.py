@@ -70,3 +70,25 @@ def test_factored_scores_equal_dense_products():
 def test_baseline_is_about_one_over_sqrt_d():
     for d, dk in ((256, 16), (64, 8)):
         assert baseline(d, dk) == pytest.approx(d ** -0.5, rel=0.15)
+
+
+def test_progress_counts_every_step_and_cancel_stops_with_nothing_kept():
+    import threading
+
+    from analysis.errors import AnalysisCancelled
+
+    rng = np.random.default_rng(3)
+    layers = [layer(rng.standard_normal((8, 4)), rng.standard_normal((8, 4)), rng.standard_normal((8, 4)),
+                    rng.standard_normal((4, 8)), 2, 2, 2, index=i) for i in range(3)]
+    seen = []
+    full = composition(layers, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (6, 6) and [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) == 7
+    np.testing.assert_array_equal(full.k, composition(layers).k, strict=False)  # progress changes nothing
+    cancel = threading.Event()
+
+    def stop_at_three(done, total):
+        if done == 3:
+            cancel.set()
+
+    with pytest.raises(AnalysisCancelled):
+        composition(layers, progress=stop_at_three, cancel=cancel)

@@ -174,3 +174,16 @@ def test_cancel_keeps_the_finished_layers(decoders):
     assert kept.partial and kept.done[0].all() and not kept.done[1:].any()
     np.testing.assert_array_equal(kept.patched[0], whole.patched[0])
     assert np.isnan(kept.patched[1:]).all()
+
+
+def test_patching_only_the_first_layers_is_what_a_cancel_after_them_keeps(decoders):
+    """``layers=k``: the map a run cancelled after k layers shows (a snippet reproduces it), the rest NaN."""
+    loaded = decoders["gpt2"]
+    whole = patch(loaded, CLEAN, CORRUPTED, METRIC, "resid")
+    first = patch(loaded, CLEAN, CORRUPTED, METRIC, "resid", layers=1)
+    assert first.partial and first.done[0].all() and not first.done[1:].any()
+    np.testing.assert_allclose(first.effect[0], whole.effect[0], atol=1e-9)
+    assert np.isnan(first.effect[1:]).all()
+    assert not patch(loaded, CLEAN, CORRUPTED, METRIC, "resid", layers=loaded.n_layer).partial
+    with pytest.raises(InputError, match="outside"):
+        patch(loaded, CLEAN, CORRUPTED, METRIC, "resid", layers=0)

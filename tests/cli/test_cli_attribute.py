@@ -56,3 +56,27 @@ def test_attribute_bad_input_is_one_sentence_and_no_file(extra, words, tiny_mode
     code, _, err = run(capsys, "attribute", "--model", tiny_model_dir, "--text", TEXT, *extra, "--json", target)
     assert code == 2 and words in one_error_line(err)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("position", [4, -3])
+def test_attribute_at_a_chosen_position_is_that_positions_logit_difference(tiny_model_dir, tiny_model, capsys,
+                                                                           position):
+    """--position p reads row p: its value is the model's own logit difference after token p (transformers here),
+    and the sum rule holds there, a different value from the last position's."""
+    tok = tiny_model.tokenizer
+    answer = one_token(tok, [" mat", " the", " cat"])
+    wrong = one_token(tok, [w for w in [" cat", " sat", " on"] if w != answer])
+    code, stdout, err = run(capsys, "attribute", "--model", tiny_model_dir, "--text", TEXT, "--answer", answer,
+                            "--wrong", wrong, "--no-bos", "--position", str(position))
+    assert code == 0, err
+    data = json.loads(stdout)
+    ids = tok(TEXT, add_special_tokens=False)["input_ids"]
+    assert data["position"] == position % len(ids)
+    with torch.no_grad():
+        logits = tiny_model.model(torch.tensor([ids])).logits[0].double()
+    a, w = (tok(t, add_special_tokens=False)["input_ids"][0] for t in (answer, wrong))
+    assert data["value"] == pytest.approx(float(logits[position, a] - logits[position, w]), abs=1e-4)
+    assert data["value"] != pytest.approx(float(logits[-1, a] - logits[-1, w]), abs=1e-3)
+    total = np.sum(data["heads"]) + sum(data["mlps"]) + data["embeddings"] + data["biases"]
+    assert total + data["residual_error"] == pytest.approx(data["value"], abs=1e-5)
+    assert abs(data["residual_error"]) < 1e-4 * max(1.0, abs(data["value"]))

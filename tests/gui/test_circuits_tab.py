@@ -56,6 +56,10 @@ def ids_of(loaded, text=TEXT):
     return list(text_tokens(loaded, text, True).ids)
 
 
+def ids_of_shown(tab):
+    return list(tab.state.result.token_ids)
+
+
 def run_snippet(code: str):
     namespace = {}
     exec(compile(code, "<snippet>", "exec"), namespace)  # noqa: S102 - the snippet the user copies
@@ -215,6 +219,14 @@ def test_patching_cancel_keeps_the_finished_layers(qtbot, tab, monkeypatch):
     assert res.partial and res.done[0].all() and not res.done[1:].any()
     assert page.summary.text().startswith("Patching cancelled: the map shows the 1 of 4 layers")
     assert "not measured" in page.head_map.hover_text(2, 0)
+    monkeypatch.undo()
+    code = page.copy_code()  # what was shown: the first layer, not the whole map
+    assert "layers=1" in code and "cancelled after 1 layers" in code
+    np.testing.assert_allclose(run_snippet(code).effect, res.effect, atol=1e-6, equal_nan=True)
+    page.corrupted_edit.setText("The catalogue sat on the mat. The cat sat on the")  # a later run refused
+    with qtbot.waitSignal(page.job.failed, timeout=WAIT_MS):
+        page.run()
+    assert page.shown.result is res and page.summary.text().startswith("Patching cancelled: the map shows the 1 of 4")
 
 
 def test_composition_table_is_model_composition_and_its_snippet_agrees(qtbot, tab, bundled):
@@ -236,11 +248,18 @@ def test_maps_are_saved_as_csv_and_json_and_each_page_has_a_figure(qtbot, tab, t
     page = tab.attribution
     qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
     page.save_map(tmp_path / "dla.csv")
-    rows = (tmp_path / "dla.csv").read_text(encoding="utf-8").splitlines()
+    lines = (tmp_path / "dla.csv").read_text(encoding="utf-8").splitlines()
+    header = dict(line[2:].split(": ", 1) for line in lines if line.startswith("# "))  # what the map was made of
+    rows = [line for line in lines if not line.startswith("#")]
     assert rows[0] == "layer \\ head,H0,H1,H2,H3" and rows[1].startswith("L0,") and len(rows) == 5
+    assert json.loads(header["model"]) == tab.state.result.model_label and json.loads(header["text"]) == TEXT
+    assert json.loads(header["metric"]) == page.shown.result.metric and json.loads(header["position"]) == len(ids_of_shown(tab)) - 1
+    table = np.array([[float(v) for v in row.split(",")[1:]] for row in rows[1:]])
+    np.testing.assert_allclose(table, page.shown.result.heads, rtol=1e-5, atol=1e-6)
     page.save_map(tmp_path / "dla.json")
     data = json.loads((tmp_path / "dla.json").read_text(encoding="utf-8"))
     assert data["value"] == pytest.approx(page.shown.result.value) and len(data["heads"]) == 4
+    assert data["metadata"]["text"] == TEXT
     fig = tab.offscreen_figure()
     assert fig is not None and np.array_equal(fig.values, page.shown.result.heads)
     dispose_figure(fig)
@@ -336,3 +355,157 @@ def test_noising_is_shown_as_the_answer_lost_so_white_is_no_effect():
     assert top_cells(values, 2) == [((0, 1), pytest.approx(0.8)), ((0, 0), 0.0)]
     same, _, word = shown_values(SimpleNamespace(denoising=True, effect=effect))
     assert same is effect and word == "effect"
+
+
+def test_compare_shows_each_prompts_head_and_their_difference_from_two_runs(qtbot, tab, bundled):
+    """The difference view is A_clean − A_corrupted of two runs made here with run_text; side by side is each run's
+    own map on one scale; the score map's difference is all_scores(clean) − all_scores(corrupted); the prompts are
+    the Patching page's (one pair); the snippet gives the same numbers."""
+    from analysis.measures.head_scores import all_scores
+    from analysis.run.inference import run_text
+    from gui.tabs.circuits.maps import DIVERGING
+
+    page = tab.compare
+    tab.patching.clean_edit.setText(CLEAN)  # typed on the Patching page: the Compare page has the same pair
+    tab.patching.corrupted_edit.setText(CORRUPTED)
+    assert (page.clean_edit.text(), page.corrupted_edit.text()) == (CLEAN, CORRUPTED)
+    tab.state.select(2, 1)
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    clean, corrupted = run_text(bundled, CLEAN, bos=True), run_text(bundled, CORRUPTED, bos=True)
+    A, B = clean.attentions[2, 1], corrupted.attentions[2, 1]
+    np.testing.assert_array_equal(page.clean_plot.image.image, np.where(np.tril(np.ones_like(A, bool)), A, np.nan))
+    np.testing.assert_array_equal(page.corrupted_plot.image.image, np.where(np.tril(np.ones_like(B, bool)), B, np.nan))
+    top = float(max(A.max(), B.max()))
+    assert tuple(page.clean_plot.colorbar.levels()) == tuple(page.corrupted_plot.colorbar.levels()) == (0.0, top)
+    assert "differ at position 2 (␣cat/␣dog)" in page.summary.text()
+    page.view.setCurrentIndex(page.view.findData("difference"))
+    assert page.stack.currentWidget() is page.difference_plot
+    D = A - B
+    lower = np.tril(np.ones_like(D, bool))
+    np.testing.assert_allclose(page.difference_plot.image.image[lower], D[lower], atol=1e-7)
+    m = float(np.abs(D[lower]).max())
+    low, high = page.difference_plot.colorbar.levels()
+    assert (low, high) == pytest.approx((-m, m)) and page.difference_plot.colorbar.colorMap() is not None
+    assert page.difference_plot.colorbar.axis.labelText == "clean − corrupted"
+    q, k = np.unravel_index(int(np.argmax(np.abs(D))), D.shape)
+    assert page.difference_plot.describe(q, k, float(D[q, k])).endswith(
+        f"(clean {A[q, k]:.3f}, corrupted {B[q, k]:.3f})")
+    np.testing.assert_allclose(run_snippet(page.copy_code()), D, atol=1e-6)
+    tab.state.select(3, 0)  # another head: redrawn at once from the runs kept
+    np.testing.assert_allclose(page.difference_plot.clean_map, clean.attentions[3, 0])
+    page.show_what.setCurrentIndex(page.show_what.findData("scores"))
+    page.score.setCurrentIndex(page.score.findData("previous_token"))
+    expected = np.asarray(all_scores(clean)["previous_token"]) - np.asarray(all_scores(corrupted)["previous_token"])
+    assert page.stack.currentWidget() is page.score_difference
+    np.testing.assert_allclose(page.score_difference.values, expected, atol=1e-9)
+    assert tuple(page.score_difference.colorbar.levels()) == pytest.approx((-np.abs(expected).max(),
+                                                                            np.abs(expected).max()))
+    assert page.score_difference.colorbar.colorMap() is not None and DIVERGING
+    np.testing.assert_allclose(run_snippet(page.copy_code()), expected, atol=1e-9)
+    page.view.setCurrentIndex(page.view.findData("side"))
+    np.testing.assert_allclose(page.clean_scores.values, all_scores(clean)["previous_token"], atol=1e-9)
+    np.testing.assert_allclose(page.corrupted_scores.values, all_scores(corrupted)["previous_token"], atol=1e-9)
+    assert tuple(page.clean_scores.colorbar.levels()) == tuple(page.corrupted_scores.colorbar.levels())
+    page.corrupted_edit.setText(CORRUPTED + " mat")  # edited after the run: said, the runs kept
+    assert not page.stale.isHidden() and page.shown is not None
+
+
+def test_compare_refuses_different_token_counts_with_readable_tokens(qtbot, tab):
+    page = tab.compare
+    page.clean_edit.setText("The cat sat on the mat.")
+    page.corrupted_edit.setText("The catalogue sat on the mat.")
+    with qtbot.waitSignal(page.job.failed, timeout=WAIT_MS):
+        page.run()
+    text = page.message.text()
+    assert "comparing them position by position needs them aligned" in text and "\n" not in text
+    assert "first differ at token 3: '␣sat' vs 'al'" in text  # as the token strip shows them
+    assert page.shown is None
+
+
+def test_head_by_position_patching_shows_each_heads_strongest_position_and_the_selected_heads_strip(
+        qtbot, tab, bundled):
+    """head × position: the result is patch(…, "head_positions") run here; the map holds each head's value at its
+    position of largest |effect| (found here by a loop), the strip under it the selected head's every position, and
+    selecting another head redraws the strip."""
+    from analysis.measures.patching import make_metric, patch
+
+    page = tab.patching
+    page.clean_edit.setText(CLEAN)
+    page.corrupted_edit.setText(CORRUPTED)
+    page.answer_edit.setText("␣mat")
+    page.wrong_edit.setText("␣cat")
+    page.what.setCurrentIndex(page.what.findData("head_positions"))
+    tab.state.select(1, 2)
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    metric = make_metric(bundled, "logit_diff", " mat", " cat")
+    expected = patch(bundled, ids_of(bundled, CLEAN), ids_of(bundled, CORRUPTED), metric, "head_positions").effect
+    L, H, n = expected.shape
+    np.testing.assert_allclose(page.shown.result.effect, expected, atol=1e-6)
+    strongest = np.empty((L, H))
+    for layer in range(L):
+        for head in range(H):
+            row = list(expected[layer, head])
+            strongest[layer, head] = max(row, key=abs)
+    np.testing.assert_allclose(page.head_map.values, strongest, atol=1e-6)
+    assert not page.position_strip.isHidden()
+    np.testing.assert_allclose(page.position_strip.values, expected[1, 2][None, :], atol=1e-6)
+    assert page.position_strip.rows == ("L1H2",) and len(page.position_strip.columns) == n
+    tab.state.select(3, 0)
+    np.testing.assert_allclose(page.position_strip.values, expected[3, 0][None, :], atol=1e-6)
+    assert "@" in page.summary.text()  # the largest listed as head @ position token
+    values, rows, columns, _, _ = page.map_data()
+    assert values.shape == (L * H, n) and rows[H + 1] == "L1H1" and len(columns) == n
+    page.what.setCurrentIndex(page.what.findData("heads"))
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS):
+        page.run()
+    assert page.position_strip.isHidden()
+
+
+def test_attribution_at_a_chosen_position_is_attribute_there_and_its_sum_rule_holds(qtbot, tab, bundled):
+    """'at' picks the position read: the map is attribute(…, position=5) run here, the table's shares sum to that
+    position's value (the model's own logit after token 5, from a plain forward here), the snippet reads it too."""
+    import torch
+
+    from analysis.measures.attribution import attribute
+
+    page = tab.attribution
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    ids = ids_of(bundled)
+    assert page.position.count() == len(ids) + 1 and page.chosen_position() is None
+    assert page.shown.result.position == len(ids) - 1
+    token = bundled.tokenizer(" mat", add_special_tokens=False)["input_ids"][0]
+    page.answer.set_shown("␣mat")
+    with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
+        page.position.setCurrentIndex(page.position.findData(5))
+        page.position.activated.emit(page.position.currentIndex())
+    expected = attribute(bundled, ids, token, None, 5)
+    res = page.shown.result
+    assert res.position == 5
+    np.testing.assert_allclose(res.heads, expected.heads, atol=1e-9)
+    with torch.no_grad():
+        logits = bundled.model(torch.tensor([ids])).logits[0, 5].double()
+    assert res.value == pytest.approx(float(logits[token]), abs=1e-4)
+    shares = [float(page.table.item(i, 1).text().replace("−", "-")) for i in range(5)]
+    assert sum(shares) == pytest.approx(res.value, abs=1e-3)
+    assert f"(at position 5 ({tab.state.result.tokens[5]}))" in page.rule.text()
+    assert run_snippet(page.copy_code()).value == pytest.approx(res.value, abs=1e-9)
+
+
+def test_composition_shows_progress_and_cancel_stops_it(qtbot, tab, monkeypatch):
+    import analysis.measures.composition as composition
+
+    page = tab.composition
+    tab.pages.setCurrentWidget(page)
+    _calls, reached, go = hold_at_call(monkeypatch, composition, "_score_blocks", 2)  # the second later layer
+    page.run()
+    qtbot.waitUntil(reached.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.progress.value() >= 4, timeout=WAIT_MS)  # every layer's factors (the signals queue)
+    assert page.progress.isVisible() and page.cancel_button.isEnabled() and not page.run_button.isEnabled()
+    assert page.progress.maximum() == 2 * tab.state.result.n_layer
+    qtbot.mouseClick(page.cancel_button, QtCore.Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(page.job.cancelled, timeout=WAIT_MS):
+        go.set()
+    assert page.shown is None and page.message.text() == "Composition cancelled."
+    assert not page.progress.isVisible() and not page.cancel_button.isEnabled() and page.run_button.isEnabled()

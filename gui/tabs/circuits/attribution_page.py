@@ -1,5 +1,6 @@
 """The Attribution page: direct logit attribution (``analysis.measures.attribution.attribute``) of the text on
-screen at its last position.
+screen at a position chosen in *at* (the last by default: the next token's prediction; at an earlier position p, what
+each head adds to the prediction after token p, where the text's own next token is the natural answer).
 
 Each head's direct contribution to logit(answer) − logit(wrong) (logit(answer) alone without a wrong token),
 through the final norm with its scale frozen at the run's value, on the shared layer × head map; beside it the
@@ -83,14 +84,23 @@ class AttributionPage(Page):
         self.wrong.setToolTip("Optional: a wrong token; the metric is then logit(answer) − logit(wrong)")
         self.answer.picked.connect(self.run)
         self.wrong.picked.connect(self.run)
+        self.position = QtWidgets.QComboBox()
+        self.position.setToolTip("The position read: the logits after this token (the answer list is the last "
+                                 "position's predictions; at an earlier position type the token, e.g. the text's next "
+                                 "one)")
+        self.position.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.position.setMinimumContentsLength(12)
+        self.position.activated.connect(lambda _i: self.run())
         self.run_button = QtWidgets.QPushButton("Attribute")
-        self.run_button.setToolTip("Direct logit attribution of the text on screen at its last position")
+        self.run_button.setToolTip("Direct logit attribution of the text on screen at the position chosen")
         self.run_button.clicked.connect(self.run)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(QtWidgets.QLabel("Answer"))
         row.addWidget(self.answer, 1)
         row.addWidget(QtWidgets.QLabel("wrong"))
         row.addWidget(self.wrong, 1)
+        row.addWidget(QtWidgets.QLabel("at"))
+        row.addWidget(self.position)
         row.addWidget(self.run_button)
         row.addWidget(self.copy_button)
         row.addWidget(self.save_button)
@@ -137,13 +147,32 @@ class AttributionPage(Page):
         predictions = () if r is None or why else r.predictions
         self.answer.set_predictions(predictions)
         self.wrong.set_predictions(predictions)
-        for widget in (self.answer, self.wrong, self.run_button):
+        self._fill_positions(() if r is None or why else r.tokens)
+        for widget in (self.answer, self.wrong, self.position, self.run_button):
             widget.setEnabled(not why)
-        self.note.setText(why or "Each head's direct contribution to the metric at the last position: its output "
+        self.note.setText(why or "Each head's direct contribution to the metric at the position chosen: its output "
                                  "z_h W_O read through the final norm (its scale frozen at this run's value) and the "
                                  "unembedding; red pushes toward the answer.")
         if not why and self.isVisible():
             self.run()
+
+    def _fill_positions(self, tokens) -> None:
+        """"last" first (whatever the text's length), then every position "p token"; a position chosen before is
+        kept when the new text has it."""
+        before = self.position.currentData()
+        self.position.blockSignals(True)
+        self.position.clear()
+        if tokens:
+            self.position.addItem(f"last ({len(tokens) - 1} {tokens[-1]})", None)
+            for i, t in enumerate(tokens):
+                self.position.addItem(f"{i} {t}", i)
+        index = self.position.findData(before) if before is not None and before < len(tokens) else 0
+        self.position.setCurrentIndex(max(0, index))
+        self.position.blockSignals(False)
+
+    def chosen_position(self) -> int | None:
+        """The position read (None: the last)."""
+        return self.position.currentData()
 
     def _forget(self) -> None:
         self.shown = None
@@ -181,6 +210,7 @@ class AttributionPage(Page):
             return None
         r, key = self.state.result, self.tie.key
         text, bos, cap, chat = r.text, bool(r.bos), int(r.max_tokens), bool(r.chat)
+        position = self.chosen_position()
         self.show_message("")
         self.run_button.setEnabled(False)
 
@@ -192,7 +222,7 @@ class AttributionPage(Page):
                                  "difference would be 0; pick another wrong token or (none).")
             ids = list(text_tokens(loaded, text, bos, cap, chat).ids)
             tokens = loaded.family.display_tokens(loaded.tokenizer, loaded.tokenizer.convert_ids_to_tokens(ids))
-            return AttributionShown(attribute(loaded, ids, a, b), origin_of(loaded, text, bos, chat, cap), answer,
+            return AttributionShown(attribute(loaded, ids, a, b, position), origin_of(loaded, text, bos, chat, cap), answer,
                                     wrong, tuple(tokens), key)
 
         return self.job.start(work)
@@ -243,6 +273,11 @@ class AttributionPage(Page):
         s = self.shown
         return attribution_code(s.origin, s.answer.code(), None if s.wrong is None else s.wrong.code(),
                                 s.result.position)
+
+    def metadata(self) -> dict:
+        s = self.shown
+        return {"text": s.origin.text, "bos": s.origin.bos, "chat": s.origin.chat, "metric": s.result.metric,
+                "position": s.result.position, "values": "direct contribution to the metric (logits)"}
 
     def map_data(self):
         a = self.shown.result

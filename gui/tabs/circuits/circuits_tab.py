@@ -6,6 +6,8 @@ was computed from (gui/tabs/circuits/result_tie.py):
 - *Logit lens* (lens_page.py): every layer's residual stream decoded at every position, the final prediction's
   rank per layer, each next token's surprisal;
 - *Patching* (patching_page.py): activation patching between a clean and a corrupted prompt of its own;
+- *Compare* (compare_page.py): the same two prompts each run on its own, a head or a score map side by side or as
+  the difference clean − corrupted (the two pages share the prompts: pair_texts.py);
 - *Composition* (composition_page.py): Q-, K- and V-composition between heads, from the weights.
 
 Each page has Copy as code (snippets.py: a Python snippet of the analysis API giving the same numbers) and Save
@@ -17,13 +19,17 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from .attribution_page import AttributionPage
+from .compare_page import ComparePage
 from .composition_page import CompositionPage
 from .lens_page import LensPage
 from .page import wrapped_label
+from .pair_examples import PAIRS
+from .pair_texts import PairTexts
 from .patching_page import PatchingPage
 from .result_tie import ResultTie, decoder_only
 
-PAGES = (AttributionPage, LensPage, PatchingPage, CompositionPage)
+PAGES = (AttributionPage, LensPage, PatchingPage, ComparePage, CompositionPage)
+SHARING_THE_PAIR = (PatchingPage, ComparePage)
 
 
 class CircuitsTab(QtWidgets.QWidget):
@@ -41,11 +47,14 @@ class CircuitsTab(QtWidgets.QWidget):
         self.note.hide()
         self.pages = QtWidgets.QTabWidget()
         self.pages.setDocumentMode(True)
+        self.pair = PairTexts(PAIRS[0].clean, PAIRS[0].corrupted, self)  # the Patching and Compare pages' prompts
         for page_class in PAGES:
-            page = page_class(state, worker, self.tie)
+            shared = {"pair": self.pair} if page_class in SHARING_THE_PAIR else {}
+            page = page_class(state, worker, self.tie, **shared)
             page.head_activated.connect(self.head_activated)
             self.pages.addTab(page, page.title)
-        self.attribution, self.lens, self.patching, self.composition = (self.pages.widget(i) for i in range(4))
+        self.attribution, self.lens, self.patching, self.compare, self.composition = (
+            self.pages.widget(i) for i in range(len(PAGES)))
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 2)
         layout.addWidget(self.note)

@@ -6,12 +6,13 @@ W_QK (Q), W_QKᵀ (K) or W_OV (V); the module's docstring has the details. A row
 a double-click opens it. The result belongs to the model alone (no text)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from analysis.display import head_name
+from analysis.display import format_duration, head_name
 
 from ...state.jobs import Job
 from ...state.worker import RequestKind
@@ -38,8 +39,10 @@ class CompositionPage(Page):
         super().__init__(state, worker, tie, parent)
         self.job = Job(worker, "composition", self, label="the composition scores", ended_by=(RequestKind.LOAD,))
         self.job.finished.connect(self._ready)
+        self.job.progressed.connect(self._progress)
         self.job.failed.connect(lambda message: self._stopped(message, error=True))
-        self.job.cancelled.connect(lambda: self._stopped("Composition cancelled."))
+        self.job.cancelled.connect(lambda: self._stopped("Composition cancelled." + (
+            " The table shown is the last one computed." if self.shown is not None else "")))
         self.kind = QtWidgets.QComboBox()
         for key, text in KINDS.items():
             self.kind.addItem(text, key)
@@ -52,6 +55,16 @@ class CompositionPage(Page):
         self.run_button = QtWidgets.QPushButton("Compute")
         self.run_button.setToolTip("Composition scores of every earlier → later head pair, from the weights (no text)")
         self.run_button.clicked.connect(self.run)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.job.cancel)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMinimumWidth(170)
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.progress.setSizePolicy(policy)
+        self.progress.hide()
+        self._started = 0.0
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -65,7 +78,8 @@ class CompositionPage(Page):
                                   "random matrices of these shapes score. Click a row: select the later head; "
                                   "double-click: open it.")
         self.baseline = wrapped_label()
-        self.lay_out(self.buttons_after(self.run_button, self.kind, self.top), self.note, self.baseline, self.message,
+        self.lay_out(self.buttons_after(self.run_button, self.cancel_button, self.progress, self.kind, self.top),
+                     self.note, self.baseline, self.message,
                      main=self.table)
         self._pairs: list[tuple[int, int, int, int, float]] = []
         self._model_key = None
@@ -78,6 +92,8 @@ class CompositionPage(Page):
             return
         self._model_key = self.tie.model_key
         self.job.drop()
+        self.progress.hide()
+        self.cancel_button.setEnabled(False)
         self.shown = None
         self._pairs = []
         self.table.setRowCount(0)
@@ -93,15 +109,33 @@ class CompositionPage(Page):
             return None
         model_key = self.tie.model_key
 
-        def work(loaded, _progress, _cancel):
-            return CompositionShown(model_composition(loaded), origin_of(loaded, "", False, False, None), model_key)
+        def work(loaded, progress, cancel):
+            return CompositionShown(model_composition(loaded, progress, cancel),
+                                    origin_of(loaded, "", False, False, None), model_key)
 
         self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("reading the weights")
+        self.progress.show()
+        self._started = time.monotonic()
         self.show_message("Computing every earlier → later pair from the weights…")
         return self.job.start(work)
 
+    def _progress(self, done: int, total: int) -> None:
+        """Steps: each layer's factors, then each later layer's scores (the later ones score more pairs, so the
+        estimate, elapsed × steps left / steps done, errs short)."""
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        elapsed = time.monotonic() - self._started
+        left = elapsed * (total - done) / done if done else float("nan")
+        self.progress.setFormat("%v of %m" + (f" · about {format_duration(left)} left" if left == left and done < total
+                                              else ""))
+
     def _stopped(self, message: str, error: bool = False) -> None:
         self.run_button.setEnabled(not self.tie.why_not())
+        self.cancel_button.setEnabled(False)
+        self.progress.hide()
         self.show_message(message, error)
 
     def _ready(self, shown: CompositionShown) -> None:
@@ -148,6 +182,10 @@ class CompositionPage(Page):
 
     def code(self) -> str:
         return composition_code(self.shown.origin, self.kind.currentData(), self.top.value())
+
+    def metadata(self) -> dict:
+        return {"kind": KINDS[self.kind.currentData()], "baseline": self.shown.composition.baseline,
+                "values": "corrected = score − baseline; score = ‖W_OV W‖_F / (‖W_OV‖_F ‖W‖_F)"}
 
     def map_data(self):
         kind = self.kind.currentData()

@@ -128,6 +128,11 @@ class LensPage(Page):
     def code(self) -> str:
         return lens_code(self.shown.origin)
 
+    def metadata(self) -> dict:
+        o = self.shown.origin
+        return {"text": o.text, "bos": o.bos, "chat": o.chat,
+                "values": "rank of the final prediction" if self.model.reading == "rank" else "the lens's top-token p"}
+
     def map_data(self):
         s = self.shown
         L = s.lens.top.shape[0]

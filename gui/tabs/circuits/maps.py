@@ -33,6 +33,16 @@ def effect_levels(values: np.ndarray) -> tuple[float, float]:
     return (min(low, -1.0), max(high, 1.0))
 
 
+SIGNED_TICK_PX = 46  # "−0.005" whole beside its colour bar: pyqtgraph's measured width let the bar's label cover it
+
+
+def roomy_ticks(colorbar: pg.ColorBarItem) -> None:
+    """Room for signed tick labels of a few digits on ``colorbar``'s axis (fixed: the automatic width, plus the
+    label's, came out short by a digit when the minor ticks' text was wider than the major ticks')."""
+    colorbar.axis.enableAutoSIPrefix(False)
+    colorbar.axis.setStyle(autoExpandTextSpace=False, tickTextWidth=SIGNED_TICK_PX)
+
+
 class HeadValueMap(LayerHeadMap):
     """One signed number per head (``values`` (L, H)); click selects, double-click opens (LayerHeadMap).
     ``describe(layer, head, value)`` gives the hover's first line."""
@@ -42,14 +52,17 @@ class HeadValueMap(LayerHeadMap):
         self.values: np.ndarray | None = None
         self.describe: Callable[[int, int, float], str] | None = None
         if self.colorbar is not None:
-            self.colorbar.axis.enableAutoSIPrefix(False)
+            roomy_ticks(self.colorbar)
 
     def set_values(self, values: np.ndarray, title: str, bar_label: str,
-                   describe: Callable[[int, int, float], str] | None = None, levels=None) -> None:
+                   describe: Callable[[int, int, float], str] | None = None, levels=None,
+                   cmap: str = DIVERGING) -> None:
+        """``cmap``: the diverging map centred on 0 (a signed value) unless told (the Compare page's side-by-side
+        scores, which have no sign, in the app's colour map over common levels)."""
         self.values = np.asarray(values, dtype=np.float64)
         self.describe = describe
         self.set_image(self.values.astype(np.float32), self.values.shape, levels or symmetric_levels(self.values),
-                       DIVERGING, title, bar_label)
+                       cmap, title, bar_label)
         # the heads that stand out by size, either sign, as the pages' "largest" lists rank them
         self.set_badges(np.abs(self.values), f"|{bar_label.split(' (')[0]}|")
 
@@ -80,17 +93,21 @@ class LayerColumnMap(ZoomableFigure):
         self.plot.addItem(self.image)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap(DIVERGING), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
-        self.colorbar.axis.enableAutoSIPrefix(False)
+        roomy_ticks(self.colorbar)
         self.values: np.ndarray | None = None
         self.columns: Sequence[str] = ()
+        self.rows: Sequence[str] = ()
         self.describe: Callable[[int, int, float], str] | None = None
         self.full_title = ""
         self.plot.getViewBox().sigResized.connect(lambda *_: self._ticks())
 
     def set_values(self, values: np.ndarray, columns: Sequence[str], title: str, bar_label: str,
-                   column_axis: str, describe: Callable[[int, int, float], str] | None = None, levels=None) -> None:
+                   column_axis: str, describe: Callable[[int, int, float], str] | None = None, levels=None,
+                   rows: Sequence[str] | None = None) -> None:
+        """``rows``: the rows' labels (default L0, L1, …: a row per layer; the head × position strip: one head)."""
         self.values = np.asarray(values, dtype=np.float64)
         self.columns, self.describe = tuple(columns), describe
+        self.rows = tuple(rows) if rows is not None else tuple(f"L{l}" for l in range(self.values.shape[0]))
         L, C = self.values.shape
         levels = levels or symmetric_levels(self.values)
         self.image.setImage(self.values.astype(np.float32), levels=levels, autoLevels=False)
@@ -99,7 +116,8 @@ class LayerColumnMap(ZoomableFigure):
         self.colorbar.axis.setLabel(bar_label)
         self.full_title = title
         self.plot.setTitle(title, size="11pt")
-        self.plot.setLabel("left", "layer (the block's input)" if column_axis == "position" else "layer")
+        self.plot.setLabel("left", "head" if rows is not None else
+                           "layer (the block's input)" if column_axis == "position" else "layer")
         self.plot.setLabel("bottom", column_axis)
         limit_to_data(self.plot, C, L)
         self._ticks()
@@ -115,7 +133,7 @@ class LayerColumnMap(ZoomableFigure):
         across = tick_stride(C, vb.width() if vb.width() > 10 else 400, widest + 6)
         down = tick_stride(L, vb.height() if vb.height() > 10 else 300, metrics.height())
         self.plot.getAxis("bottom").setTicks([[(c + 0.5, self.columns[c]) for c in range(0, C, across)], []])
-        self.plot.getAxis("left").setTicks([[(l + 0.5, f"L{l}") for l in range(0, L, down)], []])
+        self.plot.getAxis("left").setTicks([[(l + 0.5, self.rows[l]) for l in range(0, L, down)], []])
 
     def forget(self) -> None:
         self.values = None
@@ -127,7 +145,7 @@ class LayerColumnMap(ZoomableFigure):
         layer, column = cell
         v = float(self.values[layer, column])
         if v != v:
-            return f"L{layer}, {self.columns[column]}: not measured (cancelled before this layer)"
+            return f"{self.rows[layer]}, {self.columns[column]}: not measured (cancelled before this layer)"
         if self.describe:
             return self.describe(layer, column, v)
-        return f"L{layer}, {self.columns[column]}: {format_score(v, True)}"
+        return f"{self.rows[layer]}, {self.columns[column]}: {format_score(v, True)}"

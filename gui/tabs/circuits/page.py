@@ -21,7 +21,7 @@ def wrapped_label(text: str = "") -> QtWidgets.QLabel:
 
 class Page(QtWidgets.QWidget):
     """A page of the Circuits tab. Subclasses set ``shown`` and implement ``code()``, ``map_data()`` (values, row and
-    column labels, corner label, the result's dict) and ``offscreen_figure()``."""
+    column labels, corner label, the result's dict), ``metadata()`` and ``offscreen_figure()``."""
 
     head_activated = QtCore.Signal(int, int)
     title = ""
@@ -104,11 +104,19 @@ class Page(QtWidgets.QWidget):
         if self.shown is None:
             return None
         values, rows, columns, corner, data = self.map_data()
+        r = self.state.result
+        meta = {"attnscope": f"Circuits › {self.title}", "model": r.model_label if r is not None else "",
+                **self.metadata()}
         try:
-            return write_map(Path(path), values, rows, columns, corner, data)
+            return write_map(Path(path), values, rows, columns, corner, data, meta)
         except OSError as exc:
             self.show_message(f"The map could not be saved to {path}: {exc.strerror or exc}.", error=True)
             return None
+
+    def metadata(self) -> dict:
+        """What the map was computed from, for the file's header (the text or prompts, the metric); the model and
+        the page are added by :meth:`save_map`."""
+        return {}
 
     def _ask_save(self) -> None:
         name = f"{self.title.lower().replace(' ', '_')}.csv"  # in the home folder, not wherever the app was started

@@ -30,9 +30,11 @@ from .answers import shown_text, typed_text
 from .maps import HeadValueMap, LayerColumnMap, effect_levels
 from .page import Page, wrapped_label
 from .pair_examples import PAIRS
+from .pair_texts import PairTexts, bind
 from .snippets import Origin, origin_of, patching_code
 
-WHAT = {"heads": "heads (z_h)", "resid": "residual × position", "layers": "attention / MLP"}
+WHAT = {"heads": "heads (z_h)", "head_positions": "head × position", "resid": "residual × position",
+        "layers": "attention / MLP"}
 METRICS = {"logit_diff": "logit difference", "logprob": "log p(answer)", "loss": "−loss of the clean text"}
 
 
@@ -47,6 +49,14 @@ def shown_values(res) -> tuple[np.ndarray, str, str]:
     if res.denoising:
         return res.effect, "effect (patched − corrupted) / (clean − corrupted)", "effect"
     return 1.0 - res.effect, "loss (clean − patched) / (clean − corrupted)", "loss"
+
+
+def strongest_position(values: np.ndarray) -> np.ndarray:
+    """(L, H) of a head × position map (L, H, n): each head's value at its position of largest |value|, sign kept
+    (NaN where nothing was measured) — what the layer × head map shows, the strip under it giving every position."""
+    size = np.where(np.isfinite(values), np.abs(values), -1.0)
+    best = np.argmax(size, axis=-1)  # (L, H)
+    return np.take_along_axis(values, best[..., None], axis=-1)[..., 0]
 
 
 def top_cells(values: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
@@ -72,8 +82,9 @@ class PatchingPage(Page):
     title = "Patching"
     shown_changed = QtCore.Signal(object)
 
-    def __init__(self, state, worker, tie, parent=None):
+    def __init__(self, state, worker, tie, pair: PairTexts | None = None, parent=None):
         super().__init__(state, worker, tie, parent)
+        self.pair = pair if pair is not None else PairTexts(parent=self)
         self.job = Job(worker, "patching", self, label="the patching", ended_by=(RequestKind.LOAD,))
         self.job.progressed.connect(self._progress)
         self.job.finished.connect(self._ready)
@@ -82,9 +93,11 @@ class PatchingPage(Page):
         self.job.cancelled.connect(self._cancelled)
         self._started = 0.0
         self._build()
+        self.pair.example_used.connect(self._answers_of)
         self.use_pair(PAIRS[0])
         tie.changed.connect(self._model_changed)
         state.selection_changed.connect(self.head_map.select)
+        state.selection_changed.connect(lambda *_: self._draw_strip())
         self._model_key = tie.model_key
         self._update_enabled()
 
@@ -99,6 +112,7 @@ class PatchingPage(Page):
         self.clean_edit, self.corrupted_edit = QtWidgets.QLineEdit(), QtWidgets.QLineEdit()
         self.clean_edit.setPlaceholderText("the clean prompt (the model gets the answer right)")
         self.corrupted_edit.setPlaceholderText("the corrupted prompt (the same token count, one part changed)")
+        bind(self.pair, self.clean_edit, self.corrupted_edit)
         for edit in (self.clean_edit, self.corrupted_edit):
             edit.textChanged.connect(lambda _t: self._mark_stale())
             edit.textChanged.connect(lambda _t: self.inputs_edited())
@@ -120,7 +134,9 @@ class PatchingPage(Page):
         for key, text in WHAT.items():
             self.what.addItem(text, key)
         self.what.setToolTip("heads: each head's output z_h at every position (a layer × head map); residual × "
-                             "position: the residual stream entering each block at one position; attention / MLP: "
+                             "position: the residual stream entering each block at one position; head × position: each head's output "
+                             "at one position at a time (the map: each head's strongest position; the strip under it: "
+                             "the selected head's every position); attention / MLP: "
                              "each layer's attention output and MLP output")
         self.noising = QtWidgets.QComboBox()
         self.noising.addItem("denoising", False)
@@ -169,17 +185,24 @@ class PatchingPage(Page):
         self.maps.addWidget(self.head_map)
         self.maps.addWidget(self.column_map)
         self.maps.hide()
+        self.position_strip = LayerColumnMap()  # head × position: the selected head's value at every position
+        self.position_strip.setMinimumHeight(96)  # one row: at 1366 × 768 the map above keeps most of the height
+        self.position_strip.setMaximumHeight(124)
+        self.position_strip.hide()
         from ...plots.plot_items import apply_theme
 
-        for fig in (self.head_map, self.column_map):
+        for fig in (self.head_map, self.column_map, self.position_strip):
             apply_theme(fig, self.state.dark)
             self.state.dark_changed.connect(lambda dark, fig=fig: apply_theme(fig, dark))
         layout = self.lay_out(form, metric_row, run_row, self.message, self.summary, self.stale, main=self.maps)
+        layout.addWidget(self.position_strip)
         layout.addStretch(0)  # the lines above stay on top while there is no map
 
     def use_pair(self, pair) -> None:
-        self.clean_edit.setText(pair.clean)
-        self.corrupted_edit.setText(pair.corrupted)
+        """Both prompts (shared with the Compare page) and the answers from the example ``pair``."""
+        self.pair.use(pair)
+
+    def _answers_of(self, pair) -> None:
         self.answer_edit.setText(shown_text(pair.answer))
         self.wrong_edit.setText(shown_text(pair.wrong))
         self.metric.setCurrentIndex(self.metric.findData("logit_diff"))
@@ -210,6 +233,8 @@ class PatchingPage(Page):
         self.shown = None
         self.head_map.forget()
         self.column_map.forget()
+        self.position_strip.forget()
+        self.position_strip.hide()
         self.maps.hide()
         self.summary.setText("")
         self.stale.hide()
@@ -298,7 +323,7 @@ class PatchingPage(Page):
     def _dim(self, on: bool) -> None:
         """The maps' images drawn at DIM_OPACITY while a newer patching run is in flight (walk 6: the previous map
         stayed on screen undimmed under the progress bar), as RunDimmer dims a view while a new text runs."""
-        for view in (self.head_map, self.column_map):
+        for view in (self.head_map, self.column_map, self.position_strip):
             view.image.setOpacity(DIM_OPACITY if on else 1.0)
 
     def _stopped(self, message: str = "", error: bool = False) -> None:
@@ -314,10 +339,7 @@ class PatchingPage(Page):
         s = self.shown
         self._stopped()
         if s is not None and s.result.partial:
-            L = s.result.effect.shape[0]
-            layers = int(s.result.done.reshape(L, -1)[:, 0].sum())
-            self.summary.setText(f"Patching cancelled: the map shows the {layers} of {L} layers finished (the others "
-                                 "are blank). " + self._summary_text(s))
+            self.summary.setText(self._summary_text(s))
         else:
             self.show_message("Patching cancelled." + (" The map shown is the last finished one." if s else ""))
 
@@ -344,7 +366,19 @@ class PatchingPage(Page):
             return (f"{where}: {word} {v:.3f} ({res.metric_label} patched {res.patched[layer, column]:.3f}; "
                     f"clean {res.clean:.3f}, corrupted {res.corrupted:.3f})")
 
-        if res.what == "heads":
+        if res.what == "head_positions":
+            def strongest_text(layer, head, v):
+                row = values[layer, head]
+                p = int(np.argmax(np.where(np.isfinite(row), np.abs(row), -1.0)))
+                return (f"{head_name(layer, head)}: {word} {v:.3f} at its strongest position, {p} {shown.tokens[p]} "
+                        "(the strip under the map: every position)")
+
+            # the bar says the word alone: the map shares the height with the strip (the long formula was cut at 768 px)
+            self.head_map.set_values(strongest_position(values), f"{title} (each head's strongest position)", word,
+                                     strongest_text, levels=effect_levels(values))
+            self.head_map.select(self.state.layer, self.state.head)
+            self.maps.setCurrentWidget(self.head_map)
+        elif res.what == "heads":
             self.head_map.set_values(values, title, bar, head_text, levels=effect_levels(values))
             self.head_map.select(self.state.layer, self.state.head)
             self.maps.setCurrentWidget(self.head_map)
@@ -356,10 +390,33 @@ class PatchingPage(Page):
                                        levels=effect_levels(values))
             self.maps.setCurrentWidget(self.column_map)
         self.maps.show()
+        self._draw_strip()
         self.summary.setText(self._summary_text(shown))
         self._mark_stale()
         self._update_buttons()
         self.shown_changed.emit(shown)
+
+    def _draw_strip(self) -> None:
+        """Head × position: the selected head's value at every position, a strip under the map (hidden for the
+        other kinds of patching)."""
+        s = self.shown
+        if s is None or s.result.what != "head_positions":
+            self.position_strip.hide()
+            return
+        res = s.result
+        values, bar, word = shown_values(res)
+        L, H, n = values.shape
+        layer, head = min(self.state.layer, L - 1), min(self.state.head, H - 1)
+        name = head_name(layer, head)
+
+        def text(_row, p, v):
+            return (f"{name} at position {p} {s.tokens[p]}: {word} {v:.3f} ({res.metric_label} patched "
+                    f"{res.patched[layer, head, p]:.3f}; clean {res.clean:.3f}, corrupted {res.corrupted:.3f})")
+
+        self.position_strip.set_values(values[layer, head][None, :], [f"{i} {t}" for i, t in enumerate(s.tokens)],
+                                       f"{name}: {word} of patching its output at one position",
+                                       word, "position", text, levels=effect_levels(values), rows=(name,))
+        self.position_strip.show()
 
     @staticmethod
     def _summary_text(shown: PatchingShown) -> str:
@@ -368,33 +425,50 @@ class PatchingPage(Page):
         def name(index):
             if res.what == "heads":
                 return head_name(*index)
+            if res.what == "head_positions":
+                return f"{head_name(*index[:2])} @ {index[2]} {shown.tokens[index[2]]}"
             if res.what == "resid":
                 return f"L{index[0]} @ {index[1]} {shown.tokens[index[1]]}"
             return f"L{index[0]} {('attention', 'MLP')[index[1]]}"
 
         values, _, word = shown_values(res)
         top = ", ".join(f"{name(i)} {v:.3f}" for i, v in top_cells(values, 5))
+        # a cancelled run's map says so in every summary of it (walk: the prefix was lost when a later run failed)
+        partial = (f"Patching cancelled: the map shows the {layers_done(res)} of {res.effect.shape[0]} layers "
+                   "finished (the others are blank). " if res.partial else "")
         meaning = ("1: the patched run scores the clean value, 0: the corrupted value" if res.denoising else
                    "1: corrupting it alone loses the whole answer, 0: the clean run is unchanged")
-        return (f"{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest {word}: {top} "
-                f"({meaning}).")
+        return (f"{partial}{res.metric_label}: clean {res.clean:.3f}, corrupted {res.corrupted:.3f}. Largest "
+                f"{word}: {top} ({meaning}).")
 
     # ----------------------------------------------------------------- copy, save, figure
     def code(self) -> str:
         s = self.shown
         return patching_code(s.origin, s.clean, s.corrupted, s.result.metric, s.answer, s.wrong, s.result.what,
-                             s.result.denoising)
+                             s.result.denoising, layers_done(s.result) if s.result.partial else None)
+
+    def metadata(self) -> dict:
+        s = self.shown
+        res = s.result
+        _, bar, _ = shown_values(res)
+        return {"clean": s.clean, "corrupted": s.corrupted, "metric": res.metric_label, "what": res.what,
+                "denoising": res.denoising, "metric_clean": res.clean, "metric_corrupted": res.corrupted,
+                "values": bar}
 
     def map_data(self):
         s = self.shown
         res = s.result
         L = res.effect.shape[0]
-        columns = {"heads": [f"H{h}" for h in range(res.effect.shape[1])], "resid": [f"{i} {t}" for i, t in
-                                                                                     enumerate(s.tokens)],
-                   "layers": ["attention", "mlp"]}[res.what]
+        positions = [f"{i} {t}" for i, t in enumerate(s.tokens)]
+        columns = {"heads": [f"H{h}" for h in range(res.effect.shape[1])], "resid": positions,
+                   "head_positions": positions, "layers": ["attention", "mlp"]}[res.what]
         data = {"page": "patching", "clean_text": s.clean, "corrupted_text": s.corrupted, "tokens": list(s.tokens),
                 **res.to_dict()}
         values, _, word = shown_values(res)  # the map as shown (noising: the loss); the JSON keeps effect as well
+        if res.what == "head_positions":  # a row per head, a column per position
+            H = values.shape[1]
+            return (values.reshape(L * H, -1), [head_name(l, h) for l in range(L) for h in range(H)], columns,
+                    f"head \\ position ({word})", data)
         return values, [f"L{l}" for l in range(L)], columns, f"layer \\ {res.what} ({word})", data
 
     def offscreen_figure(self):
@@ -406,11 +480,13 @@ class PatchingPage(Page):
         res = self.shown.result
         model = self.state.result.model_label if self.state.result is not None else ""
         title = f"{model} — patching effect, {res.what}, {'denoising' if res.denoising else 'noising'}"
-        L, C = res.effect.shape
-        if res.what == "heads":
+        L, C = res.effect.shape[:2]
+        if res.what in ("heads", "head_positions"):
             fig = HeadValueMap()
             lay_out_offscreen(fig, int(min(2400, max(620, 220 + 48 * C))), int(min(3000, max(360, 120 + 40 * L))))
             values, _, word = shown_values(res)
+            if res.what == "head_positions":
+                values, title = strongest_position(values), f"{title} (each head's strongest position)"
             fig.set_values(values, title, word, levels=effect_levels(values))
         else:
             fig = LayerColumnMap()
@@ -423,6 +499,12 @@ class PatchingPage(Page):
         settle_layout()
         return fig
 
+
+
+def layers_done(res) -> int:
+    """The layers a (cancelled) patching result finished: every patch of a layer is done together."""
+    L = res.effect.shape[0]
+    return L if res.done is None else int(res.done.reshape(L, -1)[:, 0].sum())
 
 
 def seconds_left(elapsed: float, layers_done: int, n_layer: int) -> float:

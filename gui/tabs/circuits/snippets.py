@@ -76,17 +76,38 @@ def lens_code(origin: Origin) -> str:
 
 
 def patching_code(origin: Origin, clean: str, corrupted: str, metric: str, answer: str | None, wrong: str | None,
-                  what: str, denoising: bool) -> str:
-    """``answer``/``wrong``: the tokens as typed (" Mary"), or None."""
+                  what: str, denoising: bool, layers: int | None = None) -> str:
+    """``answer``/``wrong``: the tokens as typed (" Mary"), or None. ``layers``: the map shown had only its first
+    ``layers`` layers (a cancelled run): the snippet computes those, and says so."""
+    partial = ("" if layers is None else
+               f", layers={layers})  # the app's run was cancelled after {layers} layers: those are what it showed")
     return "\n".join([
         *_head(origin, ["from analysis.measures.patching import make_metric, patch"]),
         _ids(origin, clean, "clean"),
         _ids(origin, corrupted, "corrupted"),
         f"metric = make_metric(loaded, {metric!r}, {answer!r}, {wrong!r})",
-        f"result = patch(loaded, clean, corrupted, metric, {what!r}, denoising={denoising})",
+        f"result = patch(loaded, clean, corrupted, metric, {what!r}, denoising={denoising}"
+        + (partial or ")") + ("" if layers is None else "\n# drop layers=… for the whole map (NaN: not patched)"),
         "# effect = (patched − corrupted) / (clean − corrupted)",
         "print(result.metric_label, 'clean', result.clean, 'corrupted', result.corrupted)",
         "print(result.effect.round(3))",
+        ""])
+
+
+def compare_code(origin: Origin, clean: str, corrupted: str, bos: bool, what: str, shown) -> str:
+    """``what`` "head" (``shown`` = (layer, head)) or "scores" (``shown`` = a score's name): the difference
+    clean − corrupted the Compare page shows."""
+    last = (f"result = runs.head_difference({shown[0]}, {shown[1]})  # (query, key): A_clean − A_corrupted"
+            if what == "head" else
+            f"result = runs.score_difference({shown!r})  # (layer, head): S_clean − S_corrupted")
+    return "\n".join([
+        "from analysis.measures.compare import run_pair",
+        "from analysis.model.loading import load_model",
+        "",
+        f"loaded = load_model({origin.model!r}, device={origin.device!r})",
+        f"runs = run_pair(loaded, {clean!r}, {corrupted!r}, bos={bos})  # each prompt run on its own",
+        last,
+        "print(result.round(3))",
         ""])
 
 
