@@ -197,7 +197,7 @@ class LinesPlot(pg.GraphicsLayoutWidget):
 
     def _place(self) -> None:
         """Lay the columns and lines out in the view's pixels: rows share the height (within MIN/MAX_ROW_PX), the
-        span the width (within MIN/MAX_SPAN_PX); the whole centred."""
+        span the width (within MIN/MAX_SPAN_PX); centred across, from the top down."""
         vb = self.view
         w, h = max(1.0, vb.width()), max(1.0, vb.height())
         vb.setRange(xRange=(0, w), yRange=(0, h), padding=0)
@@ -208,7 +208,7 @@ class LinesPlot(pg.GraphicsLayoutWidget):
         label = self.label_width() + LABEL_GAP_PX
         span = min(MAX_SPAN_PX, max(MIN_SPAN_PX, w - 2 * (label + MARGIN_PX)))
         left = max(MARGIN_PX + label, (w - span) / 2)  # the x of the query labels' right edge + the gap
-        top = max(MARGIN_PX, (h - n * self.row_px) / 2)
+        top = MARGIN_PX  # under the legend (centred, the columns sat far below it in a tall tab)
         y = [top + (i + 0.5) * self.row_px for i in range(n)]
         for i in range(n):
             self.queries[i].setPos(left - LABEL_GAP_PX, y[i])

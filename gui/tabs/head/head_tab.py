@@ -162,6 +162,7 @@ class HeadTab(QtWidgets.QWidget):
         # the drawing's choice beside the hover line: the row of controls above has no room left at 1366 px
         bottom = QtWidgets.QHBoxLayout()
         bottom.addWidget(self.hover_label, 1)
+        bottom.addSpacing(12)  # a long hover line never runs into "Draw"
         bottom.addWidget(QtWidgets.QLabel("Draw"))
         bottom.addWidget(self.drawing_choice)
         layout.addLayout(bottom)
