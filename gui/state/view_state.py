@@ -3,7 +3,8 @@
 The state holds what is on screen and how it is drawn: the analysis bundle being shown, the
 selected layer/head and query row, the drawing options (colormap, scale, hide-first-token,
 the Rollout tab's own *Hide first token, renormalise*, badge score, dark mode, which attention to draw: the weights or the value-weighted view, the sink
-threshold ε), the lenses of the bundle on screen as they arrive from the worker (value norms,
+threshold ε, how the Head tab draws a head: a matrix or lines, and the more heads of the layer its Lines view
+draws), the lenses of the bundle on screen as they arrive from the worker (value norms,
 rollout; see gui/state/lens_data.py), and what the views say while there is nothing to draw (the
 placeholder: "loading the model…"), and the *Chat format* switch of the runs (whether a text runs as one user turn of
 the model's chat template, and why the loaded model cannot, when it has no template). Views take it in their
@@ -45,6 +46,10 @@ DEFAULT_SCALE = "linear"
 #: N = A·‖f_h(x_j)‖ shown row-normalised (Kobayashi et al. 2020; analysis/measures/lenses.py).
 ATTENTION_VIEWS = ("weights", "value-weighted")
 ATTENTION_VIEW_LABELS = {"weights": "attention weights A", "value-weighted": "value-weighted A·‖f(x)‖"}
+#: How the Head tab draws the selected head: its matrix, or lines between two columns of tokens (bertviz's head
+#: view, gui/plots/lines_plot.py; short texts only).
+HEAD_DRAWINGS = ("matrix", "lines")
+HEAD_DRAWING_LABELS = {"matrix": "Matrix", "lines": "Lines"}
 #: Lenses computed on the worker for the bundle on screen (gui/state/lens_data.py); "thumbnails_hidden_first" is the
 #: grid's thumbnails pooled past the first key, for a result whose maps are computed on demand.
 LENS_KINDS = ("value_norms", "rollout", "thumbnails_hidden_first")
@@ -69,6 +74,8 @@ class ViewState(QtCore.QObject):
     badge_score_changed = QtCore.Signal(object)  # a name in SCORE_NAMES, or None
     dark_changed = QtCore.Signal(bool)
     attention_view_changed = QtCore.Signal(str)  # a name in ATTENTION_VIEWS
+    head_drawing_changed = QtCore.Signal(str)  # a name in HEAD_DRAWINGS
+    line_heads_changed = QtCore.Signal(object)  # tuple[int, ...]: the Lines view's more heads of the layer
     lens_changed = QtCore.Signal(str)  # a kind in LENS_KINDS: its value (or error) for the bundle on screen arrived
     sink_epsilon_changed = QtCore.Signal(float)
     tl_options_changed = QtCore.Signal(object)  # dict: TL's error_measure, exclude_bos, exclude_current_token
@@ -92,6 +99,8 @@ class ViewState(QtCore.QObject):
         self._badge_score: str | None = None
         self._dark = False
         self._attention_view = ATTENTION_VIEWS[0]
+        self._head_drawing = HEAD_DRAWINGS[0]
+        self._line_heads: tuple[int, ...] = ()
         self._lenses: dict[str, object] = {}
         self._lens_errors: dict[str, str] = {}
         self._sink_epsilon = SINK_EPSILON
@@ -167,6 +176,21 @@ class ViewState(QtCore.QObject):
     @property
     def attention_view(self) -> str:
         return self._attention_view
+
+    @property
+    def head_drawing(self) -> str:
+        """How the Head tab draws the selected head: "matrix" or "lines" (HEAD_DRAWINGS)."""
+        return self._head_drawing
+
+    @property
+    def line_heads(self) -> tuple[int, ...]:
+        """Head indices the Lines view draws besides the selected head, in the selected layer (sorted; the
+        selected head may be among them, it is drawn once)."""
+        return self._line_heads
+
+    def lines_drawn(self) -> tuple[int, ...]:
+        """The heads of the selected layer the Lines view draws: the selected head first, then :attr:`line_heads`."""
+        return (self._head,) + tuple(h for h in self._line_heads if h != self._head)
 
     @property
     def sink_epsilon(self) -> float:
@@ -248,6 +272,7 @@ class ViewState(QtCore.QObject):
             if (layer, head) != (self._layer, self._head):
                 self._layer, self._head = layer, head
                 self.selection_changed.emit(layer, head)
+            self._change("line_heads", tuple(h for h in self._line_heads if h < r.n_head), self.line_heads_changed)
         self.set_query_row(None)
         self.bundle_changed.emit(bundle)
         self.slice_times = []
@@ -342,6 +367,27 @@ class ViewState(QtCore.QObject):
             raise ValueError(f"unknown attention view {name!r}")
         self._change("attention_view", name, self.attention_view_changed)
 
+    def set_head_drawing(self, name: str) -> None:
+        if name not in HEAD_DRAWINGS:
+            raise ValueError(f"unknown head drawing {name!r}")
+        self._change("head_drawing", name, self.head_drawing_changed)
+
+    def set_line_heads(self, heads) -> None:
+        """The heads (indices in the layer) the Lines view draws besides the selected one; ``ValueError`` for a head
+        the result on screen does not have."""
+        heads = tuple(sorted({int(h) for h in heads}))
+        r = self.result
+        bad = [h for h in heads if h < 0 or (r is not None and h >= r.n_head)]
+        if bad:
+            raise ValueError(f"no head {bad[0]} in a layer of {r.n_head if r is not None else '?'} heads")
+        self._change("line_heads", heads, self.line_heads_changed)
+
+    def toggle_line_head(self, head: int) -> None:
+        """Draw head ``head`` of the layer in the Lines view too, or no longer."""
+        heads = set(self._line_heads)
+        heads.symmetric_difference_update({int(head)})
+        self.set_line_heads(heads)
+
     def set_sink_epsilon(self, epsilon: float) -> None:
         epsilon = float(epsilon)
         if not 0.0 <= epsilon < 1.0:
@@ -408,7 +454,8 @@ class ViewState(QtCore.QObject):
             return
         for key, setter in (("view/colormap", self.set_colormap), ("view/scale", self.set_scale),
                             ("view/badge_score", self.set_badge_score),
-                            ("view/attention_view", self.set_attention_view)):
+                            ("view/attention_view", self.set_attention_view),
+                            ("view/head_drawing", self.set_head_drawing)):
             value = s.value(key)
             if value not in (None, ""):
                 try:
@@ -434,4 +481,5 @@ class ViewState(QtCore.QObject):
         s.setValue("view/rollout_skip_first", "true" if self._rollout_skip_first else "false")
         s.setValue("view/chat", "true" if self._chat else "false")
         s.setValue("view/attention_view", self._attention_view)
+        s.setValue("view/head_drawing", self._head_drawing)
         s.setValue("view/sink_epsilon", self._sink_epsilon)

@@ -8,7 +8,13 @@ line gives A, ‖f_h(x_j)‖ and the raw N of the cell.
 
 The hover line and the cell's tooltip are one text (:meth:`HeadTab.describe_cell`) about the picture on
 screen; both follow a new result, head or view under a resting pointer (HeadPlot.set_head re-reports the
-cell), and a value view whose norms are still being computed says so."""
+cell), and a value view whose norms are still being computed says so.
+
+*Draw: Lines* (``ViewState.head_drawing``) shows the Lines view instead of the map (lines_panel.py: the selected
+head and more heads of its layer as lines between two columns of tokens), for texts of at most
+``LINES_MAX_TOKENS`` tokens; a longer text keeps the map, under a one-line note that offers to go back to it.
+The hover line then describes the token under the pointer, and the tab's figure (Export's "tab in front",
+Copy figure) is the Lines figure."""
 from __future__ import annotations
 
 import html
@@ -21,12 +27,15 @@ from analysis.measures.head_scores import SCORE_NAMES
 
 from ...plots.figures import HeadPlot, fit_title, head_title
 from ...plots.head_view import KeyNormStrip, draw_head, view_to_draw
+from ...plots.lines_plot import LINES_MAX_TOKENS
 from ...plots.hover_text import NORMS_NOT_READY, value_hover_text
 from ...plots.plot_items import RunDimmer, apply_theme, plain_tooltip
 from ...state.head_maps import HeadMaps
 from ...state.lens_data import VALUE_NORMS, LensData
-from ...state.view_state import ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS, ViewState
+from ...state.view_state import (ATTENTION_VIEW_LABELS, ATTENTION_VIEWS, COLORMAP_LABELS, COLORMAPS,
+                                 HEAD_DRAWING_LABELS, HEAD_DRAWINGS, ViewState)
 from ...widgets import ElidedLabel, add_arrow_keys, choice_box, placeholder_label, show_focus_ring
+from .lines_panel import LinesPanel, lines_apply, lines_figure_of, lines_note, lines_too_long
 from .query_row import QueryRowView
 
 #: The pattern scores the head label compares: every AttnScope score but entropy (a spread, not a pattern).
@@ -72,6 +81,9 @@ def top_score_text(top: tuple[str, float]) -> str:
 
 
 NO_RESULT = "Run a text to see a head's attention."
+DRAWING_TIP = ("Matrix: the head's map, queries down, keys across. Lines: a line from each query (left) to each "
+               f"key (right), its opacity the weight; hover a token for its lines alone; up to {LINES_MAX_TOKENS} "
+               "tokens, and more heads of the layer in their own colours")
 
 
 class HeadTab(QtWidgets.QWidget):
@@ -102,6 +114,14 @@ class HeadTab(QtWidgets.QWidget):
         self.hide_first_box.toggled.connect(state.set_hide_first)
         self.view_choice = choice_box(ATTENTION_VIEWS, ATTENTION_VIEW_LABELS, state.attention_view,
                                       state.set_attention_view, VALUE_VIEW_TIP, chars=10)
+        self.drawing_choice = choice_box(HEAD_DRAWINGS, HEAD_DRAWING_LABELS, state.head_drawing,
+                                         state.set_head_drawing, DRAWING_TIP, chars=6)
+        self.lines = LinesPanel(state)
+        self.lines.token_hovered.connect(self._token_hovered)
+        self.lines_note = QtWidgets.QLabel()
+        self.lines_note.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.lines_note.linkActivated.connect(lambda _link: state.set_head_drawing("matrix"))
+        self.lines_note.setVisible(False)
         self.strip = KeyNormStrip(self.plot)
         self.lenses = LensData.for_state(state, worker)
         self.head_maps = HeadMaps.for_state(state, worker)  # an on-demand result's head: computed on the worker
@@ -126,18 +146,26 @@ class HeadTab(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(1)
         layout.addLayout(controls)
+        layout.addWidget(self.lines_note)
         # no result (no model loaded, a load that failed): a line saying so where the map goes, never empty axes
         self.placeholder = placeholder_label()
         self.stack = QtWidgets.QStackedLayout()
         self.stack.addWidget(self.plot)
         self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.lines)
         layout.addLayout(self.stack, 1)
         if state.bundle is None:
             self._show_placeholder()
         self.query_view = QueryRowView()  # one query's row, under the map: shown while a query row is chosen
         self.query_view.closed.connect(lambda: state.set_query_row(None))
         layout.addWidget(self.query_view)
-        layout.addWidget(self.hover_label)
+        # the drawing's choice beside the hover line: the row of controls above has no room left at 1366 px
+        bottom = QtWidgets.QHBoxLayout()
+        bottom.addWidget(self.hover_label, 1)
+        bottom.addSpacing(12)  # a long hover line never runs into "Draw"
+        bottom.addWidget(QtWidgets.QLabel("Draw"))
+        bottom.addWidget(self.drawing_choice)
+        layout.addLayout(bottom)
         state.on_bundle(lambda _: self.redraw(), "head tab")
         state.placeholder_changed.connect(lambda _: self.redraw())
         state.selection_changed.connect(lambda *_: self.redraw())
@@ -146,6 +174,8 @@ class HeadTab(QtWidgets.QWidget):
             signal.connect(lambda *_: self.redraw())
         state.lens_changed.connect(lambda kind: kind == VALUE_NORMS and self.redraw())
         state.attention_view_changed.connect(lambda name: self._show_choice(self.view_choice, name))
+        state.head_drawing_changed.connect(lambda name: self._show_choice(self.drawing_choice, name))
+        state.head_drawing_changed.connect(lambda _: self.redraw())
         state.colormap_changed.connect(lambda name: self._show_choice(self.colormap_choice, name))
         state.scale_changed.connect(lambda name: self._show_choice(self.scale_choice, name))
         state.hide_first_changed.connect(self.hide_first_box.setChecked)
@@ -167,12 +197,17 @@ class HeadTab(QtWidgets.QWidget):
     def redraw(self) -> None:
         s = self.state
         self.hover_label.setText(" ")  # a cell of an earlier picture means nothing now
+        self.colormap_choice.setEnabled(s.head_drawing == "matrix")  # lines take their heads' colours
+        too_long = lines_too_long(s)
+        self.lines_note.setVisible(too_long)
+        if too_long:
+            self.lines_note.setText(lines_note(s.result.n_tokens))
         if s.bundle is None:
             self.query_view.hide()
             self._show_placeholder()
             self.head_label.set_texts(" ")
             return
-        self.stack.setCurrentWidget(self.plot)
+        self.stack.setCurrentWidget(self.lines if lines_apply(s) else self.plot)
         layer, head = s.layer, s.head
         kind = view_to_draw(s)
         matrix = self.head_maps.get(kind, layer, head)
@@ -276,13 +311,23 @@ class HeadTab(QtWidgets.QWidget):
         text = "" if cell is None else self.describe_cell(*cell)
         self.hover_label.setText(text or " ")
 
+    def _token_hovered(self, token) -> None:
+        """The hover line for the Lines view's token under the pointer (None: none)."""
+        self.hover_label.setText(self.lines.plot.describe(token) or " ")
+
     def offscreen_figure(self):
-        """A fresh export figure of the head shown (the caller disposes it)."""
+        """A fresh export figure of the head shown (the caller disposes it): the map, or the Lines figure."""
         from ...plots.figures import offscreen_head_figure
 
         s = self.state
         if s.result is None:
             return None
+        if lines_apply(s):
+            drawn = s.lines_drawn()
+            name = head_name(s.layer, s.head) if len(drawn) == 1 else \
+                f"L{s.layer} heads {', '.join(str(h) for h in drawn)}"
+            view = " — value-weighted, rows normalised" if view_to_draw(s) == "value-weighted" else ""
+            return lines_figure_of(s, f"{s.result.model_label} — {name}{view}")
         fig = offscreen_head_figure(s.result, s.layer, s.head, s.colormap, s.scale, s.hide_first)
         if s.attention_view == "value-weighted" and s.lens(VALUE_NORMS) is not None:
             draw_head(fig, KeyNormStrip(fig), s, s.layer, s.head,
