@@ -347,6 +347,7 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
     try:
         written.append(save_figure(grid, folder / grid_name, png_width))
+        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width))
     finally:
         dispose_figure(grid)
     if head_files:
@@ -361,9 +362,25 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
                              head_title(result.model_label, layer, head), cmap=cmap, scale=scale,
                              hide_first=hide_first)
                 written.append(save_figure(fig, folder / name, png_width))
+                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width))
         finally:
             dispose_figure(fig)
     return written
+
+
+def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None) -> Path:
+    """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
+    the text, the head and how it was drawn, which ``main.py figure --from`` takes."""
+    from analysis.export.figure_options import FigureOptions, sidecar
+
+    options = FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
+                            heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale,
+                            fmt=Path(path).suffix.lower().lstrip("."))
+    shown = {"model_label": result.model_label, "tokens": list(result.tokens),
+             "head": head_name(*heads[0]) if heads else None}
+    side = sidecar(path)
+    side.write_text(options.to_json(**shown), encoding="utf-8")
+    return side
 
 
 def dispose_figure(widget: QtWidgets.QWidget) -> None:
