@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+
 from helpers import run_main as run
 
 TEXT = "The server rejected the request because it was overloaded. The server"
@@ -58,8 +59,9 @@ def test_the_default_title_is_the_models_name_never_its_path(tiny_model_dir, tmp
 
 
 def test_from_the_options_file_draws_the_same_png_byte_for_byte(tiny_model_dir, tmp_path, capsys):
+    (tmp_path / "a").mkdir()
     first = figure(capsys, tiny_model_dir, tmp_path / "a" / "L0H1.png", "--head", "L0H1", "--tokens", "1:8",
-                   "--width-px", "500", "--cmap", "magma", "--scale", "power") if (tmp_path / "a").mkdir() is None else 0
+                   "--width-px", "500", "--cmap", "magma", "--scale", "power")
     code, _, err = run(capsys, "figure", "--from", tmp_path / "a" / "L0H1.json", "--out", tmp_path / "again.png")
     assert code == 0, err
     assert (tmp_path / "again.png").read_bytes() == first.read_bytes()
