@@ -10,6 +10,7 @@ from .bench.command import cmd_bench
 from .calc import cmd_calc
 from .compose import cmd_compose
 from .export import cmd_export
+from .figure import cmd_figure
 from .lens import cmd_lens
 from .models import cmd_models
 from .output import fail, user_message
@@ -23,7 +24,7 @@ def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = {"calc": cmd_calc, "export": cmd_export, "scan": cmd_scan, "ablate": cmd_ablate,
                "attribute": cmd_attribute, "patch": cmd_patch, "lens": cmd_lens, "compose": cmd_compose,
-               "bench": cmd_bench, "models": cmd_models}.get(args.command, cmd_gui)
+               "bench": cmd_bench, "models": cmd_models, "figure": cmd_figure}.get(args.command, cmd_gui)
     try:
         return command(args)
     except KeyboardInterrupt:

@@ -221,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also look in DIR and the folders under it (repeatable)")
     models.add_argument("--json", type=file_name, metavar="FILE", help="also write the list to FILE as JSON")
 
+    from .figure import add_figure_parser
+
+    add_figure_parser(sub, add_model_options, add_bos)
+
     bench = sub.add_parser("bench", help="measure speed and memory against a bare forward and the notebook tools")
     bench.add_argument("--quick", action="store_true", help="small model, n ≤ 512: under a minute")
     bench.add_argument("--xl", action="store_true", help="also a GPT-2-xl-shaped model (48×25×1600; slow, ~20 GB)")
@@ -252,6 +256,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if getattr(args, "chat", False) and getattr(args, "bos", None) is not None:
         parser.error(f"--chat takes the special tokens from the model's chat template: drop "
                      f"{'--bos' if args.bos else '--no-bos'}", f"{parser.prog} {args.command}" if args.command else None)
-    if args.command in ("export", "scan", "ablate", "attribute", "patch", "lens", "compose") and args.model is None:
+    if args.command in ("export", "scan", "ablate", "attribute", "patch", "lens", "compose", "figure") and args.model is None:
         args.model = HEADLESS_DEFAULT_MODEL
     return args

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import re
 from pathlib import Path
@@ -117,6 +118,37 @@ def svg_with_crisp_images(text: str) -> str:
     return _SVG_PNG_IMAGE.sub(crisp, text)
 
 
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+@contextlib.contextmanager
+def enlarged_images(scene: QtWidgets.QGraphicsScene):
+    """While drawing a PDF: every pyqtgraph image of ``scene`` paints its QImage enlarged by pixel repetition
+    (:func:`svg_image_upscale` factors, as the SVG's), drawn at the same place and size, so that a PDF viewer which
+    smooths small images (most do: a 25 × 25 image has no /Interpolate false) blurs within a fraction of a cell.
+    Each image's own QImage is back afterwards."""
+    swapped = []
+    for item in scene.items():
+        if not isinstance(item, pg.ImageItem) or item.image is None:
+            continue
+        if item._renderRequired:
+            item.render()
+        image = item.qimage
+        if image is None or image.isNull():
+            continue
+        fx, fy = svg_image_upscale(image.width(), image.height())
+        big = QtGui.QImage.fromData(upscaled_png(image, fx, fy), "PNG")
+        swapped.append((item, image))
+        item.qimage = big
+    try:
+        yield
+    finally:
+        for item, image in swapped:
+            item.qimage = image
+
+
 def figure_background(widget: QtWidgets.QGraphicsView) -> QtGui.QColor:
     """The colour behind a figure (the theme's, see plot_items.apply_theme); white when the view has none."""
     color = QtGui.QColor(widget.backgroundBrush().color())
@@ -180,8 +212,9 @@ def figure_bytes(widget: pg.GraphicsLayoutWidget, fmt: str, width_px: int | None
     if fmt == "svg":  # an SVG is transparent where nothing is drawn: paint the figure's background, as
         painter.fillRect(QtCore.QRectF(0, 0, source.width(), source.height()),  # PNG and PDF have it
                          figure_background(widget))
-    scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()) if fmt == "svg"
-                 else QtCore.QRectF(painter.viewport()), source)
+    with enlarged_images(scene) if fmt == "pdf" else _nothing():
+        scene.render(painter, QtCore.QRectF(0, 0, source.width(), source.height()) if fmt == "svg"
+                     else QtCore.QRectF(painter.viewport()), source)
     painter.end()
     del painter, device  # finish the document now
     data = bytes(buffer.data())

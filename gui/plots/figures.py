@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import ShownMap, apply_scale, head_name, pool_stride, shown_weights
 from analysis.export.contents import figure_files
+from analysis.export.figure_options import model_name
 
 from ..export.figure_files import save_figure, settle_layout
 from .grid_plot import GridPlot, bar_label
@@ -288,8 +289,9 @@ def head_figure_size(n_tokens: int) -> tuple[int, int]:
 
 
 def head_title(model_label: str, layer: int, head: int) -> str:
-    """The title of a head's export figure: "gpt2 — L1H0" (the head named as everywhere: ``head_name``)."""
-    return f"{model_label} — {head_name(layer, head)}"
+    """The title of a head's export figure: "gpt2 — L1H0" (the head named as everywhere: ``head_name``; the model by
+    its name, never its folder's path: ``model_name``)."""
+    return f"{model_name(model_label)} — {head_name(layer, head)}"
 
 
 def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="linear", hide_first=False) -> HeadPlot:
@@ -303,7 +305,7 @@ def offscreen_head_figure(result, layer: int, head: int, cmap="viridis", scale="
 
 
 def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, hide_first=False,
-                          badge_label: str = "", badge_low: bool = False) -> GridPlot:
+                          badge_label: str = "", badge_low: bool = False, title: str | None = None) -> GridPlot:
     """Every head's pooled map in one figure: from the thumbnails (``grid_source``), pooled from the maps themselves
     when they are kept and a cell needs more pixels (an on-demand result: the thumbnails alone). ``badges``: a score
     (layer, head) whose standout heads are badged (the low ones with ``badge_low``)."""
@@ -311,11 +313,16 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
     L, H = result.n_layer, result.n_head
     lay_out_offscreen(fig, int(min(3000, 220 + 70 * H)), int(min(4000, 110 + 70 * L)))
     fig.set_attentions(grid_source(result), cmap=cmap, scale=scale, full=result.attentions, hide_first=hide_first,
-                       title=f"{result.model_label} — all heads, {result.n_tokens} tokens", sync=True,
+                       title=title if title is not None else grid_title(result), sync=True,
                        causal=result.causal)
     if badges is not None:
         fig.set_badges(badges, badge_label, low=badge_low)
     return fig
+
+
+def grid_title(result) -> str:
+    """The grid figure's title: "bundled — all heads, 12 tokens" (the model's name, never its folder's path)."""
+    return f"{model_name(result.model_label)} — all heads, {result.n_tokens} tokens"
 
 
 def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
@@ -340,6 +347,7 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
     try:
         written.append(save_figure(grid, folder / grid_name, png_width))
+        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width))
     finally:
         dispose_figure(grid)
     if head_files:
@@ -354,9 +362,25 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
                              head_title(result.model_label, layer, head), cmap=cmap, scale=scale,
                              hide_first=hide_first)
                 written.append(save_figure(fig, folder / name, png_width))
+                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width))
         finally:
             dispose_figure(fig)
     return written
+
+
+def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None) -> Path:
+    """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
+    the text, the head and how it was drawn, which ``main.py figure --from`` takes."""
+    from analysis.export.figure_options import FigureOptions, sidecar
+
+    options = FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
+                            heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale,
+                            fmt=Path(path).suffix.lower().lstrip("."))
+    shown = {"model_label": result.model_label, "tokens": list(result.tokens),
+             "head": head_name(*heads[0]) if heads else None}
+    side = sidecar(path)
+    side.write_text(options.to_json(**shown), encoding="utf-8")
+    return side
 
 
 def dispose_figure(widget: QtWidgets.QWidget) -> None:

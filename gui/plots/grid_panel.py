@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from analysis.export.figure_options import model_name
 from analysis.measures.head_scores import SCORE_NAMES
 
 from ..state.lens_data import HIDDEN_FIRST, VALUE_NORMS
@@ -57,7 +58,7 @@ def grid_figure(view, badge_label: str = ""):
         from ..export.figure_files import settle_layout
         from .layer_head_map import width_for_title
 
-        title = f"{r.model_label} — all heads, {data.what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
+        title = f"{model_name(r.model_label)} — all heads, {data.what} A·‖f(x)‖ (rows normalised), {r.n_tokens} tokens"
         fig.resize(max(fig.width(), width_for_title(title)), fig.height())  # an export shows its title whole
         settle_layout()
         fig.set_attentions(data.source, view.colormap, view.scale, key=None, full=data.full,

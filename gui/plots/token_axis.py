@@ -161,6 +161,9 @@ class TokenAxis(pg.AxisItem):
         super().__init__(orientation, **kwargs)
         self.on_click = on_click  # on_click(index): a left click on a label (or beside it, along the axis)
         self.rotate = rotate and orientation in ("bottom", "top")
+        #: a figure's own label length (both axes alike: ``main.py figure --label-chars``); 0 = whole; None = the
+        #: app's (a rotated label shortened to ROTATED_LABEL_CHARS)
+        self.label_chars: int | None = None
         self._labels: list[str] = []
         self._tokens_key: tuple | None = None  # (tokens, with_index) that _labels are of
         self._stride: int | None = None
@@ -176,8 +179,12 @@ class TokenAxis(pg.AxisItem):
             return
         self._tokens_key = key
         limit = ROTATED_LABEL_CHARS if self.rotate else None
-        self._labels = [token_label(t, i, limit) if with_index else elide(t, limit or LABEL_CHARS)
-                        for i, t in enumerate(key[0])]
+        if self.label_chars == 0:  # a figure's labels whole, on both axes
+            self._labels = [f"{t} [{i}]" if with_index else t for i, t in enumerate(key[0])]
+        else:
+            limit = limit if self.label_chars is None else self.label_chars
+            self._labels = [token_label(t, i, limit) if with_index else elide(t, limit or LABEL_CHARS)
+                            for i, t in enumerate(key[0])]
         if self.rotate:  # the rotated labels' thickness along the axis, fallback glyphs (␣) included
             texts = [label.rpartition(" [")[0] for label in self._labels] if with_index else self._labels
             self._label_px = self.sizes.thickness(texts, self._labels, with_index)

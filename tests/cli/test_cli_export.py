@@ -47,7 +47,9 @@ def test_export_writes_everything(tiny_model_dir, tmp_path, capsys):
     assert {"forward_s", "load_s", "parity_s"} <= set(summary["timings"])
     assert (x / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     heads = sorted(p.name for p in (x / "heads").iterdir())
-    assert len(heads) == 12 and "L2H3.png" in heads
+    assert len(heads) == 24 and "L2H3.png" in heads and "L2H3.json" in heads  # each figure with its options
+    options = json.loads((x / "heads" / "L2H3.json").read_text())
+    assert options["options"]["heads"] == [[2, 3]] and options["options"]["text"] == TEXT and options["head"] == "L2H3"
     assert [p.name for p in tmp_path.iterdir()] == ["x"]  # no staging folder left beside it
 
 
@@ -205,7 +207,7 @@ def test_a_failed_export_removes_the_folders_it_created(tmp_path, capsys):
 def test_export_replaces_an_earlier_export_and_reports_pickle_with_the_flag(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "o"
     assert run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", out)[0] == 0
-    assert len(list((out / "heads").iterdir())) == 12
+    assert len(list((out / "heads").iterdir())) == 24  # 12 figures and their options files
     code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", "A cat.", "--out", out,
                        "--no-head-images", "--format", "svg")
     assert code == 0, err

@@ -30,7 +30,8 @@ def test_above_the_budget_the_export_says_what_it_left_out_and_writes_the_heads_
         assert data.files == ["head_maps", "head_value_norms", "head_index", "layer_rollout", "layer_index",
                               "tokens", "token_ids"]
         assert data["head_index"].tolist() == [[2, 1], [0, 3]] and data["layer_index"].tolist() == [0, 2]
-    assert sorted(p.name for p in (out / "heads").iterdir()) == ["L0H3.png", "L2H1.png"]  # the heads asked for
+    assert sorted(p.name for p in (out / "heads").iterdir()) == ["L0H3.json", "L0H3.png", "L2H1.json",
+                                                                   "L2H1.png"]  # the heads asked for, with options
     entry = json.loads((out / "summary.json").read_text(encoding="utf-8"))["export"]
     assert entry["heads"] == [[2, 1], [0, 3]] and set(entry["left_out"]) == {"attentions", "value_norms", "rollout"}
 

@@ -111,10 +111,15 @@ def test_the_pdf_stores_the_png_colour_of_every_cell(qtbot, head_export):
     from gui.plots.plot_items import colormap
 
     paths, rect = head_export
-    (heatmap,) = [i for i in pdf_images(paths["pdf"].read_bytes()) if i.get("Width") == str(N)
+    from gui.export.figure_files import svg_image_upscale
+
+    f, _ = svg_image_upscale(N, N)  # the PDF's image is enlarged by pixel repetition, as the SVG's
+    (heatmap,) = [i for i in pdf_images(paths["pdf"].read_bytes()) if i.get("Width") == str(N * f)
                   and i.get("ColorSpace") == "/DeviceRGB"]
     assert heatmap["Filter"] == "/FlateDecode"
-    stored = np.frombuffer(zlib.decompress(heatmap["stream"]), np.uint8).reshape(N, N, 3).astype(int)
+    big = np.frombuffer(zlib.decompress(heatmap["stream"]), np.uint8).reshape(N * f, N * f, 3).astype(int)
+    stored = big[f // 2:: f, f // 2:: f]  # one pixel of each cell ...
+    np.testing.assert_array_equal(big, np.repeat(np.repeat(stored, f, 0), f, 1))  # ... repeated over the cell
     png = rgb(paths["png"])
     cx, cy = centres(rect)
     weights = Result.attentions[1, 0]
@@ -135,6 +140,33 @@ def test_the_pdf_renders_every_cell_in_the_png_colour(qtbot, head_export, tmp_pa
     drawn, png = rgb(tmp_path / "pdf.png"), rgb(paths["png"])
     cx, cy = centres(rect)
     np.testing.assert_array_equal(drawn[cy[:, None], cx[None, :]], png[cy[:, None], cx[None, :]])
+
+
+@pytest.mark.parametrize("renderer", ["pdftoppm", "mutool"])
+def test_the_pdf_cells_render_sharp_when_enlarged(qtbot, head_export, tmp_path, renderer):
+    """Rendered at 4 × the figure's size (288 dpi), the inside of every cell is one colour, in two renderers: the
+    enlarged image is drawn in place and nothing smooths it. (pdftoppm and mutool draw an n × n image sharp too; the
+    test that fails on an unenlarged image is test_the_pdf_stores_the_png_colour_of_every_cell.)"""
+    if shutil.which(renderer) is None:
+        pytest.skip(f"{renderer} is not installed")
+    paths, (x, y, w, h) = head_export
+    zoom = 4
+    out = tmp_path / "r.png"
+    if renderer == "pdftoppm":
+        subprocess.run(["pdftoppm", "-r", str(72 * zoom), "-png", "-singlefile", str(paths["pdf"]),
+                        str(tmp_path / "r")], check=True, capture_output=True)
+    else:
+        subprocess.run(["mutool", "draw", "-r", str(72 * zoom), "-o", str(out), str(paths["pdf"])],
+                       check=True, capture_output=True)
+    drawn = rgb(out)
+    cw, ch = w / N * zoom, h / N * zoom
+    spread = 0
+    for q in range(N):
+        for k in range(N):
+            x0, y0 = x * zoom + k * cw, y * zoom + q * ch
+            inner = drawn[int(y0 + 0.2 * ch): int(y0 + 0.8 * ch), int(x0 + 0.2 * cw): int(x0 + 0.8 * cw)]
+            spread = max(spread, int(np.ptp(inner.reshape(-1, 3), axis=0).max()))
+    assert spread <= 2, spread
 
 
 def svg_images(text: str):

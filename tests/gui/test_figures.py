@@ -298,8 +298,9 @@ def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
 
     calls = []
     written = write_result_images(Result, tmp_path, check=lambda: calls.append(1), png_width=300)
-    assert len(written) == 5 and len(calls) >= 5
-    assert QtGui.QImage(str(written[1])).width() == 300
+    assert len(written) == 10 and len(calls) >= 5  # 5 figures, each with its options file beside it
+    assert [p.suffix for p in written] == [".png", ".json"] * 5 and written[3].name == "L0H0.json"
+    assert QtGui.QImage(str(written[2])).width() == 300
 
     class Stop(Exception):
         pass

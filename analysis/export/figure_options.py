@@ -1,0 +1,115 @@
+"""What a figure made by ``main.py figure`` shows and how: :class:`FigureOptions`, frozen, Qt-free, written as JSON
+beside every figure (heads/L0H0.png → heads/L0H0.json) so that ``main.py figure --from heads/L0H0.json`` draws the
+same figure again.
+
+Sizes: a PNG is ``width_px`` pixels wide, or ``width_in`` × ``dpi`` (rounded) when ``width_in`` is given; its height
+follows the figure's own shape at that width. A vector figure (SVG, PDF) is laid out at the same pixel size.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from ..errors import InputError
+
+LABEL_STYLES = ("plain", "marked")  # plain: the token as written; marked: "␣" for a leading space and " [index]"
+SCALES = ("linear", "log", "power")  # analysis.display.apply_scale's
+OPTIONS_KIND = "attnscope-figure"
+
+
+def model_name(label: str) -> str:
+    """A model's name for a title: the last part of a path ("/x/y/bundled-gpt2" → "bundled-gpt2"), else the label."""
+    text = str(label).rstrip("/\\")
+    return re.split(r"[/\\]", text)[-1] if re.search(r"[/\\]", text) else text
+
+
+@dataclass(frozen=True)
+class FigureOptions:
+    """One figure: a head (``heads`` of one (layer, head)) or the grid of every head (``heads`` empty).
+
+    ``tokens``: (first, stop) of the query and key tokens shown (stop excluded), None for all; ``title`` None: the
+    model's name and the head; ``bar_label`` None: the scale's own ("weight", "√weight"); ``labels``: see
+    :data:`LABEL_STYLES`; ``label_chars``: labels shortened to at most this many characters on both axes (None:
+    whole)."""
+
+    model: str = "bundled"
+    text: str = ""
+    bos: bool | None = None  # None: as the model was trained (main.py export's default)
+    heads: tuple[tuple[int, int], ...] = ()
+    tokens: tuple[int, int] | None = None
+    title: str | None = None
+    width_px: int | None = None
+    width_in: float | None = None
+    dpi: int = 100
+    font_pt: float | None = None
+    labels: str = "marked"
+    label_chars: int | None = None
+    cmap: str = "viridis"
+    scale: str = "linear"
+    bar_label: str | None = None
+    fmt: str = "png"
+
+    def __post_init__(self):
+        if self.labels not in LABEL_STYLES:
+            raise InputError(f"Unknown label style '{self.labels}'; use {' or '.join(LABEL_STYLES)}.")
+        if self.scale not in SCALES:
+            raise InputError(f"Unknown scale '{self.scale}'; use {', '.join(SCALES)}.")
+        if self.dpi <= 0 or (self.width_in is not None and self.width_in <= 0) or (
+                self.width_px is not None and self.width_px <= 0):
+            raise InputError("A figure's width and DPI must be positive.")
+        if self.tokens is not None and not 0 <= self.tokens[0] < self.tokens[1]:
+            raise InputError(f"The token range {self.tokens[0]}:{self.tokens[1]} is empty; give FIRST:STOP, FIRST < STOP.")
+
+    @property
+    def pixels(self) -> int | None:
+        """The PNG's width in pixels: ``width_px``, or round(``width_in`` · ``dpi``); None: the figure's own."""
+        if self.width_in is not None:
+            return int(round(self.width_in * self.dpi))
+        return self.width_px
+
+    def to_json(self, **shown) -> str:
+        """The options (and ``shown``: what the figure shows, e.g. its tokens) as JSON text."""
+        data = {"kind": OPTIONS_KIND, "options": asdict(self), **shown}
+        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "FigureOptions":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"The figure options are not JSON ({exc.msg}, line {exc.lineno}).") from None
+        if not isinstance(data, dict) or data.get("kind") != OPTIONS_KIND:
+            raise InputError("This JSON is not an AttnScope figure's options (no \"kind\": \"attnscope-figure\").")
+        raw = data.get("options", {})
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        if values.get("heads") is not None:
+            values["heads"] = tuple((int(l), int(h)) for l, h in values["heads"])
+        if values.get("tokens") is not None:
+            values["tokens"] = tuple(int(v) for v in values["tokens"])
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: Path) -> "FigureOptions":
+        try:
+            return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"Cannot read the figure options {path}: {exc.strerror or exc}.") from None
+
+    def with_(self, **changes) -> "FigureOptions":
+        return replace(self, **changes)
+
+
+def sidecar(path: Path) -> Path:
+    """The options file written beside a figure: the figure's name with ``.json`` (heads/L0H0.png → heads/L0H0.json)."""
+    return Path(path).with_suffix(".json")
+
+
+def parse_token_range(text: str) -> tuple[int, int]:
+    """``"3:12"`` → (3, 12): the tokens 3 … 11."""
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text or "")
+    if not match:
+        raise InputError(f"A token range reads FIRST:STOP (e.g. 0:12), not '{text}'.")
+    return int(match.group(1)), int(match.group(2))
