@@ -72,6 +72,7 @@ class BadgeLayer:
         self.shown: list[pg.TextItem] = []  # the badges whose text is drawn now
         self.heads: list[tuple[int, int]] = []  # the standout heads, best first
         self.values: np.ndarray | None = None
+        self.written: np.ndarray | None = None  # what the badges write (the values unless told)
         self.label = ""
         self.outline_edge = QtWidgets.QGraphicsPathItem()
         self.outline = QtWidgets.QGraphicsPathItem()
@@ -81,11 +82,14 @@ class BadgeLayer:
             item.setZValue(z - 1 + 0.1 * depth)
             plot.addItem(item, ignoreBounds=True)
 
-    def set_values(self, values: np.ndarray | None, label: str, low: bool) -> None:
+    def set_values(self, values: np.ndarray | None, label: str, low: bool, written: np.ndarray | None = None) -> None:
+        """Badge the heads that stand out on ``values``; each badge writes ``written`` (layer, head) when given (a
+        signed map ranked by |value| writes the value with its sign), else the value ranked."""
         for item in self.items:
             self.plot.removeItem(item)
         self.items, self.texts, self.shown = [], [], []
         self.values, self.label = (None if values is None else np.asarray(values, dtype=np.float64)), label
+        self.written = self.values if written is None or values is None else np.asarray(written, dtype=np.float64)
         self.heads = [] if values is None else standout_order(self.values, low)
         for rank, (layer, head) in enumerate(self.heads):
             best = rank == 0
@@ -97,7 +101,7 @@ class BadgeLayer:
             back = BEST_BACK if best else OTHER_BACK
             self.texts.append((layer, head, [
                 f"<span style='background:{back};{'font-weight:bold;' if '★' in w else ''}color:#000;"
-                f"font-size:8pt'>{html.escape(w)}</span>" for w in badge_wordings(self.values[layer, head], best)]))
+                f"font-size:8pt'>{html.escape(w)}</span>" for w in badge_wordings(self.written[layer, head], best)]))
 
     def lay_out(self, layout: HeadLayout, px: tuple[float, float]) -> None:
         """Place each badge BADGE_INSET_PX in from its cell's top-left corner in the longest wording whose whole box
@@ -159,4 +163,4 @@ class BadgeLayer:
 
     def summary(self) -> str:
         """:func:`standout_summary` of the values shown."""
-        return standout_summary(self.label, self.values, self.heads)
+        return standout_summary(self.label, self.written, self.heads)

@@ -241,12 +241,13 @@ class LayerHeadMap(ZoomableFigure):
         dx, dy = shift(x0, x1, cell.left(), cell.right()), shift(y0, y1, cell.top(), cell.bottom())
         vb.setRange(xRange=(x0 + dx, x1 + dx), yRange=(y0 + dy, y1 + dy), padding=0)
 
-    def set_badges(self, values: np.ndarray | None, label: str = "", low: bool = False) -> None:
+    def set_badges(self, values: np.ndarray | None, label: str = "", low: bool = False,
+                   written: np.ndarray | None = None) -> None:
         """Badge the heads that stand out on a score ``values`` (layer, head) named ``label`` (gui/plots/badges.py:
         ``standout_heads``, the low side with ``low``): each outlined, its value in the cell's top-left corner when
         it fits the cell as drawn now, the best one's a gold ★ badge. Every head's value is in its tooltip. None
-        clears them."""
-        self.badge_layer.set_values(values, label, low)
+        clears them. ``written``: what each badge says instead of its value (BadgeLayer.set_values)."""
+        self.badge_layer.set_values(values, label, low, written)
         self._layout_badges()
 
     def _layout_badges(self) -> None:

@@ -313,6 +313,10 @@ def test_signed_maps_mark_and_rank_heads_by_size_and_effects_keep_a_scale_of_one
     qtbot.addWidget(fig)
     fig.set_values(values, "dla", "logits (direct contribution)")
     assert (2, 1) in [tuple(h) for h in fig.badge_layer.heads]  # the negative head stands out by its size
+    # walk 7: its badge read "2.000"; it keeps its sign, in the badge and in the summary
+    badge = next(texts for layer, head, texts in fig.badge_layer.texts if (layer, head) == (2, 1))
+    assert all("−2" in t or "-2" in t for t in badge), badge
+    assert "L2H1 -2" in fig.badge_layer.summary().replace("−", "-")
     assert "(rank 1 of 12 by |value|)" in fig.hover_text(2, 1)
     assert "(rank 2 of 12 by |value|)" in fig.hover_text(0, 3)
     fig.set_values(values * 0.001, "effect", "effect", levels=effect_levels(values * 0.001))
@@ -352,7 +356,7 @@ def test_noising_is_shown_as_the_answer_lost_so_white_is_no_effect():
     values, bar, word = shown_values(SimpleNamespace(denoising=False, effect=effect))
     np.testing.assert_allclose(values, [[0.0, 0.8], [-0.3, np.nan]])
     assert word == "loss" and bar.startswith("loss (clean − patched)")
-    assert top_cells(values, 2) == [((0, 1), pytest.approx(0.8)), ((0, 0), 0.0)]
+    assert top_cells(values, 2) == [((0, 1), pytest.approx(0.8)), ((1, 0), pytest.approx(-0.3))]  # by size, signed
     same, _, word = shown_values(SimpleNamespace(denoising=True, effect=effect))
     assert same is effect and word == "effect"
 

@@ -64,7 +64,8 @@ class HeadValueMap(LayerHeadMap):
         self.set_image(self.values.astype(np.float32), self.values.shape, levels or symmetric_levels(self.values),
                        cmap, title, bar_label)
         # the heads that stand out by size, either sign, as the pages' "largest" lists rank them
-        self.set_badges(np.abs(self.values), f"|{bar_label.split(' (')[0]}|")
+        # (walk 7: the badges wrote |value|, so L24H4's −1.310 read "1.310"): ranked by size, written with the sign
+        self.set_badges(np.abs(self.values), f"{bar_label.split(' (')[0]} by size", written=self.values)
 
     def forget(self) -> None:
         self.values = None

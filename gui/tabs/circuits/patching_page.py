@@ -60,10 +60,13 @@ def strongest_position(values: np.ndarray) -> np.ndarray:
 
 
 def top_cells(values: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
-    """The k cells of largest value, largest first: (index, value); NaN (not measured) never."""
-    flat = np.nan_to_num(values, nan=-np.inf).ravel()
-    order = [i for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
-    return [(tuple(int(j) for j in np.unravel_index(i, values.shape)), float(flat[i])) for i in order]
+    """The k cells of largest size |value|, largest first, each with its sign: (index, value); NaN (not measured)
+    never. A head whose patch moves the metric the other way (−0.25) matters as much as one that moves it +0.25
+    (walk 7: the list left out L24H4 −0.250 and showed L19H2 0.162)."""
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    size = np.where(np.isnan(flat), -np.inf, np.abs(flat))
+    order = [i for i in np.argsort(-size, kind="stable")[:k] if np.isfinite(size[i])]
+    return [(tuple(int(j) for j in np.unravel_index(i, np.shape(values))), float(flat[i])) for i in order]
 
 
 @dataclass(frozen=True)
