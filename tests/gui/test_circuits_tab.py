@@ -478,12 +478,12 @@ def test_attribution_at_a_chosen_position_is_attribute_there_and_its_sum_rule_ho
     qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
     ids = ids_of(bundled)
     assert page.position.count() == len(ids) + 1 and page.chosen_position() is None
+    assert page.position.itemText(0).startswith(f"last ({len(ids) - 1} ") and page.position.itemText(6).startswith("5 ")
     assert page.shown.result.position == len(ids) - 1
     token = bundled.tokenizer(" mat", add_special_tokens=False)["input_ids"][0]
     page.answer.set_shown("␣mat")
     with qtbot.waitSignal(page.shown_changed, timeout=WAIT_MS, check_params_cb=lambda s: s is not None):
-        page.position.setCurrentIndex(page.position.findData(5))
-        page.position.activated.emit(page.position.currentIndex())
+        page.choose_position(5)
     expected = attribute(bundled, ids, token, None, 5)
     res = page.shown.result
     assert res.position == 5
