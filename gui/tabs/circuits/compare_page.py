@@ -29,7 +29,7 @@ from ...state.worker import RequestKind
 from .maps import DIVERGING, HeadValueMap, symmetric_levels
 from .page import Page, wrapped_label
 from .pair_examples import PAIRS
-from .pair_texts import PairTexts, bind
+from .pair_texts import PairTexts, bind, mark_edited, prompts_to_run
 from .snippets import Origin, compare_code, origin_of
 
 SHOW = {"head": "the selected head", "scores": "a score map"}
@@ -229,25 +229,18 @@ class ComparePage(Page):
         self.shown_changed.emit(None)
 
     def _mark_stale(self) -> None:
-        s = self.shown
-        edited = s is not None and (self.clean_edit.text(), self.corrupted_edit.text()) != (s.clean, s.corrupted)
-        self.stale.setText("The prompts were edited since this comparison: it shows the earlier prompts; Compare "
-                           "again for these." if edited else "")
-        self.stale.setVisible(edited)
+        mark_edited(self, "The prompts were edited since this comparison: it shows the earlier prompts; Compare "
+                          "again for these.")
 
     # ----------------------------------------------------------------- run
     def run(self) -> int | None:
         from analysis.measures.compare import run_pair
         from analysis.run.inference import bos_used
 
-        r = self.state.result
-        if r is None or not r.causal or self.tie.bundle_generation != self.tie.generation:
-            self.show_message(self.tie.why_not() or "Run a text first.", error=True)
+        prompts = prompts_to_run(self)
+        if prompts is None:
             return None
-        clean, corrupted = self.clean_edit.text(), self.corrupted_edit.text()
-        if not clean.strip() or not corrupted.strip():
-            self.show_message("Type both a clean and a corrupted prompt (or pick an example).", error=True)
-            return None
+        clean, corrupted = prompts
         model_key = self.tie.model_key
 
         def work(loaded, progress, cancel):

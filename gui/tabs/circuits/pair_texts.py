@@ -47,3 +47,26 @@ def bind(pair: PairTexts, clean_edit: QtWidgets.QLineEdit, corrupted_edit: QtWid
     for edit in (clean_edit, corrupted_edit):
         edit.textChanged.connect(write_back)
     follow(pair.clean, pair.corrupted)
+
+
+def prompts_to_run(page) -> tuple[str, str] | None:
+    """The page's (clean, corrupted) prompts when it can run them, else None after saying why on the page: a
+    decoder's text run with the model now loaded (``page.tie``), and both prompts typed. ``page``: a Patching or
+    Compare page (its ``state``, ``tie``, ``clean_edit``, ``corrupted_edit``, ``show_message``)."""
+    r = page.state.result
+    if r is None or not r.causal or page.tie.bundle_generation != page.tie.generation:
+        page.show_message(page.tie.why_not() or "Run a text first.", error=True)
+        return None
+    clean, corrupted = page.clean_edit.text(), page.corrupted_edit.text()
+    if not clean.strip() or not corrupted.strip():
+        page.show_message("Type both a clean and a corrupted prompt (or pick an example).", error=True)
+        return None
+    return clean, corrupted
+
+
+def mark_edited(page, sentence: str) -> None:
+    """Show ``sentence`` in ``page.stale`` while the boxes hold other prompts than ``page.shown`` was made of."""
+    s = page.shown
+    edited = s is not None and (page.clean_edit.text(), page.corrupted_edit.text()) != (s.clean, s.corrupted)
+    page.stale.setText(sentence if edited else "")
+    page.stale.setVisible(edited)

@@ -30,7 +30,7 @@ from .answers import shown_text, typed_text
 from .maps import HeadValueMap, LayerColumnMap, effect_levels
 from .page import Page, wrapped_label
 from .pair_examples import PAIRS
-from .pair_texts import PairTexts, bind
+from .pair_texts import PairTexts, bind, mark_edited, prompts_to_run
 from .snippets import Origin, origin_of, patching_code
 
 WHAT = {"heads": "heads (z_h)", "head_positions": "head × position", "resid": "residual × position",
@@ -250,11 +250,8 @@ class PatchingPage(Page):
         self.shown_changed.emit(None)
 
     def _mark_stale(self) -> None:
-        s = self.shown
-        edited = s is not None and (self.clean_edit.text(), self.corrupted_edit.text()) != (s.clean, s.corrupted)
-        self.stale.setText("The prompts were edited since this map was made: it is the earlier prompts' map; Patch "
-                           "again for these." if edited else "")
-        self.stale.setVisible(edited)
+        mark_edited(self, "The prompts were edited since this map was made: it is the earlier prompts' map; Patch "
+                          "again for these.")
 
     # ----------------------------------------------------------------- run
     def run(self) -> int | None:
@@ -263,14 +260,10 @@ class PatchingPage(Page):
         from analysis.measures.patching import make_metric, pair_ids, patch
         from analysis.run.inference import bos_used
 
-        r = self.state.result
-        if r is None or not r.causal or self.tie.bundle_generation != self.tie.generation:
-            self.show_message(self.tie.why_not() or "Run a text first.", error=True)
+        prompts = prompts_to_run(self)
+        if prompts is None:
             return None
-        clean, corrupted = self.clean_edit.text(), self.corrupted_edit.text()
-        if not clean.strip() or not corrupted.strip():
-            self.show_message("Type both a clean and a corrupted prompt (or pick an example).", error=True)
-            return None
+        clean, corrupted = prompts
         metric = self.metric.currentData()
         answer = typed_text(self.answer_edit.text()) if metric != "loss" and self.answer_edit.text() else None
         wrong = typed_text(self.wrong_edit.text()) if metric == "logit_diff" and self.wrong_edit.text() else None
