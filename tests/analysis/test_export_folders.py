@@ -312,7 +312,8 @@ def test_the_command_line_warns_of_an_earlier_export_it_could_not_delete(tiny_mo
     with undeletable(out / "heads"):
         code, stdout, err = run_main(capsys, "export", "--model", tiny_model_dir, "--text", "A dog ran.", "--out", out)
         (left,) = hidden(tmp_path)
-    assert code == 0 and stdout.startswith(f"wrote 18 files to {out}")
+    # 18 files and the 13 figures' options beside them (grid.json, heads/L·H·.json)
+    assert code == 0 and stdout.startswith(f"wrote 31 files to {out}")
     (line,) = err.splitlines()
     assert line.startswith(f"attnscope: warning: The new export is in {out}, but the earlier one could not be "
                            "deleted wholly") and str(tmp_path / left) in line

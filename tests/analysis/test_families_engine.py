@@ -158,7 +158,8 @@ def test_export_writes_every_file_for_every_family(family_folder, tmp_path, caps
     assert summary["attention_bytes"] == attention_memory_bytes(2, 4, n) and summary["max_tokens"] == 64
     assert (out / "grid.png").read_bytes()[:4] == b"\x89PNG"
     if model_type in ("gpt2", "llama", "bert"):
-        assert len(list((out / "heads").iterdir())) == 8
+        heads = list((out / "heads").iterdir())  # each head's image and its figure options (main.py figure --from)
+        assert sorted(f.suffix for f in heads) == [".json"] * 8 + [".png"] * 8
 
 
 def test_export_max_tokens_caps_the_run(family_folder, tmp_path, capsys):

@@ -207,8 +207,9 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     """At 1366×768 (a title bar takes ~28 px) with the first-start note, the input area is compact, the
     head map gets the height, and a splitter between them is remembered. The Head tab's controls are one
     row (the head's label elided, whole in its tooltip) and a long key label is cut, so the map itself (the
-    view box: the image fills it) is ≥ 325 px high even with "<|endoftext|> 0" under it (340 with 11-character
-    key labels; 14 characters keep a common word and its index whole, "␣because [6]", for 11 px of map)."""
+    view box: the image fills it) is ≥ 315 px high even with "<|endoftext|> 0" under it (340 with 11-character
+    key labels; 14 characters keep a common word and its index whole, "␣because [6]", for 11 px of map; the Draw
+    choice beside the hover line, 6 px more)."""
     from gui.chrome.downloads import offer_gpt2_download
     from gui.plots.figures import ROTATED_LABEL_CHARS
 
@@ -225,7 +226,8 @@ def test_the_head_map_gets_the_room_on_a_laptop(qtbot, window):
     run(qtbot, window, "The server rejected the request because it was overloaded.", bos=True)
     qtbot.wait(100)
     assert window.state.result.tokens[0] == "<|endoftext|>" and note.isVisible()
-    assert panel.plot.plot.getViewBox().height() >= 325  # one control row, the key labels cut
+    # one control row, the key labels cut; the Draw (matrix / lines) choice beside the hover line takes 6 px more
+    assert panel.plot.plot.getViewBox().height() >= 315
     assert max(len(label) for label in panel.plot.bottom_axis._labels) <= ROTATED_LABEL_CHARS
     row = panel.head_label.geometry().center().y()
     for control in (panel.view_choice, panel.colormap_choice, panel.scale_choice, panel.hide_first_box):
