@@ -42,6 +42,24 @@ class Page(QtWidgets.QWidget):
         self.save_button.clicked.connect(self._ask_save)
         self._update_buttons()
 
+    def add_run_controls(self, label: str, tip: str = "", progress_px: int = 170) -> None:
+        """``run_button`` (``label``, runs :meth:`run`), ``cancel_button`` (cancels ``self.job``; off until a run) and
+        ``progress`` (hidden, keeping its room so the row does not move; ``progress_px`` wide at least) of a page whose
+        computation runs on the worker."""
+        self.run_button = QtWidgets.QPushButton(label)
+        if tip:
+            self.run_button.setToolTip(tip)
+        self.run_button.clicked.connect(self.run)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.job.cancel)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMinimumWidth(progress_px)
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.progress.setSizePolicy(policy)
+        self.progress.hide()
+
     def buttons_after(self, *controls: QtWidgets.QWidget) -> QtWidgets.QHBoxLayout:
         """A row of ``controls`` (a str is a label), then room, then Copy as code and Save map at the right."""
         row = QtWidgets.QHBoxLayout()

@@ -147,17 +147,7 @@ class PatchingPage(Page):
         self.noising.setToolTip("Denoising: the corrupted prompt runs with one activation from the clean run (1 = "
                                 "it alone restores the answer). Noising: the clean prompt runs with one activation from "
                                 "the corrupted run (0 = removing it destroys the answer)")
-        self.run_button = QtWidgets.QPushButton("Patch")
-        self.run_button.clicked.connect(self.run)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.job.cancel)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setMinimumWidth(170)  # "54 of 270 · about 8 s left" whole (it was cut at 1366 px)
-        policy = self.progress.sizePolicy()
-        policy.setRetainSizeWhenHidden(True)
-        self.progress.setSizePolicy(policy)
-        self.progress.hide()
+        self.add_run_controls("Patch")  # a 170 px bar: "54 of 270 · about 8 s left" whole (it was cut at 1366 px)
 
         form = QtWidgets.QGridLayout()
         form.addWidget(QtWidgets.QLabel("Clean"), 0, 0)
