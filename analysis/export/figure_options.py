@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import InputError
 
+DRAWINGS = ("matrix", "lines")  # a head figure as its map, or as lines between two columns of tokens (≤ 64 tokens)
 LABEL_STYLES = ("plain", "marked")  # plain: the token as written; marked: "␣" for a leading space and " [index]"
 SCALES = ("linear", "log", "power")  # analysis.display.apply_scale's
 OPTIONS_KIND = "attnscope-figure"
@@ -27,12 +28,24 @@ def model_name(label: str) -> str:
 
 @dataclass(frozen=True)
 class FigureOptions:
-    """One figure: a head (``heads`` of one (layer, head)) or the grid of every head (``heads`` empty).
+    """One figure: a head (``heads`` of one (layer, head)), several heads side by side (panels, ``heads`` of two or
+    more) or the grid of heads (``heads`` empty).
 
-    ``tokens``: (first, stop) of the query and key tokens shown (stop excluded), None for all; ``title`` None: the
-    model's name and the head; ``bar_label`` None: the scale's own ("weight", "√weight"); ``labels``: see
-    :data:`LABEL_STYLES`; ``label_chars``: labels shortened to at most this many characters on both axes (None:
-    whole)."""
+    ``tokens``: (first, stop) of the query and key tokens shown (stop excluded), None for all; ``renormalise``: each
+    row of a cropped map divided by its sum over the keys shown (else the weights as the model gave them);
+    ``title`` None: the model's name and the head; ``bar_label`` None: the scale's own ("weight", "√weight");
+    ``labels``: see :data:`LABEL_STYLES`; ``label_chars``: labels shortened to at most this many characters on both
+    axes (None: whole); ``drawing``: see :data:`DRAWINGS` (a head or panels).
+
+    Panels: ``columns`` a row (None: near square, ceil(√k)); ``shared_scale``: one colour scale over every panel
+    (0 … the largest weight shown, or ``vmax``), else each panel its own; ``scores``: score names
+    (analysis.measures.head_scores' names) printed under each panel's title as "name 0.812".
+
+    The grid: ``layers`` and ``grid_heads`` the layers and heads shown, in order (None: all); ``aspect`` the mosaic's
+    width / height (None: as near square as its layers × heads allow, wrapping the layers into side-by-side
+    blocks); ``badges`` a score name whose standout heads are marked, with a legend saying which (None: no badges).
+
+    ``vmax``: the colour scale's top for every map of the figure (None: the data's own maximum)."""
 
     model: str = "bundled"
     text: str = ""
@@ -50,6 +63,16 @@ class FigureOptions:
     scale: str = "linear"
     bar_label: str | None = None
     fmt: str = "png"
+    renormalise: bool = False
+    drawing: str = "matrix"
+    columns: int | None = None
+    shared_scale: bool = True
+    scores: tuple[str, ...] = ()
+    layers: tuple[int, ...] | None = None
+    grid_heads: tuple[int, ...] | None = None
+    aspect: float | None = None
+    badges: str | None = None
+    vmax: float | None = None
 
     def __post_init__(self):
         if self.labels not in LABEL_STYLES:
@@ -59,6 +82,14 @@ class FigureOptions:
         if self.dpi <= 0 or (self.width_in is not None and self.width_in <= 0) or (
                 self.width_px is not None and self.width_px <= 0):
             raise InputError("A figure's width and DPI must be positive.")
+        if self.drawing not in DRAWINGS:
+            raise InputError(f"Unknown drawing '{self.drawing}'; use {' or '.join(DRAWINGS)}.")
+        if self.columns is not None and self.columns <= 0:
+            raise InputError("A figure's number of columns must be positive.")
+        if (self.aspect is not None and self.aspect <= 0) or (self.vmax is not None and self.vmax <= 0):
+            raise InputError("A figure's aspect and colour-scale top must be positive.")
+        if len(set(self.heads)) != len(self.heads):
+            raise InputError("A head is named twice; name each head once.")
         if self.tokens is not None and not 0 <= self.tokens[0] < self.tokens[1]:
             raise InputError(f"The token range {self.tokens[0]}:{self.tokens[1]} is empty; give FIRST:STOP, FIRST < STOP.")
 
@@ -89,6 +120,9 @@ class FigureOptions:
             values["heads"] = tuple((int(l), int(h)) for l, h in values["heads"])
         if values.get("tokens") is not None:
             values["tokens"] = tuple(int(v) for v in values["tokens"])
+        for name in ("layers", "grid_heads", "scores"):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
         return cls(**values)
 
     @classmethod
@@ -105,6 +139,22 @@ class FigureOptions:
 def sidecar(path: Path) -> Path:
     """The options file written beside a figure: the figure's name with ``.json`` (heads/L0H0.png → heads/L0H0.json)."""
     return Path(path).with_suffix(".json")
+
+
+def parse_index_list(text: str, what: str) -> tuple[int, ...]:
+    """``"0,2,5-7"`` → (0, 2, 5, 6, 7): the ``what`` (layers, heads) a grid shows, in the order given."""
+    out: list[int] = []
+    for part in (text or "").split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise InputError(f"The {what} read like 0,2,5-7, not '{text}'.")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if last < first:
+            raise InputError(f"The {what} range {first}-{last} runs backwards; give FIRST-LAST, FIRST ≤ LAST.")
+        out.extend(range(first, last + 1))
+    if len(set(out)) != len(out):
+        raise InputError(f"The {what} '{text}' name one twice; name each once.")
+    return tuple(out)
 
 
 def parse_token_range(text: str) -> tuple[int, int]:

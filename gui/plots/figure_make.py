@@ -75,12 +75,18 @@ def head_figure(result, options: FigureOptions) -> tuple[HeadPlot, dict]:
     return fig, {"head": head_name(layer, head), "tokens": tokens, "token_range": [first, stop], "labels": labels}
 
 
-def grid_figure(result, options: FigureOptions):
-    fig = offscreen_grid_figure(result, options.cmap, options.scale, title=options.title)
-    if options.pixels is not None:
-        fig.resize(*layout_size(options, (fig.width(), fig.height())))
-    settle_layout()
-    return fig, {"head": None, "tokens": list(result.tokens)}
+def make_figure(result, options: FigureOptions):
+    """The laid-out offscreen figure ``options`` ask for and what it shows (for the options file): the grid (no heads;
+    gui/plots/grid_figure.py), one head (here) or several side by side (gui/plots/panel_figure.py)."""
+    if not options.heads:
+        from .grid_figure import grid_figure
+
+        return grid_figure(result, options)
+    if len(options.heads) > 1:
+        from .panel_figure import panel_figure
+
+        return panel_figure(result, options)
+    return head_figure(result, options)
 
 
 def write_figure(result, options: FigureOptions, path: Path) -> list[Path]:
@@ -90,7 +96,7 @@ def write_figure(result, options: FigureOptions, path: Path) -> list[Path]:
 
     ensure_qapp()
     path = Path(path)
-    fig, shown = head_figure(result, options) if options.heads else grid_figure(result, options)
+    fig, shown = make_figure(result, options)
     try:
         save_figure(fig, path, options.pixels)
     finally:
