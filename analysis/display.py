@@ -370,3 +370,55 @@ def format_score(value: float, signed: bool = False) -> str:
         return "–"
     text = f"{value:+.{SCORE_DECIMALS}f}" if signed else f"{value:.{SCORE_DECIMALS}f}"
     return text.replace("-", "−")
+
+
+def colour_index(drawn: np.ndarray, levels: tuple[float, float]) -> np.ndarray:
+    """(rows, columns) uint16: each cell's entry in a table of 256 colours spread over ``levels`` (low, high), as
+    pyqtgraph colours an image: v → ⌊(v − low) · 256 / (high − low)⌋ clipped to 0 … 255 (a span of 0 counts as 1);
+    NaN → 256, the table's transparent entry. Computed in float64, as pyqtgraph does."""
+    drawn = np.asarray(drawn)
+    low, high = float(levels[0]), float(levels[1])
+    scale = 256 / (high - low if high != low else 1)
+    nan = np.isnan(drawn)
+    index = np.where(nan, low, drawn).astype(np.float64)
+    index -= low
+    index *= scale
+    np.clip(index, 0, 255, out=index)
+    out = index.astype(np.uint16)
+    out[nan] = 256
+    return out
+
+
+class PreparedHead:
+    """Everything a head figure draws of one map, made where the map is (the worker) so that the GUI thread only
+    hands it over: at 2,048 tokens or more, ~20 ms of numpy a new head otherwise (bench: the GUI-thread stall).
+
+    For ``weights`` (n, n) drawn with ``causal``, ``hide_first`` and ``scale``: ``stride`` (:func:`pool_stride` of
+    n over ``cells``); ``matrix`` what the figure looks cells up in (:func:`shown_weights` at stride 1, else the
+    :class:`ShownMap`); ``drawn`` and ``levels`` the image (the map, or its :func:`overview`) through
+    :func:`apply_scale`; ``index`` its :func:`colour_index`. Read-only."""
+
+    def __init__(self, weights: np.ndarray, causal: bool, hide_first: bool, scale: str,
+                 cells: int = OVERVIEW_CELLS, pooled: np.ndarray | None = None):
+        """``pooled``: the map's overview for these ``causal`` and ``hide_first`` when it was made already."""
+        self.weights, self.causal, self.hide_first, self.scale = weights, bool(causal), bool(hide_first), scale
+        shown = ShownMap(weights, causal, hide_first)
+        self.shown = shown
+        self.stride = pool_stride(max(shown.shape), cells)
+        if self.stride == 1:
+            self.matrix = shown_weights(weights, causal, hide_first)
+            image = self.matrix
+        else:
+            self.matrix = shown
+            want = (-(-shown.shape[0] // self.stride), -(-shown.shape[1] // self.stride))
+            image = pooled if pooled is not None and pooled.shape == want else shown.pooled(
+                (0, shown.shape[0]), (0, shown.shape[1]), self.stride)
+        self.drawn, self.levels = apply_scale(image, scale)  # a max over cells commutes with the monotone scales
+        self.index = colour_index(self.drawn, self.levels)
+        for array in (self.drawn, self.index) + ((self.matrix,) if self.stride == 1 else ()):
+            array.setflags(write=False)
+
+    def fits(self, weights: np.ndarray, causal: bool, hide_first: bool, scale: str) -> bool:
+        """Whether this is the drawing of ``weights`` (the same array) with these options."""
+        return (self.weights is weights and self.causal == bool(causal) and self.hide_first == bool(hide_first)
+                and self.scale == scale)

@@ -9,10 +9,94 @@ from pathlib import Path
 from .workload import median_time, text_of_length
 
 
+class BusyStretches:
+    """The GUI thread's stretches of work between two waits of its event loop, in that thread's own CPU time
+    (``time.thread_time``): the CPU time from one ``aboutToBlock`` of the event dispatcher to the next, which is every
+    event handled in one pass (paints included), since waiting takes none. What AttnScope asks of the GUI thread, which
+    another process's load does not lengthen (the wall clock's gaps it does). ``longest_ms`` the longest since
+    :meth:`start`."""
+
+    def __init__(self):
+        from PySide6 import QtCore
+
+        self.dispatcher = QtCore.QAbstractEventDispatcher.instance()
+        self.last: float | None = None
+        self.longest_ms = 0.0
+        self.dispatcher.aboutToBlock.connect(self._blocking)
+
+    def start(self) -> None:
+        self.longest_ms, self.last = 0.0, time.thread_time()
+
+    def stop(self) -> float:
+        self._blocking()
+        self.last = None
+        return self.longest_ms
+
+    def _blocking(self) -> None:
+        if self.last is not None:
+            now = time.thread_time()
+            self.longest_ms = max(self.longest_ms, (now - self.last) * 1000)
+            self.last = now
+
+    def close(self) -> None:
+        self.dispatcher.aboutToBlock.disconnect(self._blocking)
+
+
+def _ticking(app, work_done, settle_s: float = 0.3) -> float:
+    """The longest gap, less 10 ms, between ticks of a 10 ms timer while ``work_done()`` is False and ``settle_s``
+    after, the GUI thread's event loop running."""
+    from PySide6 import QtCore
+
+    ticks = []
+    timer = QtCore.QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    ticks.append(time.perf_counter())
+    while not work_done():
+        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 50)
+    end = time.perf_counter() + settle_s
+    while time.perf_counter() < end:
+        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 50)
+    timer.stop()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    return max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
+
+
+def floor_stall_ms(app, loaded, ids) -> float:
+    """The same timer's longest gap while a plain thread, as low in priority as the worker (gui/state/priority.py),
+    runs the bare sdpa forward of ``ids`` and the GUI thread does nothing else: the stall this machine gives any
+    window while a forward runs, the floor under :func:`gui_stall_ms`."""
+    import threading
+
+    from gui.state.priority import lower_this_thread
+
+    from .real import _sdpa_forward
+
+    done = threading.Event()
+
+    def work():
+        lower_this_thread()
+        try:
+            _sdpa_forward(loaded, ids)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    stall = _ticking(app, done.is_set)
+    thread.join()
+    return stall
+
+
 def gui_stall_ms(folder: Path | str, ns: list[int], views: dict | None = None,
-                 settle_text: bool = True) -> dict[int, float]:
+                 settle_text: bool = True, busy: dict | None = None, floor: dict | None = None) -> dict[int, float]:
     """Longest gap between ticks of a 10 ms timer in the real window while each run is in flight and painted, less
     the 10 ms: 0 is a window that never missed a tick.
+
+    ``busy``: filled with {n: the GUI thread's longest stretch of work, ms of its own CPU time} (:class:`BusyStretches`)
+    during that run; ``floor``: with {n: :func:`floor_stall_ms`}, the bare forward of the same tokens in the same
+    window, measured after the run.
 
     ``settle_text``: the text is set and its own layout and paint (a pasted text of n tokens) done before the timer
     starts, so that the figure is the run's alone (False: as before issue 20, the text's relayout counted too).
@@ -38,7 +122,9 @@ def gui_stall_ms(folder: Path | str, ns: list[int], views: dict | None = None,
         loop.exec()
         from analysis.model.loading import load_model
 
-        tokenizer = load_model(str(folder), device="cpu").tokenizer
+        loaded = load_model(str(folder), device="cpu")
+        tokenizer = loaded.tokenizer
+        stretches = BusyStretches()
         stalls = {}
         for n in ns:
             window.set_text(text_of_length(tokenizer, n))
@@ -57,15 +143,23 @@ def gui_stall_ms(folder: Path | str, ns: list[int], views: dict | None = None,
 
             window.result_shown.connect(shown)
             timer.start()
+            stretches.start()
             ticks.append(time.perf_counter())
             window.run_text()
             done.exec()
             timer.stop()
+            longest_busy = stretches.stop()
             window.result_shown.disconnect(shown)
             gaps = [b - a for a, b in zip(ticks, ticks[1:])]
             stalls[n] = max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
+            if busy is not None:
+                busy[n] = longest_busy
+            if floor is not None:
+                ids = loaded.tokenizer(text_of_length(tokenizer, n), return_tensors="pt").input_ids[:, :n]
+                floor[n] = floor_stall_ms(app, loaded, ids)
             if views is not None and window.state.slice_times:
                 views[n] = max(window.state.slice_times, key=lambda item: item[1])
+        stretches.close()
         window.close()
         app.processEvents()
     return stalls

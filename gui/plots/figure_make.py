@@ -16,9 +16,9 @@ from analysis.display import head_name
 from analysis.export.figure_options import FigureOptions, model_name, sidecar
 
 from ..export.figure_files import save_figure, settle_layout
-from .figures import HeadPlot, dispose_figure, fit_title, head_figure_size, lay_out_offscreen, offscreen_grid_figure
+from .figure_size import LAYOUT_DPI, layout_size  # noqa: F401  (LAYOUT_DPI: read here by tests)
+from .figures import HeadPlot, dispose_figure, fit_title, head_figure_size, lay_out_offscreen
 
-LAYOUT_DPI = 96  # logical pixels an inch of the offscreen scene (Qt's)
 SPACE_MARK = "␣"
 
 
@@ -32,16 +32,6 @@ def shown_labels(tokens, first: int, style: str) -> list[str]:
 
 def head_title(options: FigureOptions, label: str, layer: int, head: int) -> str:
     return options.title if options.title is not None else f"{model_name(label)} — {head_name(layer, head)}"
-
-
-def layout_size(options: FigureOptions, natural: tuple[int, int]) -> tuple[int, int]:
-    """The offscreen size (w, h) in logical pixels: ``natural`` (the export's) without a width, else the width in
-    inches at :data:`LAYOUT_DPI` with the natural aspect."""
-    pixels = options.pixels
-    if pixels is None:
-        return natural
-    w = max(160, int(round(pixels / options.dpi * LAYOUT_DPI)))
-    return w, max(120, int(round(w * natural[1] / natural[0])))
 
 
 def head_figure(result, options: FigureOptions) -> tuple[HeadPlot, dict]:

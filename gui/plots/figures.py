@@ -17,7 +17,7 @@ import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from analysis.display import ShownMap, apply_scale, head_name, pool_stride, shown_weights
+from analysis.display import PreparedHead, ShownMap, head_name
 from analysis.export.contents import figure_files
 from analysis.export.figure_options import model_name
 
@@ -93,32 +93,29 @@ class HeadPlot(ZoomableFigure):
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
                  hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight",
-                 overview: np.ndarray | None = None) -> None:
+                 overview: np.ndarray | None = None, prepared: PreparedHead | None = None) -> None:
         """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row.
 
         ``causal``: draw the future keys as background (the model's mask); None keeps the figure's
         setting (True until told otherwise). ``quantity`` names what is drawn on the colour bar
         ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight"). ``overview``: the map's
         :func:`analysis.display.overview` for these ``causal`` and ``hide_first`` when the caller made it off the GUI
-        thread; else it is pooled here."""
+        thread; else it is pooled here. ``prepared``: the whole drawing made off the GUI thread
+        (:class:`analysis.display.PreparedHead`), used when it is of these ``weights`` and options; else made here."""
         if causal is not None:
             self.causal = bool(causal)
-        shown = ShownMap(weights, self.causal, hide_first)  # masked and hidden cells: NaN, drawn as background
-        self.before_hiding = shown.weights if hide_first else None  # what each cell was before renormalising
-        n = shown.shape[0]
-        stride = pool_stride(max(shown.shape), OVERVIEW_CELLS)
+        if prepared is None or not prepared.fits(weights, self.causal, hide_first, scale):
+            prepared = PreparedHead(weights, self.causal, hide_first, scale, OVERVIEW_CELLS, pooled=overview)
+        shown, matrix, stride = prepared.shown, prepared.matrix, prepared.stride
         # up to OVERVIEW_CELLS a side the whole map is the image; past it the image is the map pooled (the overview)
         # and self.matrix the ShownMap (cells looked up, no n × n copy); the part in view comes as a detail tile
-        matrix = shown_weights(weights, self.causal, hide_first) if stride == 1 else shown
+        self.before_hiding = shown.weights if hide_first else None  # what each cell was before renormalising
+        n = shown.shape[0]
         new_size = self.matrix is None or self.matrix.shape != matrix.shape
         self.matrix, self.tokens = matrix, tuple(tokens)
-        if stride == 1:
-            overview = matrix
-        elif overview is None or overview.shape != (-(-shown.shape[0] // stride), -(-shown.shape[1] // stride)):
-            overview = shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
-        drawn, levels = apply_scale(overview, scale)  # a max over cells commutes with the monotone scales
+        drawn, levels = prepared.drawn, prepared.levels
         self._show_scale(cmap, levels, bar_label(scale, hide_first, quantity))
-        self._draw(shown, scale, drawn, levels, stride)
+        self._draw(shown, scale, drawn, levels, stride, prepared.index)
         self._show_titles(html.escape(title, quote=False))
         self.left_axis.set_tokens(self.tokens)
         self.bottom_axis.set_tokens(self.tokens)
@@ -129,15 +126,17 @@ class HeadPlot(ZoomableFigure):
         cell = self.image.cell_now
         self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
 
-    def _draw(self, shown: ShownMap, scale: str, drawn: np.ndarray, levels: tuple[float, float], stride: int) -> None:
+    def _draw(self, shown: ShownMap, scale: str, drawn: np.ndarray, levels: tuple[float, float], stride: int,
+              index: np.ndarray | None = None) -> None:
         """The image: ``drawn``, the map (``stride`` 1) or its overview pooled over ``stride`` × ``stride`` cells a
-        pixel, coloured by ``scale`` over ``levels``; a detail tile of ``shown`` is asked for the view."""
+        pixel, coloured by ``scale`` over ``levels`` (``index``: its colour index, made with it); a detail tile of
+        ``shown`` is asked for the view."""
         self.tiles.drop()
         self.detail.clear()
         self._tile_wanted = None
         self.shown, self.scale = shown, scale
         self.image.cells_per_pixel, self.image.data_shape = stride, shown.shape
-        self.image.setImage(drawn, levels=levels, autoLevels=False)
+        self.image.set_image(drawn, levels, index)
         self.image.setRect(QtCore.QRectF(0, 0, drawn.shape[1] * stride, drawn.shape[0] * stride))
         self._want_tile()
 

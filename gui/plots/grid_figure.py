@@ -5,7 +5,7 @@ from __future__ import annotations
 from analysis.export.figure_options import FigureOptions
 
 from ..export.figure_files import settle_layout
-from .figure_make import layout_size
+from .figure_size import layout_size
 from .figures import offscreen_grid_figure
 
 

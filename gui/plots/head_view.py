@@ -76,21 +76,22 @@ def head_matrix(state: ViewState, kind: str, layer: int, head: int) -> np.ndarra
 
 
 def draw_head(figure: HeadPlot, strip: KeyNormStrip | None, state: ViewState, layer: int, head: int,
-              title: str, matrix: np.ndarray | None = None, overview: np.ndarray | None = None) -> None:
+              title: str, matrix: np.ndarray | None = None, prepared=None) -> None:
     """Draw head ``layer``.``head`` of the state's result as the state says (:func:`view_to_draw`: weights, or
     value-weighted when its value norms are there); ``matrix``: that map when the caller has it (else
-    :func:`head_matrix`)."""
+    :func:`head_matrix`); ``prepared``: its drawing made off the GUI thread
+    (:class:`analysis.display.PreparedHead`, gui/state/head_maps.py), used where it fits."""
     r, values = state.result, state.lens(VALUE_NORMS)
     kind = view_to_draw(state)
     matrix = head_matrix(state, kind, layer, head) if matrix is None else matrix
     if kind == "value-weighted":
         figure.set_head(matrix, r.tokens, f"{title} — value-weighted, rows normalised",
                         cmap=state.colormap, scale=state.scale, hide_first=state.hide_first, causal=r.causal,
-                        quantity="share of row N", overview=overview)
+                        quantity="share of row N", prepared=prepared)
         if strip is not None:
             strip.set_norms(values.key_norms[layer, head])
         return
     figure.set_head(matrix, r.tokens, title, cmap=state.colormap, scale=state.scale,
-                    hide_first=state.hide_first, causal=r.causal, overview=overview)
+                    hide_first=state.hide_first, causal=r.causal, prepared=prepared)
     if strip is not None:
         strip.set_norms(None)

@@ -11,6 +11,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from analysis.display import colour_index
+
 TOOLTIP_MS = 60_000  # a value tooltip stays this long while the pointer rests on its cell
 LIGHT = {"background": QtGui.QColor("white"), "foreground": QtGui.QColor("black")}
 DARK = {"background": QtGui.QColor("#202124"), "foreground": QtGui.QColor("#dddddd")}
@@ -47,25 +49,20 @@ def apply_theme(fig: pg.GraphicsView, dark: bool) -> None:
         on_theme(dark)
 
 
-def argb_with_nan(image, levels, lut) -> QtGui.QImage | None:
+def argb_with_nan(image, levels, lut, index: np.ndarray | None = None) -> QtGui.QImage | None:
     """A (rows, columns) float image with NaN cells as an ARGB32 QImage: each value coloured as pyqtgraph colours
-    it (the ``lut``'s 256 colours spread over ``levels``, low to high, clipped), NaN transparent. None where this
-    does not apply (no NaN, other shapes, a lut that is not 256 colours): pyqtgraph's own render then."""
+    it (the ``lut``'s 256 colours spread over ``levels``, low to high, clipped), NaN transparent. ``index``: the
+    image's :func:`analysis.display.colour_index` for these levels when it was made off the GUI thread (then only
+    the table look-up is left here). None where this does not apply (no NaN and no ``index``, other shapes, a lut
+    that is not 256 colours): pyqtgraph's own render then."""
     if (image is None or image.ndim != 2 or image.dtype.kind != "f" or levels is None or np.ndim(levels) != 1
             or not isinstance(lut, np.ndarray) or lut.dtype != np.uint8 or lut.ndim != 2 or len(lut) != 256
             or lut.shape[1] not in (3, 4)):
         return None
-    nan = np.isnan(image)
-    if not nan.any():
-        return None
-    low, high = float(levels[0]), float(levels[1])
-    scale = 256 / (high - low if high != low else 1)  # pyqtgraph: a value v is colour ⌊(v − low) · 256 / span⌋
-    index = np.where(nan, low, image).astype(np.float64)
-    index -= low
-    index *= scale
-    np.clip(index, 0, 255, out=index)
-    index = index.astype(np.uint16)
-    index[nan] = 256
+    if index is None:
+        if not np.isnan(image).any():
+            return None
+        index = colour_index(image, levels)
     rgba = lut.astype(np.uint32)
     alpha = rgba[:, 3] if lut.shape[1] == 4 else np.full(256, 255, np.uint32)
     table = np.zeros(257, np.uint32)  # entry 256: NaN, transparent
@@ -96,12 +93,29 @@ behind a pooled image (``cells_per_pixel`` cells a side per pixel, ``data_shape`
         self.cells_per_pixel = 1  # a pooled image (gui/plots/tiles.py): each pixel covers this many cells a side
         self.data_shape: tuple[int, int] | None = None  # the cells (rows, columns) behind it; None: the image's
 
+    prepared: tuple[np.ndarray, tuple[float, float]] | None = None  # (colour index, its levels): set_image
+
+    def setImage(self, image=None, autoLevels=None, **kwargs):  # noqa: N802
+        if image is not None:
+            self.prepared = None  # a new image: its colour index, if any, comes from set_image
+        super().setImage(image, autoLevels, **kwargs)
+
+    def set_image(self, drawn: np.ndarray, levels: tuple[float, float], index: np.ndarray | None = None) -> None:
+        """Show ``drawn`` over ``levels``; ``index``: its :func:`analysis.display.colour_index` for them, made off
+        the GUI thread, which :meth:`render` colours with one table look-up."""
+        self.setImage(drawn, levels=levels, autoLevels=False)
+        self.prepared = None if index is None else (index, tuple(float(v) for v in levels))
+
     def render(self):
         """pyqtgraph's render, but a one-channel float image with NaN cells (a causal map's future, a hidden key:
         drawn transparent, the background showing) is coloured with one look-up in the colour map's table and a
         transparent entry for NaN (:func:`argb_with_nan`): pyqtgraph's own path finds and blanks every NaN cell's
         pixel one by one after colouring, ~3 ms on a 512 × 512 map, at every new map."""
-        qimage = argb_with_nan(self.image, self.levels, self.lut) if not self.autoDownsample else None
+        index = None
+        if self.prepared is not None and self.image is not None and self.prepared[0].shape == self.image.shape \
+                and self.levels is not None and tuple(float(v) for v in self.levels) == self.prepared[1]:
+            index = self.prepared[0]
+        qimage = argb_with_nan(self.image, self.levels, self.lut, index) if not self.autoDownsample else None
         if qimage is None or not hasattr(self, "_renderRequired"):
             return super().render()
         self._processingBuffer = self._displayBuffer = None  # as pyqtgraph's render leaves them after a QImage

@@ -1,5 +1,6 @@
-"""A long head map's overview is pooled where the map is made (the head-map worker), not when the Head tab draws
-it: at 8,192 tokens the pooling was the longest GUI-thread stall of a run (89 ms)."""
+"""A long head map's overview is pooled, and its image coloured, where the map is made (the head-map worker), not when
+the Head tab draws it: at 8,192 tokens the pooling was the longest GUI-thread stall of a run (89 ms), at 2,048 the
+colouring (~20 ms, in the paint)."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -38,22 +39,62 @@ def test_the_overview_is_each_bins_max_over_its_shown_cells(hide_first):
 def test_the_head_map_task_pools_and_the_figure_draws_what_it_was_given(qtbot, shown_figure, monkeypatch):
     import analysis.display as display
     from analysis.display import ShownMap
+    from gui.plots import plot_items
     from gui.plots.figures import HeadPlot
     from gui.state.head_maps import head_map_task
 
     n = 1500  # past OVERVIEW_CELLS: a pooled overview
     w = causal_map(n)
     result = SimpleNamespace(causal=True, head_map=lambda layer, head: w)
-    kind, layer, head, values, pooled, hide_first = head_map_task(result, "weights", 1, 2, hide_first=False)(None)
+    kind, layer, head, values, prepared, hide_first = head_map_task(result, "weights", 1, 2, hide_first=False,
+                                                                   scale="power")(None)
     assert (kind, layer, head, hide_first) == ("weights", 1, 2, False) and values is w
-    np.testing.assert_array_equal(pooled, display.overview(w, True, False))
+    want, want_levels = display.apply_scale(display.overview(w, True, False), "power")
+    np.testing.assert_array_equal(prepared.drawn, want)
+    assert prepared.levels == want_levels and prepared.fits(w, True, False, "power")
+    assert not prepared.fits(w, True, False, "linear") and not prepared.fits(w.copy(), True, False, "power")
     fig = shown_figure(HeadPlot, 600, 600)
-    calls = []
-    real = ShownMap.pooled
+    calls, coloured = [], []
+    real, real_index = ShownMap.pooled, plot_items.colour_index
     monkeypatch.setattr(ShownMap, "pooled", lambda self, *a: calls.append(a) or real(self, *a))
-    fig.set_head(w, [f"t{i}" for i in range(n)], "t", overview=pooled)
+    monkeypatch.setattr(plot_items, "colour_index", lambda *a: coloured.append(a) or real_index(*a))
+    monkeypatch.setattr(display, "colour_index", lambda *a: coloured.append(a) or real_index(*a))
+    fig.set_head(w, [f"t{i}" for i in range(n)], "t", scale="power", prepared=prepared)
+    fig.image.render()
     assert not any(a[0] == (0, n) and a[1] == (0, n) for a in calls)  # the whole map was not pooled again
-    np.testing.assert_array_equal(fig.image.image, pooled)
-    fig.set_head(w, [f"t{i}" for i in range(n)], "t", hide_first=True)  # none given: pooled here, as before
-    assert any(a[0] == (0, n) and a[1] == (0, n) for a in calls)
+    assert not coloured  # nor its image coloured: the worker's colour index was used
+    np.testing.assert_array_equal(fig.image.image, want)
+    prepared_pixels = fig.image.qimage.copy()
+    fig.set_head(w, [f"t{i}" for i in range(n)], "t", scale="power")  # none given: made here, the same picture
+    fig.image.render()
+    assert any(a[0] == (0, n) and a[1] == (0, n) for a in calls) and coloured
+    assert fig.image.qimage == prepared_pixels
+    fig.set_head(w, [f"t{i}" for i in range(n)], "t", hide_first=True, prepared=prepared)  # another option: not used
     np.testing.assert_allclose(fig.image.image, display.overview(w, True, True), equal_nan=True)
+
+
+def test_the_colour_index_is_how_pyqtgraph_colours_an_image(qtbot):
+    """Each cell's colour through the index and the 257-entry table equals pyqtgraph's own rendering of the image
+    (no NaN, so pyqtgraph colours every cell), on values at, between and past the levels."""
+    import pyqtgraph as pg
+    from PySide6 import QtGui
+
+    from gui.plots.plot_items import argb_with_nan, colormap
+    from analysis.display import colour_index
+
+    rng = np.random.default_rng(3)
+    image = np.concatenate([rng.random((20, 40)), np.linspace(-0.2, 1.3, 40)[None]]).astype(np.float32)
+    levels = (0.1, 0.9)
+    lut = colormap("viridis").getLookupTable(nPts=256, alpha=True)
+    item = pg.ImageItem(axisOrder="row-major")
+    item.setImage(image, levels=levels, autoLevels=False, lut=lut)
+    item.render()
+    theirs = item.qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32)
+    ours = argb_with_nan(image, np.asarray(levels), lut, colour_index(image, levels))
+    assert ours.size() == theirs.size()
+    assert all(ours.pixel(x, y) == theirs.pixel(x, y) for y in range(image.shape[0]) for x in range(image.shape[1]))
+    with_nan = image.copy()
+    with_nan[0, :5] = np.nan
+    index = colour_index(with_nan, levels)
+    assert (index[0, :5] == 256).all() and index.max() == 256 and index[1:].max() == 255
+    assert QtGui.QColor.fromRgba(argb_with_nan(with_nan, np.asarray(levels), lut, index).pixel(0, 0)).alpha() == 0

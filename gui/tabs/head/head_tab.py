@@ -220,7 +220,7 @@ class HeadTab(QtWidgets.QWidget):
         # known before drawing: set_head re-reports the cell under a resting pointer, described as drawn now
         self.drawn = kind
         draw_head(self.plot, self.strip, s, layer, head, head_name(layer, head), matrix,
-                  overview=self.head_maps.overview(kind, layer, head))
+                  prepared=self.head_maps.prepared(kind, layer, head))
         self.plot.highlight_row(s.query_row)
         self._label_head(layer, head)
         self._show_query_row()
