@@ -33,7 +33,8 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
         print(f"{name}: skipping n = {', '.join(map(str, skipped))} (its context holds {loaded.context_length} tokens)",
               file=sys.stderr, flush=True)
     ns = [n for n in ns if n <= loaded.context_length]
-    stalls = gui_stall_ms(folder, ns) if stall else {}
+    busy: dict = {}
+    stalls = gui_stall_ms(folder, ns, busy=busy) if stall else {}
     rows = []
     for n in ns:
         text = text_of_length(loaded.tokenizer, n)
@@ -58,7 +59,7 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
                "run_ratio": run_s / forward_s, "scores_s": scores_s, "tl_scores_s": tl_scores_s, "grid_paint_s": grid_s,
                "detail_paint_s": detail_s, "recompute_s": recompute_s, "recompute_ratio": recompute_s / forward_s,
                "peak_rss_above_model_mb": peak_rss_above_model(folder, n) if memory else None,
-               "gui_stall_ms": stalls.get(n), "bertviz_s": None, "circuitsvis_s": None}
+               "gui_stall_ms": stalls.get(n), "gui_work_ms": busy.get(n), "bertviz_s": None, "circuitsvis_s": None}
         figure_s = run_s + grid_s  # text → a viewable all-heads figure
         row["attnscope_figure_s"] = figure_s
         if peers and n <= 512:
@@ -78,10 +79,10 @@ def bench_model(name: str, folder: Path, ns: list[int], repeats: int, peers: boo
 COLUMNS = [("model", "{:>8}"), ("n", "{:>5}"), ("forward_s", "{:>9.3f}"), ("run_s", "{:>7.3f}"),
            ("run_ratio", "{:>6.2f}"), ("scores_s", "{:>8.3f}"), ("tl_scores_s", "{:>8.3f}"), ("grid_paint_s", "{:>8.3f}"),
            ("detail_paint_s", "{:>8.3f}"), ("recompute_s", "{:>9.3f}"), ("recompute_ratio", "{:>6.2f}"),
-           ("peak_rss_above_model_mb", "{:>8.0f}"), ("gui_stall_ms", "{:>7.1f}"), ("bertviz_s", "{:>8.2f}"),
+           ("peak_rss_above_model_mb", "{:>8.0f}"), ("gui_stall_ms", "{:>7.1f}"), ("gui_work_ms", "{:>6.1f}"), ("bertviz_s", "{:>8.2f}"),
            ("bertviz_speedup", "{:>6.0f}x"), ("circuitsvis_s", "{:>8.2f}"), ("circuitsvis_speedup", "{:>6.0f}x")]
 HEADERS = ["model", "n", "forward", "run", "b/a", "scores", "TL", "grid", "detail", "recomp", "f/a", "RSS MB",
-           "stall", "bertviz", "×", "cvis", "×"]
+           "stall", "work", "bertviz", "×", "cvis", "×"]
 
 
 def print_header() -> None:

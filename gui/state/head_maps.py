@@ -21,24 +21,31 @@ from .view_state import ViewState
 
 WEIGHTS, VALUE_WEIGHTED = "weights", "value-weighted"
 KEPT = 4  # maps kept of an on-demand result (SmolLM2 at 2,048 tokens: 16 MiB each; at 8,192: 256 MiB)
+#: From this many tokens a head's drawing is made on the worker even when the result kept its maps: a 1,024-token
+#: GPT-2 map took 25 ms of the GUI thread to mask, scale and colour (bench, the GUI thread's longest work); 256² cells
+#: take under 2 ms.
+DRAWN_ON_WORKER_FROM = 256
 
 
-def head_map_task(result, kind: str, layer: int, head: int, hide_first: bool = False, scale: str = "linear"):
+def head_map_task(result, kind: str, layer: int, head: int, hide_first: bool = False, scale: str = "linear",
+                  values: np.ndarray | None = None):
     """A worker task: (kind, layer, head, the (n, n) float32 map, read-only, its drawing
     :class:`~analysis.display.PreparedHead` with ``hide_first`` and ``scale``, ``hide_first``): a long map's pooling
     (~90 ms at 8,192 tokens) and its colouring (~20 ms at 2,048) are done here, off the GUI thread, not when the
-    figure draws it."""
+    figure draws it. ``values``: the map when it is at hand already (kept, or computed for another drawing)."""
     from analysis.display import PreparedHead
 
     def task(_loaded):
+        if values is not None:
+            return kind, layer, head, values, PreparedHead(values, result.causal, hide_first, scale), hide_first
         if kind == VALUE_WEIGHTED:
             from analysis.measures.streamed import value_weighted
 
-            values = value_weighted(result.maps, layer, head)
-            values.setflags(write=False)
+            made = value_weighted(result.maps, layer, head)
+            made.setflags(write=False)
         else:
-            values = result.head_map(layer, head)  # read-only already, and the result keeps it: no second copy
-        return kind, layer, head, values, PreparedHead(values, result.causal, hide_first, scale), hide_first
+            made = result.head_map(layer, head)  # read-only already, and the result keeps it: no second copy
+        return kind, layer, head, made, PreparedHead(made, result.causal, hide_first, scale), hide_first
 
     return task
 
@@ -68,8 +75,9 @@ class HeadMaps(QtCore.QObject):
 
     def get(self, kind: str, layer: int, head: int) -> np.ndarray | None:
         """(n, n) the map ``kind`` of head ``layer``.``head`` of the result on screen, or None while it is computed
-        (``ready`` follows; the value view of a kept result: until its lens is there). Without a worker (a figure,
-        a test) an on-demand map is computed here."""
+        (``ready`` follows; the value view of a kept result: until its lens is there). A map of
+        :data:`DRAWN_ON_WORKER_FROM` tokens or more comes once its drawing for the state's hide-first and scale is
+        made too (:meth:`prepared`), kept maps included. Without a worker (a figure, a test) it is all made here."""
         s = self.state
         r = s.result
         if r is None:
@@ -80,19 +88,28 @@ class HeadMaps(QtCore.QObject):
                 return values.shown[layer, head]
             if r.maps_kept:
                 return None  # the value lens of every map is on its way
-        elif r.maps_kept:
+        elif r.maps_kept and r.n_tokens < DRAWN_ON_WORKER_FROM:
             return r.head_map(layer, head)
         key = (s.bundle.request_id, kind, int(layer), int(head))
-        if key in self._maps:
+        drawn_here = r.n_tokens < DRAWN_ON_WORKER_FROM
+        if key in self._maps and (drawn_here or self._fits(key, self._maps[key])):
             return self._maps[key]
-        task = head_map_task(r, kind, int(layer), int(head), s.hide_first, s.scale)
+        known = self._maps.get(key, r.head_map(layer, head) if r.maps_kept else None)
+        task = head_map_task(r, kind, int(layer), int(head), s.hide_first, s.scale, values=known)
         if self._job is None:
             self._keep(key, *task(None)[3:5])
             return self._maps[key]
-        if self._asked != key or not self._job.running:
-            self._asked = key
+        asked = (*key, bool(s.hide_first), s.scale)
+        if self._asked != asked or not self._job.running:
+            self._asked = asked
             self._job.start(lambda loaded, _progress, _cancel: task(loaded))
         return None
+
+    def _fits(self, key: tuple, values: np.ndarray) -> bool:
+        """Whether the drawing kept for ``key`` is of ``values`` with the state's hide-first and scale now."""
+        drawing = self._drawings.get(key)
+        s = self.state
+        return drawing is not None and drawing.fits(values, s.result.causal, s.hide_first, s.scale)
 
     def prepared(self, kind: str, layer: int, head: int):
         """The drawing of head ``layer``.``head``'s map ``kind`` made with it on the worker
@@ -114,7 +131,8 @@ class HeadMaps(QtCore.QObject):
 
     def _finished(self, answer) -> None:
         kind, layer, head, values, prepared, _hide_first = answer
-        key, self._asked = self._asked, None
+        asked, self._asked = self._asked, None
+        key = None if asked is None else asked[:4]
         if key is None or self.state.bundle is None or key != (self.state.bundle.request_id, kind, layer, head):
             return  # of an older bundle
         self._keep(key, values, prepared)

@@ -240,3 +240,25 @@ def test_without_a_result_the_map_is_a_line_saying_why(qtbot, panel, tiny_result
     state.set_placeholder("no model loaded")
     assert panel.placeholder.isVisible() and panel.placeholder.text() == "no model loaded"
     assert panel.head_label.plain_text().strip() == ""
+
+
+def test_a_long_kept_map_is_drawn_from_a_drawing_made_on_the_worker(qtbot, panel, tiny_result, monkeypatch):
+    """From DRAWN_ON_WORKER_FROM tokens the Head tab waits for the worker's PreparedHead even when the result kept its
+    maps (the GUI thread only looks colours up), and asks again when the scale changes; the picture is the map as
+    shown, through the scale."""
+    from analysis.display import apply_scale, shown_weights
+    from gui.state import head_maps
+
+    monkeypatch.setattr(head_maps, "DRAWN_ON_WORKER_FROM", 2)
+    state = panel.state
+    assert tiny_result.maps_kept
+    with qtbot.waitSignal(panel.head_maps.ready, timeout=WAIT_MS):
+        state.set_bundle(bundle(tiny_result, all_scores(tiny_result)))
+    assert panel.pending is None and panel.plot.image.prepared is not None
+    for scale in ("power", "log"):
+        with qtbot.waitSignal(panel.head_maps.ready, timeout=WAIT_MS):
+            state.set_scale(scale)
+        assert panel.pending is None and panel.head_maps.prepared("weights", state.layer, state.head).scale == scale
+        want, _ = apply_scale(shown_weights(tiny_result.head_map(state.layer, state.head), tiny_result.causal), scale)
+        np.testing.assert_allclose(panel.plot.image.image, want, rtol=1e-6, equal_nan=True)
+        assert panel.plot.image.prepared is not None
