@@ -344,42 +344,67 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt, heads=chosen)
     written = []
     check()
-    grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
+    from .figure_make import head_figure
+    from .grid_figure import grid_figure
+
+    grid, shown = grid_figure(result, export_options(result, (), cmap, scale, png_width), hide_first=hide_first)
     try:
         written.append(save_figure(grid, folder / grid_name, png_width))
-        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width))
+        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width, shown))
     finally:
         dispose_figure(grid)
     if head_files:
         for subfolder in dict.fromkeys((folder / name).parent for name, _, _ in head_files):
             subfolder.mkdir(exist_ok=True)
-        check()
-        fig = offscreen_head_figure(result, head_files[0][1], head_files[0][2], cmap, scale, hide_first)
-        try:
-            for name, layer, head in head_files:
-                check()
-                fig.set_head(result.head_map(layer, head), result.tokens,
-                             head_title(result.model_label, layer, head), cmap=cmap, scale=scale,
-                             hide_first=hide_first)
+        for name, layer, head in head_files:
+            check()
+            options = export_options(result, ((layer, head),), cmap, scale, png_width)
+            # the figure of main.py figure --from heads/L0H0.json (figure_make.head_figure); hide_first as asked
+            fig, shown = head_figure(_first_hidden(result) if hide_first else result, options)
+            try:
                 written.append(save_figure(fig, folder / name, png_width))
-                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width))
-        finally:
-            dispose_figure(fig)
+                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width, shown))
+            finally:
+                dispose_figure(fig)
     return written
 
 
-def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None) -> Path:
-    """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
-    the text, the head and how it was drawn, which ``main.py figure --from`` takes."""
-    from analysis.export.figure_options import FigureOptions, sidecar
+def _first_hidden(result):
+    """``result`` whose head maps have the first key hidden and each row renormalised (the export's
+    ``hide_first``; an options file cannot say it, so ``--from`` draws the map as the model gave it)."""
+    from analysis.display import without_first_key
 
-    options = FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
-                            heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale,
-                            fmt=Path(path).suffix.lower().lstrip("."))
-    shown = {"model_label": result.model_label, "tokens": list(result.tokens),
-             "head": head_name(*heads[0]) if heads else None}
+    class Hidden:
+        def __getattr__(self, name):
+            return getattr(result, name)
+
+        def head_map(self, layer, head):
+            return without_first_key(np.asarray(result.head_map(layer, head)))
+
+    return Hidden()
+
+
+def export_options(result, heads, cmap: str, scale: str, png_width: int | None):
+    """The :class:`FigureOptions` of an export's figure: the model, the text, the head (none: the grid), how it is
+    drawn; written beside it (:func:`write_options`) and drawn by the same routine as ``main.py figure``."""
+    from analysis.export.figure_options import FigureOptions
+
+    return FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
+                         heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale, fmt="png")
+
+
+def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None,
+                  shown: dict | None = None) -> Path:
+    """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
+    the text, the head and how it was drawn, which ``main.py figure --from`` takes; ``shown``: what the figure shows
+    (figure_make's, as ``main.py figure`` writes it)."""
+    from analysis.export.figure_options import sidecar
+
+    options = export_options(result, heads, cmap, scale, png_width).with_(fmt=Path(path).suffix.lower().lstrip("."))
+    shown = dict(shown or {"tokens": list(result.tokens), "head": head_name(*heads[0]) if heads else None})
     side = sidecar(path)
-    side.write_text(options.to_json(**shown), encoding="utf-8")
+    side.write_text(options.to_json(model_label=result.model_label, text=getattr(result, "text", ""), **shown),
+                    encoding="utf-8")
     return side
 
 
