@@ -153,10 +153,9 @@ class GridFigure(pg.GraphicsLayoutWidget):
             plot.setYRange(0, rows, padding=0)
             plot.setLabel("left", "layer")
             plot.setLabel("bottom", "head")
-            plot.showAxis("top")
-            plot.showAxis("right")
-            for side in ("top", "right"):
-                plot.getAxis(side).setStyle(showValues=False, tickLength=0)
+            for side in ("left", "bottom"):  # ticks outside the frame: none drawn over a cell
+                plot.getAxis(side).setStyle(tickLength=3)
+            vb.setBorder(pg.mkPen("k", width=1))
             self.plots.append(plot)
             self.images.append(item)
         self.colorbar = pg.ColorBarItem(values=levels, colorMap=colormap(cmap), interactive=False, width=14)
