@@ -84,11 +84,26 @@ def spans(indices) -> str:
     return ", ".join(out)
 
 
+def wrapped(text: str, point_size: float, width: float) -> str:
+    """``text`` as escaped HTML, broken into lines (<br>) at spaces so that none is wider than ``width`` logical
+    pixels in the application's font at ``point_size``."""
+    font = QtGui.QFont()
+    font.setPointSizeF(point_size)
+    metrics = QtGui.QFontMetricsF(font)
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and metrics.horizontalAdvance(lines[-1] + " " + word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(html.escape(line, quote=False) for line in lines)
+
+
 def badge_rule(score: str) -> str:
     """The legend's words for which heads carry a badge (analysis.measures.head_scores.standout_heads)."""
     if score in LOW_IS_FINDING:
-        return f"{score} ≤ 0.3 and below the model's median head by > 3 robust SD"
-    return f"{score} ≥ 0.3 and above the model's median head by > 3 robust SD"
+        return f"stands out on {score}: ≤ 0.3 and > 3 robust SD below the model's median head"
+    return f"stands out on {score}: ≥ 0.3 and > 3 robust SD above the model's median head"
 
 
 def check_badges(score: str | None) -> None:
@@ -121,7 +136,8 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.heads = list(heads)
         rows = -(-len(layers) // blocks)
         self.layout_blocks = [list(layers[b * rows:(b + 1) * rows]) for b in range(blocks)]
-        self.title_label = self.ci.addLabel(html.escape(title, quote=False), row=0, col=0, colspan=blocks + 1,
+        room = self.width() - 24  # the text wrapped to the figure's width: a wider label would widen the layout past
+        self.title_label = self.ci.addLabel(wrapped(title, 11, room), row=0, col=0, colspan=blocks + 1,  # the PNG
                                             size="11pt")
         c = cells.shape[-1]
         shown_badges = set(badged)
@@ -164,6 +180,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.colorbar.axis.setLabel(bar)
         self.ci.addItem(self.colorbar, row=1, col=blocks)
         if legend:
+            legend = f'<span style="color:{OUTLINE_COLOR}">{BADGE_MARK}</span> ' + wrapped(legend, 9, room - 16)
             self.legend = self.ci.addLabel(legend, row=2, col=0, colspan=blocks + 1, size="9pt")
         apply_theme(self, False)
         if self.legend is not None:  # the theme set the legend's colour; the mark keeps its gold
@@ -190,9 +207,9 @@ class GridFigure(pg.GraphicsLayoutWidget):
             rows = max(len(b) for b in self.layout_blocks)
             cell_h = vb.height() / max(1, rows)
             cell_w = vb.width() / max(1, len(self.heads))
-            k_rows = max(1, math.ceil((font.height() + 1) / max(cell_h, 1e-6)))
+            k_rows = max(1, math.ceil((1.2 * font.height() + 2) / max(cell_h, 1e-6)))
             widest = max(font.horizontalAdvance(str(h)) for h in self.heads)
-            k_cols = max(1, math.ceil((widest + 6) / max(cell_w, 1e-6)))
+            k_cols = max(1, math.ceil((1.5 * widest + 8) / max(cell_w, 1e-6)))
             plot.getAxis("left").setTicks([[(i + 0.5, str(layer)) for i, layer in enumerate(block_layers)
                                             if i % k_rows == 0]])
             plot.getAxis("bottom").setTicks([[(j + 0.5, str(head)) for j, head in enumerate(self.heads)
@@ -263,9 +280,9 @@ def grid_figure(result, options: FigureOptions, hide_first: bool = False):
         values = np.asarray(all_scores(result)[options.badges], dtype=np.float64)
         standout = standout_order(values, low=options.badges in LOW_IS_FINDING)
         badged = [(l, h) for l, h in standout if l in layers and h in heads]
-        count = (f"{len(badged)} head{'s' if len(badged) != 1 else ''}" if badged else "no head shown")
-        legend = (f'<span style="color:{OUTLINE_COLOR}">{BADGE_MARK}</span> '
-                  f"{html.escape(badge_rule(options.badges))} ({count})")
+        count = (f"{len(badged)} head{'s' if len(badged) != 1 else ''}" if badged
+                 else "none among the heads shown" if standout else "no head does")
+        legend = f"{badge_rule(options.badges)} ({count})"
     title = options.title if options.title is not None else default_title(result, layers, heads)
     fig = GridFigure()
     fig.cell_ratio = cell_ratio
