@@ -128,6 +128,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.title_label = None
         self.legend = None
         self.badged: list[tuple[int, int]] = []
+        self.separators: list[QtWidgets.QGraphicsPathItem] = []
         self.cell_ratio = 1.0  # a cell's height / width
 
     def build(self, cells: np.ndarray, layers, heads, blocks: int, levels, cmap: str, title: str, bar: str,
@@ -195,9 +196,19 @@ class GridFigure(pg.GraphicsLayoutWidget):
             path.moveTo(0, y)
             path.lineTo(columns, y)
         item = QtWidgets.QGraphicsPathItem(path)
-        item.setPen(pg.mkPen("w", width=1, cosmetic=True))
+        item.setPen(pg.mkPen("w", width=0.02))  # in cells: set to 1 pixel once laid out (_fit_separators)
         item.setZValue(2)
         plot.addItem(item, ignoreBounds=True)
+        self.separators.append(item)
+
+    def _fit_separators(self) -> None:
+        """The lines between cells 1 logical pixel wide, as a width in cells: not a cosmetic pen, which an SVG
+        writes as vector-effect="non-scaling-stroke" — a renderer that ignores it (rsvg-convert) would draw the
+        lines a whole cell wide."""
+        for plot, item in zip(self.plots, self.separators):
+            vb = plot.getViewBox()
+            cell = min(vb.width() / max(1, len(self.heads)), vb.height() / max(1, max(map(len, self.layout_blocks))))
+            item.setPen(pg.mkPen("w", width=1.0 / max(cell, 1.0)))
 
     def update_ticks(self) -> None:
         """Layer and head numbers on every block, every k-th when the cells are too small for each."""
@@ -227,6 +238,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
             if abs(height - self.height()) <= 1:
                 break
             self.resize(self.width(), max(120, height))
+        self._fit_separators()
         self.update_ticks()
         settle_layout()
 
