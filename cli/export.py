@@ -77,7 +77,7 @@ def _export(args, signals: Signals) -> int:
 def _image_writer(result, fmt: str, heads, check):
     """Draws the figures: the grid and the images of ``heads`` ((layer, head) pairs); the figure code calls
     ``check`` between figures."""
-    from gui.plots.figures import write_result_images
+    from gui.plots.result_images import write_result_images
 
     def write(folder: Path):
         return write_result_images(result, folder, fmt, heads=heads, check=check)

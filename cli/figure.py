@@ -36,6 +36,9 @@ def cmd_figure(args) -> int:
             aspect=args.aspect, badges=args.badges, vmax=args.vmax)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from analysis.measures.measured import run_measured
+    from gui.plots.grid_figure import check_badges
+
+    check_badges(options.badges)  # before the model loads
 
     loaded = load_model_of(argparse.Namespace(model=options.model, device="cpu", dtype=None, allow_pickle=False,
                                               device_map=None, max_memory=None))

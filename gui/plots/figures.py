@@ -4,13 +4,13 @@
   the bottom (rotated), a colour bar, hover values; the map fills the plot, zoom stays on the data.
 - :class:`GridPlot` (gui/plots/grid_plot.py): every layer × head as pooled thumbnails in one mosaic.
 - :func:`~gui.export.figure_files.save_figure`: PNG, SVG or PDF of a figure widget, drawn like the PNG.
+- An export's figures: gui/plots/result_images.py (the routines of ``main.py figure``).
 """
 from __future__ import annotations
 
 import html
 import math
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,7 +18,6 @@ import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import PreparedHead, ShownMap, head_name
-from analysis.export.contents import figure_files
 from analysis.export.figure_options import model_name
 
 from ..export.figure_files import save_figure, settle_layout
@@ -322,64 +321,6 @@ def offscreen_grid_figure(result, cmap="viridis", scale="linear", badges=None, h
 def grid_title(result) -> str:
     """The grid figure's title: "bundled — all heads, 12 tokens" (the model's name, never its folder's path)."""
     return f"{model_name(result.model_label)} — all heads, {result.n_tokens} tokens"
-
-
-def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "viridis", scale: str = "linear",
-                        heads=True, hide_first: bool = False, check: Callable[[], None] | None = None,
-                        png_width: int | None = None) -> list[Path]:
-    """The figures of an export into ``folder``, named by ``contents.figure_files``: the grid and, if asked,
-    every head (``heads`` True) or the (layer, head) pairs ``heads`` lists (``grid.<fmt>``,
-    ``heads/L{layer}H{head}.<fmt>``; ``ExportLayout.image_heads``: the heads asked for, above the budget). A head's
-    map is ``result.head_map`` (computed then, on demand); the grid is the pooled thumbnails.
-
-    ``check()`` is called before each figure is drawn (a caller raises from it to stop between
-    figures, never inside a paint); ``png_width`` sets the width of every PNG."""
-    from ..qt import ensure_qapp
-
-    ensure_qapp()
-    check = check or (lambda: None)
-    folder = Path(folder)
-    chosen = None if heads is True else list(heads or ())
-    (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt, heads=chosen)
-    written = []
-    check()
-    grid = offscreen_grid_figure(result, cmap, scale, hide_first=hide_first)
-    try:
-        written.append(save_figure(grid, folder / grid_name, png_width))
-        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width))
-    finally:
-        dispose_figure(grid)
-    if head_files:
-        for subfolder in dict.fromkeys((folder / name).parent for name, _, _ in head_files):
-            subfolder.mkdir(exist_ok=True)
-        check()
-        fig = offscreen_head_figure(result, head_files[0][1], head_files[0][2], cmap, scale, hide_first)
-        try:
-            for name, layer, head in head_files:
-                check()
-                fig.set_head(result.head_map(layer, head), result.tokens,
-                             head_title(result.model_label, layer, head), cmap=cmap, scale=scale,
-                             hide_first=hide_first)
-                written.append(save_figure(fig, folder / name, png_width))
-                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width))
-        finally:
-            dispose_figure(fig)
-    return written
-
-
-def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None) -> Path:
-    """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
-    the text, the head and how it was drawn, which ``main.py figure --from`` takes."""
-    from analysis.export.figure_options import FigureOptions, sidecar
-
-    options = FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
-                            heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale,
-                            fmt=Path(path).suffix.lower().lstrip("."))
-    shown = {"model_label": result.model_label, "tokens": list(result.tokens),
-             "head": head_name(*heads[0]) if heads else None}
-    side = sidecar(path)
-    side.write_text(options.to_json(**shown), encoding="utf-8")
-    return side
 
 
 def dispose_figure(widget: QtWidgets.QWidget) -> None:

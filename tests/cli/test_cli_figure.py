@@ -75,3 +75,37 @@ def test_a_bad_options_file_is_one_sentence(tmp_path, capsys):
     (tmp_path / "x.json").write_text("{}")
     code, _, err = run(capsys, "figure", "--from", tmp_path / "x.json", "--out", tmp_path / "x.png")
     assert code == 2 and "figure's options" in err and "Traceback" not in err
+
+
+def test_the_grid_badges_say_which_score_and_rule_in_a_legend(tiny_model_dir, tmp_path, capsys):
+    from analysis.measures.head_scores import SCORE_NAMES
+
+    svg = figure(capsys, tiny_model_dir, tmp_path / "g.svg", "--badges", "previous_token")
+    texts = [html_unescape(t).strip() for t in re.findall(r">([^<>]+)</text>", svg.read_text())]
+    legend = [t for t in texts if "previous_token" in t]
+    assert legend and "≥ 0.3" in " ".join(legend) and "median" in " ".join(legend), texts
+    plain = figure(capsys, tiny_model_dir, tmp_path / "p.svg")  # no badges by default: no legend
+    assert "previous_token" not in plain.read_text() and "median head" not in plain.read_text()
+    code, _, err = run(capsys, "figure", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x.png",
+                       "--badges", "prev")
+    assert code == 2 and "Traceback" not in err and all(name in err for name in SCORE_NAMES)
+
+
+def test_the_grid_from_its_options_file_is_the_same_png_and_shows_the_layers_chosen(tiny_model_dir, tmp_path, capsys):
+    first = figure(capsys, tiny_model_dir, tmp_path / "g.png", "--layers", "2,0", "--grid-heads", "1-3",
+                   "--width-in", "3.3", "--badges", "sink")
+    side = json.loads((tmp_path / "g.json").read_text())
+    assert side["layers"] == [2, 0] and side["grid_heads"] == [1, 2, 3]
+    assert rgb(first).shape[1] == 990  # 3.3 in at 300 dpi
+    code, _, err = run(capsys, "figure", "--from", tmp_path / "g.json", "--out", tmp_path / "again.png")
+    assert code == 0, err
+    assert (tmp_path / "again.png").read_bytes() == first.read_bytes()
+
+
+def test_an_exports_grid_and_head_are_drawn_again_byte_for_byte(tiny_model_dir, tmp_path, capsys):
+    code, _, err = run(capsys, "export", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x", "--bos")
+    assert code == 0, err
+    for name in ("grid", "heads/L1H2"):
+        code, _, err = run(capsys, "figure", "--from", tmp_path / "x" / f"{name}.json", "--out", tmp_path / "again.png")
+        assert code == 0, err
+        assert (tmp_path / "again.png").read_bytes() == (tmp_path / "x" / f"{name}.png").read_bytes(), name

@@ -288,7 +288,7 @@ def test_svg_export_looks_like_the_png(qtbot, tmp_path):
 
 
 def test_every_figure_is_exported_after_a_check(qtbot, tmp_path):
-    from gui.plots.figures import write_result_images
+    from gui.plots.result_images import write_result_images
 
     class Result:
         n_layer, n_head = 2, 2
