@@ -223,6 +223,12 @@ def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
     for _ in range(3):  # the labels' thinning changes the axes' widths, which change the side: settle it
         _thin_labels(fig)
         settle_layout()
+        firsts = [fig.plots[i].getAxis("left") for i in range(0, len(fig.plots), cols)]
+        widest = max(axis.width() for axis in firsts)  # one width down the first column: its maps line up
+        for axis in firsts:
+            if axis.width() != widest:
+                axis.setWidth(widest)
+        settle_layout()
         extra_w = [p.width() - p.getViewBox().width() for p in fig.plots[:cols]]  # axes (first column), own bars
         bar_w = fig.bars[0].width() if len(fig.bars) == 1 else 0
         free = width - sum(extra_w) - bar_w - PANEL_GAP_PX * (cols + 2) - 2 * fig.ci.layout.getContentsMargins()[0]
