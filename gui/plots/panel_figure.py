@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore
 
 from analysis.display import apply_scale, format_score, head_name
 from analysis.errors import InputError
@@ -34,7 +34,7 @@ from .grid_plot import bar_label
 from .plot_items import HoverImage, colormap
 from .token_axis import TokenAxis
 
-PANEL_GAP_PX = 8  # between two panels (logical pixels)
+PANEL_GAP_PX = 12  # between two panels (logical pixels)
 BAR_WIDTH_PX = 12
 MIN_SIDE_PX = 64  # a panel's map is at least this many logical pixels a side (the layout widens for it)
 TITLE_PT, PANEL_TITLE_PT, SCORE_PT = 10, 9, 7.5
@@ -110,6 +110,7 @@ def panel_figure(result, options: FigureOptions):
     width, _ = layout_size(options, (cols * side + 160, rows * side + 160))
     lay_out_offscreen(fig, width, 200)
     side_hint = (width - 160) / cols  # about the room a panel gets: scores wider than it are written on two lines
+    title_px = 0.0  # the widest panel title
     fig.ci.setSpacing(PANEL_GAP_PX)
     fig.ci.addLabel(html.escape(title, quote=False), row=0, col=0, colspan=cols + 1, size=f"{TITLE_PT}pt")
     bar_text = figure_bar_label(options, bar_label(options.scale))
@@ -135,7 +136,10 @@ def panel_figure(result, options: FigureOptions):
         plot.addItem(image)
         vb.setRange(xRange=(0, n), yRange=(0, n), padding=0)
         vb.setLimits(xMin=0, xMax=n, yMin=0, yMax=n)
-        plot.setTitle(panel_title(head_name(*h), texts[h], side_hint), size=f"{PANEL_TITLE_PT}pt")
+        plot.setTitle(panel_title(head_name(*h), texts[h]), size=f"{PANEL_TITLE_PT}pt")
+        if plot.titleLabel.item.boundingRect().width() > side_hint:  # scores wider than a panel: on two lines
+            plot.setTitle(panel_title(head_name(*h), texts[h], wrap=True), size=f"{PANEL_TITLE_PT}pt")
+        title_px = max(title_px, plot.titleLabel.item.boundingRect().width() + 8)
         title_h = int(math.ceil(plot.titleLabel.item.boundingRect().height())) + 2  # pyqtgraph fixes 30 px: one line
         plot.layout.setRowFixedHeight(0, title_h)
         plot.titleLabel.setMaximumHeight(title_h)
@@ -168,49 +172,48 @@ def panel_figure(result, options: FigureOptions):
         bar.axis.setLabel(bar_text)
         fig.ci.addItem(bar, row=1, col=cols, rowspan=rows)
         fig.bars.append(bar)
-    _square_panels(fig, width, max(title_width(head_name(*h), texts[h], side_hint) for h in heads))
+    _square_panels(fig, width, title_px)
     shown["levels"] = [list(v) for v in fig.levels]
     return fig, shown
 
 
-def _text_width(text: str, pt: float) -> float:
-    font = QtGui.QFont(QtWidgets.QApplication.font())
-    font.setPointSizeF(pt)
-    return QtGui.QFontMetricsF(font).horizontalAdvance(text)
-
-
-def _score_lines(scores: list[str], room: float) -> list[str]:
-    """Each score on a line of its own, "previous_token 0.812", or as two lines (the name, then the value) where
-    that line is wider than ``room``."""
-    out = []
-    for text in scores:
-        if _text_width(text, SCORE_PT) <= room:
-            out.append(text)
-        else:
-            out.extend(text.rsplit(" ", 1))
-    return out
-
-
-def panel_title(name: str, scores: list[str], room: float) -> str:
-    """A panel's title (HTML): the head's name, then its scores in smaller type (:func:`_score_lines`)."""
+def panel_title(name: str, scores: list[str], wrap: bool = False) -> str:
+    """A panel's title (HTML): the head's name, then each of its scores on a line in smaller type, "previous_token
+    0.812", or with ``wrap`` the score's name and its value on two lines (a panel narrower than the line)."""
+    lines = [part for text in scores for part in (text.rsplit(" ", 1) if wrap else [text])]
     return html.escape(name) + "".join(f"<br><span style='font-size:{SCORE_PT}pt'>{html.escape(t)}</span>"
-                                       for t in _score_lines(scores, room))
-
-
-def title_width(name: str, scores: list[str], room: float) -> float:
-    """The width a panel's title needs (logical pixels): its widest line, and a little air."""
-    lines = [_text_width(name, PANEL_TITLE_PT)] + [_text_width(t, SCORE_PT) for t in _score_lines(scores, room)]
-    return max(lines) + 8
+                                       for t in lines)
 
 
 def _thin_labels(fig: PanelFigure) -> None:
-    """Every ``stride``-th token labelled so that neighbours never touch (the panels' rows and columns in pixels)."""
+    """Every ``stride``-th token labelled so that neighbours never touch (the maps' rows and columns in pixels), the
+    same stride on every panel."""
+    strides = {"left": 1, "bottom": 1}
     for plot in fig.plots:
         vb = plot.getViewBox()
         n = max(1, int(round(vb.viewRange()[0][1])))
-        for axis, cell in ((plot.getAxis("left"), vb.height() / n), (plot.getAxis("bottom"), vb.width() / n)):
-            axis.set_stride(max(1, math.ceil(axis.label_px() / max(cell, 1e-6))))
-            axis.fit_width()
+        for name, cell in (("left", vb.height() / n), ("bottom", vb.width() / n)):
+            need = math.ceil(plot.getAxis(name).label_px() / max(cell, 1e-6))
+            strides[name] = max(strides[name], need)
+    for plot in fig.plots:
+        for name in strides:
+            plot.getAxis(name).set_stride(strides[name])
+            plot.getAxis(name).fit_width()
+
+
+def _bar_beside_maps(fig: PanelFigure) -> None:
+    """The one colour bar as tall as the maps, from the first row's top to the last row's bottom (not down the key
+    labels)."""
+    if len(fig.bars) != 1 or len(fig.plots) < 1:
+        return
+    rows, cols = fig.grid
+    bar = fig.bars[0]
+    top = fig.plots[0].getViewBox().sceneBoundingRect().top()
+    bottom = fig.plots[(rows - 1) * cols].getViewBox().sceneBoundingRect().bottom()
+    now = bar.getViewBox().sceneBoundingRect()
+    left, above, right, below = bar.getContentsMargins()
+    bar.setContentsMargins(left, max(0.0, above + top - now.top()), right, max(0.0, below + now.bottom() - bottom))
+    settle_layout()
 
 
 def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
@@ -246,3 +249,4 @@ def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
         height = int(fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).height()) + 4
         fig.resize(width, height)
         settle_layout()
+    _bar_beside_maps(fig)
