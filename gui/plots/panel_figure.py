@@ -27,7 +27,7 @@ from analysis.errors import InputError
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
-from .figure_make import (figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, set_figure_font,
+from .figure_parts import (figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, set_figure_font,
                           shown_labels, shown_range)
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
@@ -158,7 +158,8 @@ def panel_figure(result, options: FigureOptions):
             bar.setImageItem(image, insert_in=plot)
             bar.setLevels(levels[h])
             bar.axis.enableAutoSIPrefix(False)
-            bar.axis.setLabel(bar_text)
+            if c == cols - 1 or i == len(heads) - 1:
+                bar.axis.setLabel(bar_text)  # the label once a row, beside its last panel's bar
             fig.bars.append(bar)
         fig.ci.addItem(plot, row=1 + r, col=c)
         fig.plots.append(plot)

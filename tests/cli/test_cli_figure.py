@@ -98,10 +98,11 @@ def test_panels_titles_and_scores_reach_the_svg(tiny_model_dir, tmp_path, capsys
     assert scores == [f"previous_token {format_score(prev[l, h])}" for l, h in ((1, 0), (2, 3), (0, 1))]
     side = json.loads((tmp_path / "p.json").read_text())
     assert side["heads"] == ["L1H0", "L2H3", "L0H1"] and side["options"]["scores"] == ["previous_token"]
-    assert sum(t == "weight" for t in drawn) == 1  # one colour bar
+    assert sum(t == "weight" for t in drawn) == 1 and sum(t == "0" for t in drawn) == 1  # one colour bar, one 0
     own = svg_texts(figure(capsys, tiny_model_dir, tmp_path / "o.svg", "--head", "L1H0,L2H3,L0H1", "--own-scales",
                            "--width-in", "10", "--dpi", "100"))
-    assert sum(t == "weight" for t in own) == 3  # a bar a panel
+    assert sum(t == "0" for t in own) == 3  # a bar a panel (each starts at 0) ...
+    assert sum(t == "weight" for t in own) == 2  # ... labelled once a row (3 panels: 2 a row, 2 rows)
 
 
 def test_an_unknown_score_is_refused_in_one_sentence(tiny_model_dir, tmp_path, capsys):

@@ -154,7 +154,7 @@ def test_renormalised_crop_rows_sum_to_one(result, drawn):
     assert "renormalised" in fig.bars[0].axis.labelText
     head, _, _ = drawn(result, FigureOptions(heads=(HEADS[0],), tokens=(first, stop), renormalise=True, width_px=600))
     assert np.allclose(np.nansum(np.asarray(head.matrix, np.float64), axis=1), 1, atol=1e-5)
-    assert "renormalised over tokens 3:11" in head.colorbar.axis.labelText
+    assert head.colorbar.axis.labelText == "weight (renormalised)"
 
 
 def test_a_single_heads_vmax_tops_its_scale(result, drawn):
@@ -176,7 +176,7 @@ def test_lines_one_colour_a_head(result, drawn):
 
 
 def test_lines_past_64_tokens_and_unknown_scores_are_refused(result):
-    from gui.plots.figure_make import lines_of_heads
+    from gui.plots.figure_parts import lines_of_heads
     from gui.plots.panel_figure import panel_scores
 
     with pytest.raises(InputError, match="at most 64 tokens.*65.*matrix"):
