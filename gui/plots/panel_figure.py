@@ -235,7 +235,9 @@ def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
         settle_layout()
         extra_w = [p.width() - p.getViewBox().width() for p in fig.plots[:cols]]  # axes (first column), own bars
         bar_w = fig.bars[0].width() if len(fig.bars) == 1 else 0
-        free = width - sum(extra_w) - bar_w - PANEL_GAP_PX * (cols + 2) - 2 * fig.ci.layout.getContentsMargins()[0]
+        margins = fig.ci.layout.getContentsMargins()
+        gaps = PANEL_GAP_PX * (cols - 1 + (1 if bar_w else 0))
+        free = width - sum(extra_w) - bar_w - gaps - margins[0] - margins[2] - 4  # the maps' room across a row
         side = int(free // cols)
         if side < max(MIN_SIDE_PX, title_px):
             side = int(math.ceil(max(MIN_SIDE_PX, title_px)))
