@@ -88,11 +88,19 @@ def set_figure_font(axes, font_pt: float | None) -> None:
 
 def lines_of_heads(result, options: FigureOptions, maps: dict, labels: list[str], title: str):
     """``maps`` ((layer, head) → the map shown, :func:`figure_map`) as lines between two columns of tokens
-    (gui/plots/lines_plot.lines_figure, one colour a head), refused past its token limit."""
-    from .lines_plot import LINES_MAX_TOKENS, lines_figure
+    (gui/plots/lines_plot.lines_figure), refused past its token limit. One colour a head: by head index as the Lines
+    view colours a layer's heads, or by place in the figure where two heads of different layers share an index
+    (L16H0 and L22H0)."""
+    from .lines_plot import LINES_MAX_TOKENS, drawn_heads, head_colour, lines_figure
 
     if len(labels) > LINES_MAX_TOKENS:
         raise InputError(f"Lines are drawn for at most {LINES_MAX_TOKENS} tokens and this figure shows "
                          f"{len(labels)}; use --drawing matrix, or --tokens to show fewer.")
-    return lines_figure(labels, maps, list(maps), n_head=result.n_head, causal=result.causal, scale=options.scale,
-                        title=title)
+    heads = list(maps)
+    fig = lines_figure(labels, maps, heads, n_head=result.n_head, causal=result.causal, scale=options.scale,
+                       title=title)
+    if len({h for _, h in heads}) < len(heads):
+        drawn = drawn_heads(maps, heads, result.n_head, result.causal)
+        fig.set_lines(labels, [(name, head_colour(i, len(heads)), w) for i, (name, _, w) in enumerate(drawn)],
+                      title, options.scale)
+    return fig

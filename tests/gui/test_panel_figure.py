@@ -171,6 +171,8 @@ def test_lines_one_colour_a_head(result, drawn):
     assert fig.heads[0][1] != fig.heads[1][1]
     assert np.allclose(np.nan_to_num(fig.heads[0][2]),
                        np.tril(np.asarray(result.head_map(1, 0))[:9, :9]), atol=1e-6)
+    same_index, _, _ = drawn(result, FigureOptions(heads=((1, 0), (2, 0), (0, 0)), drawing="lines", tokens=(0, 9)))
+    assert len({colour.name() for _, colour, _ in same_index.heads}) == 3  # L1H0, L2H0, L0H0: three colours
     one, _, _ = drawn(result, FigureOptions(heads=(HEADS[0],), drawing="lines", width_px=600))
     assert isinstance(one, LinesPlot) and len(one.tokens) == result.n_tokens
 
