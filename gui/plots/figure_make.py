@@ -10,59 +10,55 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from analysis.display import head_name
 from analysis.export.figure_options import FigureOptions, model_name, sidecar
 
 from ..export.figure_files import save_figure, settle_layout
-from .figure_size import LAYOUT_DPI, layout_size  # noqa: F401  (LAYOUT_DPI: read here by tests)
+from .figure_parts import (  # noqa: F401  (LAYOUT_DPI, layout_size, shown_labels: read here by grid_figure and tests)
+    LAYOUT_DPI, SPACE_MARK, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, set_figure_font,
+    shown_labels, shown_range)
 from .figures import HeadPlot, dispose_figure, fit_title, head_figure_size, lay_out_offscreen
-
-SPACE_MARK = "␣"
-
-
-def shown_labels(tokens, first: int, style: str) -> list[str]:
-    """The axis labels of ``tokens`` (the display tokens from position ``first``): "marked" keeps "␣" for a leading
-    space and adds " [index]"; "plain" is the token as written, without the marker or the index."""
-    if style == "plain":
-        return [t.replace(SPACE_MARK, " ").strip() or t for t in tokens]
-    return [f"{t} [{first + i}]" for i, t in enumerate(tokens)]
 
 
 def head_title(options: FigureOptions, label: str, layer: int, head: int) -> str:
     return options.title if options.title is not None else f"{model_name(label)} — {head_name(layer, head)}"
 
 
-def head_figure(result, options: FigureOptions) -> tuple[HeadPlot, dict]:
-    """The head ``options.heads[0]`` of ``result`` over ``options.tokens`` (the map's rows and columns first … stop-1,
-    as they are: no renormalising), and what it shows (its tokens, layer and head) for the options file."""
+def head_figure(result, options: FigureOptions):
+    """The head ``options.heads[0]`` of ``result`` over ``options.tokens`` (:func:`figure_map`: cropped, renormalised
+    if asked), coloured up to ``options.vmax`` if given, as a matrix (HeadPlot) or as lines (``drawing="lines"``,
+    :func:`lines_of_heads`), and what it shows (its tokens, layer and head) for the options file."""
     (layer, head), = options.heads
-    n = result.n_tokens
-    first, stop = options.tokens if options.tokens is not None else (0, n)
-    if stop > n:
-        from analysis.errors import InputError
-
-        raise InputError(f"The token range {first}:{stop} runs past the text's {n} tokens.")
-    weights = np.asarray(result.head_map(layer, head))[first:stop, first:stop]
+    first, stop = shown_range(result, options)
+    weights = figure_map(result, layer, head, options)
     tokens = list(result.tokens[first:stop])
     labels = shown_labels(tokens, first, options.labels)
+    shown = {"head": head_name(layer, head), "tokens": tokens, "token_range": [first, stop], "labels": labels}
+    if options.drawing == "lines":
+        return lines_of_heads(result, options, {(layer, head): weights}, labels,
+                              head_title(options, result.model_label, layer, head)), shown
     fig = HeadPlot()
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.label_chars = options.label_chars or 0  # whole unless asked, the same on both axes
+    set_figure_font((fig.left_axis, fig.bottom_axis), options.font_pt)
     lay_out_offscreen(fig, *layout_size(options, head_figure_size(len(tokens))))
     fig.set_head(weights, tokens, head_title(options, result.model_label, layer, head), cmap=options.cmap,
                  scale=options.scale, causal=result.causal)
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.set_tokens(labels, with_index=False)
-    if options.bar_label is not None:
-        fig.colorbar.axis.setLabel(options.bar_label)
+    if options.vmax is not None:
+        levels = scale_top(options.vmax, options.scale)
+        fig.image.setLevels(levels)
+        fig.colorbar.setLevels(levels)
+    label = figure_bar_label(options, fig.colorbar.axis.labelText)
+    if label != fig.colorbar.axis.labelText:
+        fig.colorbar.axis.setLabel(label)
     settle_layout()
     fig.update_label_density()
     fit_title(fig)  # the title and the colour bar's label inside the picture (the PNG keeps the width asked for)
     fig.update_label_density()
     settle_layout()
-    return fig, {"head": head_name(layer, head), "tokens": tokens, "token_range": [first, stop], "labels": labels}
+    return fig, shown
 
 
 def make_figure(result, options: FigureOptions):

@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 
 from helpers import run_main as run
 
@@ -109,3 +110,73 @@ def test_an_exports_grid_and_head_are_drawn_again_byte_for_byte(tiny_model_dir, 
         code, _, err = run(capsys, "figure", "--from", tmp_path / "x" / f"{name}.json", "--out", tmp_path / "again.png")
         assert code == 0, err
         assert (tmp_path / "again.png").read_bytes() == (tmp_path / "x" / f"{name}.png").read_bytes(), name
+def svg_texts(path) -> list[str]:
+    return [html_unescape(t).strip() for t in re.findall(r">([^<>]+)</text>", path.read_text())]
+
+
+def test_panels_titles_and_scores_reach_the_svg(tiny_model_dir, tmp_path, capsys):
+    from analysis.display import format_score
+    from analysis.measures.head_scores import previous_token
+    from analysis.model.loading import load_model
+    from analysis.measures.measured import run_measured
+
+    svg = figure(capsys, tiny_model_dir, tmp_path / "p.svg", "--head", "L1H0,L2H3,L0H1", "--scores",
+                 "previous_token", "--width-in", "10", "--dpi", "100", "--title", "Previous-token heads")
+    drawn = svg_texts(svg)
+    assert {"L1H0", "L2H3", "L0H1", "Previous-token heads"} <= set(drawn)
+    result = run_measured(load_model(str(tiny_model_dir), device="cpu"), TEXT)
+    prev = previous_token(result.attentions)  # the score computed here from the maps, not by the figure
+    scores = [t for t in drawn if t.startswith("previous_token ")]
+    assert scores == [f"previous_token {format_score(prev[l, h])}" for l, h in ((1, 0), (2, 3), (0, 1))]
+    side = json.loads((tmp_path / "p.json").read_text())
+    assert side["heads"] == ["L1H0", "L2H3", "L0H1"] and side["options"]["scores"] == ["previous_token"]
+    assert sum(t == "weight" for t in drawn) == 1 and sum(t == "0" for t in drawn) == 1  # one colour bar, one 0
+    own = svg_texts(figure(capsys, tiny_model_dir, tmp_path / "o.svg", "--head", "L1H0,L2H3,L0H1", "--own-scales",
+                           "--width-in", "10", "--dpi", "100"))
+    assert sum(t == "0" for t in own) == 3  # a bar a panel (each starts at 0) ...
+    assert sum(t == "weight" for t in own) == 2  # ... labelled once a row (3 panels: 2 a row, 2 rows)
+
+
+def test_an_unknown_score_is_refused_in_one_sentence(tiny_model_dir, tmp_path, capsys):
+    code, _, err = run(capsys, "figure", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x.png",
+                       "--head", "L1H0,L2H3", "--scores", "previous")
+    assert code == 2 and "Unknown score 'previous'" in err and "previous_token" in err and "Traceback" not in err
+
+
+def test_a_panel_figure_from_its_options_file_is_the_same_png(tiny_model_dir, tmp_path, capsys):
+    first = figure(capsys, tiny_model_dir, tmp_path / "p.png", "--head", "L1H0,L2H3,L0H1,L2H2", "--columns", "4",
+                   "--tokens", "2:14", "--renormalise", "--scores", "previous_token,sink", "--width-in", "3.3",
+                   "--cmap", "magma")
+    assert rgb(first).shape[1] == 990  # 3.3 in at 300 dpi
+    code, _, err = run(capsys, "figure", "--from", tmp_path / "p.json", "--out", tmp_path / "again.png")
+    assert code == 0, err
+    assert (tmp_path / "again.png").read_bytes() == first.read_bytes()
+    other = figure(capsys, tiny_model_dir, tmp_path / "q.png", "--head", "L1H0,L2H3,L0H1,L2H2", "--columns", "2",
+                   "--tokens", "2:14", "--renormalise", "--scores", "previous_token,sink", "--width-in", "3.3",
+                   "--cmap", "magma")
+    assert rgb(other).shape[0] > rgb(first).shape[0]  # 2 × 2 is taller than 1 × 4 at the same width
+
+
+def test_lines_drawing_of_panels_and_of_a_head(tiny_model_dir, tmp_path, capsys):
+    drawn = svg_texts(figure(capsys, tiny_model_dir, tmp_path / "l.svg", "--head", "L1H0,L2H3", "--drawing", "lines",
+                             "--tokens", "0:10"))
+    assert "━ L1H0" in drawn and "━ L2H3" in drawn  # the legend: one colour a head
+    one = figure(capsys, tiny_model_dir, tmp_path / "l1.png", "--head", "L1H0", "--drawing", "lines")
+    assert rgb(one).shape[0] > 100
+
+
+def font_size_of(path, label: str) -> float:
+    sizes = re.findall(r'font-size="([\d.]+)"[^>]*>\s*' + re.escape(label) + r"</text>", path.read_text())
+    assert sizes, label
+    return float(sizes[0])
+
+
+def test_font_pt_reaches_the_token_labels(tiny_model_dir, tmp_path, capsys):
+    plain = figure(capsys, tiny_model_dir, tmp_path / "a.svg", "--head", "L1H0", "--tokens", "0:6")
+    big = figure(capsys, tiny_model_dir, tmp_path / "b.svg", "--head", "L1H0", "--tokens", "0:6", "--font-pt", "14")
+    label = json.loads((tmp_path / "b.json").read_text())["labels"][2]
+    assert font_size_of(plain, label) == pytest.approx(8.5 * 96 / 72, abs=0.01)  # the axes' own 8.5 pt
+    assert font_size_of(big, label) == pytest.approx(14 * 96 / 72, abs=0.01)  # 14 pt at 96 pixels an inch
+    panels = figure(capsys, tiny_model_dir, tmp_path / "c.svg", "--head", "L1H0,L0H0", "--tokens", "0:6",
+                    "--font-pt", "12", "--width-in", "10")
+    assert font_size_of(panels, label) == pytest.approx(12 * 96 / 72, abs=0.01)

@@ -1,0 +1,106 @@
+"""The pieces a figure of ``main.py figure`` is made of, shared by one head (figure_make.head_figure) and several
+side by side (panel_figure.py): the tokens and map shown (cropped, renormalised), the colour scale's top and label,
+the labels' font and style, the size at LAYOUT_DPI, and lines between two columns of tokens."""
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtGui
+
+from analysis.display import apply_scale
+from analysis.errors import InputError
+from analysis.export.figure_options import FigureOptions
+
+LAYOUT_DPI = 96  # logical pixels an inch of the offscreen scene (Qt's)
+SPACE_MARK = "␣"
+
+
+def shown_labels(tokens, first: int, style: str) -> list[str]:
+    """The axis labels of ``tokens`` (the display tokens from position ``first``): "marked" keeps "␣" for a leading
+    space and adds " [index]"; "plain" is the token as written, without the marker or the index."""
+    if style == "plain":
+        return [t.replace(SPACE_MARK, " ").strip() or t for t in tokens]
+    return [f"{t} [{first + i}]" for i, t in enumerate(tokens)]
+
+
+def layout_size(options: FigureOptions, natural: tuple[int, int]) -> tuple[int, int]:
+    """The offscreen size (w, h) in logical pixels: ``natural`` (the export's) without a width, else the width in
+    inches at :data:`LAYOUT_DPI` with the natural aspect."""
+    pixels = options.pixels
+    if pixels is None:
+        return natural
+    w = max(160, int(round(pixels / options.dpi * LAYOUT_DPI)))
+    return w, max(120, int(round(w * natural[1] / natural[0])))
+
+
+def shown_range(result, options: FigureOptions) -> tuple[int, int]:
+    """The (first, stop) of the queries and keys a figure shows: ``options.tokens`` or every token."""
+    n = result.n_tokens
+    first, stop = options.tokens if options.tokens is not None else (0, n)
+    if stop > n:
+        raise InputError(f"The token range {first}:{stop} runs past the text's {n} tokens.")
+    return first, stop
+
+
+def figure_map(result, layer: int, head: int, options: FigureOptions) -> np.ndarray:
+    """The map a figure draws of head (``layer``, ``head``): its rows and columns first … stop-1
+    (:func:`shown_range`), as the model gave them, or with ``options.renormalise`` each row divided by its sum over
+    the keys shown, w'[q, k] = w[q, k] / Σ_k' w[q, k'] (k, k' in the range; a row summing to 0 is NaN, drawn as
+    background like the causal mask). float32 (rows, keys)."""
+    first, stop = shown_range(result, options)
+    weights = np.asarray(result.head_map(layer, head), dtype=np.float32)[first:stop, first:stop]
+    if not options.renormalise:
+        return weights
+    sums = np.nansum(weights, axis=1, keepdims=True, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(sums > 0, weights / np.where(sums > 0, sums, 1.0), np.nan)
+    return out.astype(np.float32)
+
+
+def figure_bar_label(options: FigureOptions, scale_label: str) -> str:
+    """The colour bar's label: ``options.bar_label``, else the scale's own (``scale_label``: "weight", "√weight"),
+    with "(renormalised)" when each row was divided by its sum over the keys shown (short: a bar beside a small map
+    has little room)."""
+    if options.bar_label is not None:
+        return options.bar_label
+    return f"{scale_label} (renormalised)" if options.renormalise else scale_label
+
+
+def scale_top(vmax: float, scale: str) -> tuple[float, float]:
+    """The colour scale's (low, high) levels with ``vmax`` at its top, on ``scale`` as analysis.display.apply_scale
+    draws it (linear vmax, power vmax^γ, log log₁₀ vmax)."""
+    return apply_scale(np.array([vmax], np.float32), scale)[1]
+
+
+def set_figure_font(axes, font_pt: float | None) -> None:
+    """The token labels of ``axes`` at ``font_pt`` points (``--font-pt``; the axes' own 8.5 pt otherwise): their tick
+    font and the metrics they thin labels by."""
+    if font_pt is None:
+        return
+    from .token_axis import LabelSizes
+
+    for axis in axes:
+        font = QtGui.QFont(axis.style["tickFont"])
+        font.setPointSizeF(float(font_pt))
+        axis.setStyle(tickFont=font)
+        axis.sizes = LabelSizes(font)
+        axis._tokens_key = None  # measured again with the new font at the next set_tokens
+
+
+def lines_of_heads(result, options: FigureOptions, maps: dict, labels: list[str], title: str):
+    """``maps`` ((layer, head) → the map shown, :func:`figure_map`) as lines between two columns of tokens
+    (gui/plots/lines_plot.lines_figure), refused past its token limit. One colour a head: by head index as the Lines
+    view colours a layer's heads, or by place in the figure where two heads of different layers share an index
+    (L16H0 and L22H0)."""
+    from .lines_plot import LINES_MAX_TOKENS, drawn_heads, head_colour, lines_figure
+
+    if len(labels) > LINES_MAX_TOKENS:
+        raise InputError(f"Lines are drawn for at most {LINES_MAX_TOKENS} tokens and this figure shows "
+                         f"{len(labels)}; use --drawing matrix, or --tokens to show fewer.")
+    heads = list(maps)
+    fig = lines_figure(labels, maps, heads, n_head=result.n_head, causal=result.causal, scale=options.scale,
+                       title=title)
+    if len({h for _, h in heads}) < len(heads):
+        drawn = drawn_heads(maps, heads, result.n_head, result.causal)
+        fig.set_lines(labels, [(name, head_colour(i, len(heads)), w) for i, (name, _, w) in enumerate(drawn)],
+                      title, options.scale)
+    return fig
