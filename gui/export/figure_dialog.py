@@ -30,8 +30,8 @@ class FigureDialog(QtWidgets.QDialog):
         super().__init__(parent)
         self.setWindowTitle("Figure")
         self.settings = settings
-        self.result = state.result
-        r = self.result
+        self.shown_result = state.result
+        r = self.shown_result
         self.form = FigureForm(r.n_layer, r.n_head, r.n_tokens)
         self.preview = FigurePreview(r)
         self.saver = FigureSaver(worker, self)
@@ -75,7 +75,7 @@ class FigureDialog(QtWidgets.QDialog):
         close.clicked.connect(self.reject)
         self.form.set_options(starting_options(state, source))
         screen = (parent.screen() if parent is not None else self.screen()).availableGeometry()
-        self.resize(min(1100, screen.width() - 40), min(720, screen.height() - 60))
+        self.resize(min(1100, screen.width() - 40), min(960, screen.height() - 60))
 
     def options(self) -> FigureOptions:
         return self.form.options()
@@ -131,7 +131,7 @@ class FigureDialog(QtWidgets.QDialog):
             return False
         self.show_message("Saving…")
         self.save_button.setEnabled(False)
-        started = self.saver.save(self.result, options, path)
+        started = self.saver.save(self.shown_result, options, path)
         if started:
             self.settings.setValue("figure/folder", str(Path(path).expanduser().parent))
         return started
@@ -161,8 +161,10 @@ class FigureDialog(QtWidgets.QDialog):
         base = self.form._base
         other = loaded.text != base.text
         self.form.set_options(loaded.with_(model=base.model, text=base.text, bos=base.bos))
-        self.show_message(f"Read {Path(path).name}" + ("; it was of another text, drawn here of this one."
-                                                       if other else "."))
+        notes = ["it was of another text, drawn here of this one"] if other else []
+        if loaded.font_pt is not None:
+            notes.append(f"its font size ({loaded.font_pt:g} pt) is drawn only by main.py figure --from")
+        self.show_message(f"Read {Path(path).name}" + ("; " + "; ".join(notes) if notes else "") + ".")
         return True
 
 

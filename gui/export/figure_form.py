@@ -21,6 +21,8 @@ GRID, HEAD, HEADS = "grid", "head", "heads"
 WHAT = ((GRID, "The grid of heads"), (HEAD, "This head"), (HEADS, "These heads, side by side"))
 UNITS = ("in", "px")
 NO_BADGES = "(no badges)"
+FONT_NOTE = ("The window draws figures at its own font; a font size in points is drawn by main.py figure "
+             "--font-pt (or --from this figure's JSON with font_pt set).")
 
 
 def starting_options(state, source: str) -> FigureOptions:
@@ -76,10 +78,10 @@ class FigureForm(QtWidgets.QWidget):
         self.tokens = _line(f"all (0:{n_tokens})", "Only the queries and keys FIRST … STOP-1, as FIRST:STOP")
         self.renormalise = QtWidgets.QCheckBox("Renormalise each row over the keys shown")
         self.title = _line("the model's name and the head", "The figure's title")
-        self.width = QtWidgets.QDoubleSpinBox()
-        self.width.setRange(0.5, 12000)
-        self.width.setDecimals(2)
-        self.width.setToolTip("The figure's width (a paper's column: 3.3 in; a slide: 10 in)")
+        self.width_spin = QtWidgets.QDoubleSpinBox()
+        self.width_spin.setRange(0.5, 12000)
+        self.width_spin.setDecimals(2)
+        self.width_spin.setToolTip("The figure's width (a paper's column: 3.3 in; a slide: 10 in)")
         self.unit = _combo([(u, {"in": "inches", "px": "pixels"}[u]) for u in UNITS], "The width's unit")
         self.dpi = QtWidgets.QSpinBox()
         self.dpi.setRange(30, 1200)
@@ -90,7 +92,10 @@ class FigureForm(QtWidgets.QWidget):
         self.font_pt.setDecimals(1)
         self.font_pt.setSuffix(" pt")
         self.font_pt.setSpecialValueText("as the app")
-        self.font_pt.setToolTip("The labels' font size in points (0: the app's)")
+        # main.py figure --font-pt sets the application's font while it draws; the window cannot without
+        # re-laying out every widget it shows, so the dialog draws at the app's font (FONT_NOTE) and says so
+        self.font_pt.setToolTip(FONT_NOTE)
+        self.font_pt.setEnabled(False)
         self.labels = _combo([(s, {"marked": "Marked: ␣ for a leading space and [index]",
                                    "plain": "Plain: the tokens as written"}[s]) for s in LABEL_STYLES],
                              "How the axes write the tokens")
@@ -141,7 +146,7 @@ class FigureForm(QtWidgets.QWidget):
 
         width_row = QtWidgets.QHBoxLayout()
         width_row.setContentsMargins(0, 0, 0, 0)
-        for w in (self.width, self.unit, self.dpi):
+        for w in (self.width_spin, self.unit, self.dpi):
             width_row.addWidget(w)
         width_box = QtWidgets.QWidget()
         width_box.setLayout(width_row)
@@ -177,12 +182,12 @@ class FigureForm(QtWidgets.QWidget):
             self.title.setText(_text(o.title))
             if o.width_in is not None or o.width_px is None:
                 _select(self.unit, "in")
-                self.width.setValue(o.width_in if o.width_in is not None else 3.3)
+                self.width_spin.setValue(o.width_in if o.width_in is not None else 3.3)
             else:
                 _select(self.unit, "px")
-                self.width.setValue(o.width_px)
+                self.width_spin.setValue(o.width_px)
             self.dpi.setValue(o.dpi)
-            self.font_pt.setValue(o.font_pt or 0)
+            self.font_pt.setValue(0)  # drawn at the app font (FONT_NOTE)
             _select(self.labels, o.labels)
             self.label_chars.setValue(o.label_chars or 0)
             _select(self.cmap, o.cmap)
@@ -212,14 +217,14 @@ class FigureForm(QtWidgets.QWidget):
 
     def _unit_changed(self) -> None:
         """Inches ↔ pixels at the DPI: the same width in the other unit."""
-        self.width.blockSignals(True)
+        self.width_spin.blockSignals(True)
         if self.unit.currentData() == "px":
-            self.width.setDecimals(0)
-            self.width.setValue(round(self.width.value() * self.dpi.value()))
+            self.width_spin.setDecimals(0)
+            self.width_spin.setValue(round(self.width_spin.value() * self.dpi.value()))
         else:
-            self.width.setValue(self.width.value() / self.dpi.value())
-            self.width.setDecimals(2)
-        self.width.blockSignals(False)
+            self.width_spin.setValue(self.width_spin.value() / self.dpi.value())
+            self.width_spin.setDecimals(2)
+        self.width_spin.blockSignals(False)
 
     # ----------------------------------------------------------------- fields → options
     def options(self) -> FigureOptions:
@@ -242,14 +247,14 @@ class FigureForm(QtWidgets.QWidget):
             if tokens[1] > self.n_tokens:
                 raise InputError(f"The token range {tokens[0]}:{tokens[1]} runs past the text's {self.n_tokens} "
                                  "tokens.")
-        width = self.width.value()
+        width = self.width_spin.value()
         in_inches = self.unit.currentData() == "in"
         grid = what == GRID
         return self._base.with_(
             heads=heads, tokens=tokens, renormalise=self.renormalise.isChecked() and tokens is not None,
             title=self.title.text() or None,
             width_in=width if in_inches else None, width_px=None if in_inches else int(round(width)),
-            dpi=self.dpi.value(), font_pt=self.font_pt.value() or None,
+            dpi=self.dpi.value(), font_pt=None,
             labels=self.labels.currentData(), label_chars=self.label_chars.value() or None,
             cmap=self.cmap.currentData(), scale=self.scale.currentData(),
             vmax=_number(self.vmax.text(), "colour scale's top"), bar_label=self.bar_label.text() or None,

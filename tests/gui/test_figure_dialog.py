@@ -48,7 +48,7 @@ def test_the_fields_say_the_options(dialog):
     f = dialog.form
     f.title.setText("Previous-token heads")
     f.unit.setCurrentIndex(f.unit.findData("px"))
-    f.width.setValue(1000)
+    f.width_spin.setValue(1000)
     f.dpi.setValue(200)
     f.tokens.setText("2:7")
     f.renormalise.setChecked(True)
@@ -100,7 +100,7 @@ def test_save_writes_the_figure_and_its_options(qtbot, dialog, tmp_path, fmt):
     f = dialog.form
     f.title.setText("My head")
     f.unit.setCurrentIndex(f.unit.findData("px"))
-    f.width.setValue(640)
+    f.width_spin.setValue(640)
     f.tokens.setText("1:6")
     path = tmp_path / f"fig.{fmt}"
     line = saved(qtbot, dialog, path)
@@ -152,3 +152,13 @@ def test_a_file_that_cannot_be_written_leaves_nothing(qtbot, dialog, tmp_path):
 def test_file_menu_offers_the_dialog(window):
     texts = [a.text() for a in window.menuBar().actions()[0].menu().actions()]
     assert "Figure…" in texts
+
+
+
+def test_the_font_size_is_not_offered_but_said(qtbot, dialog, tmp_path):
+    """The window cannot draw at another font without changing its own: the field is off, and a JSON with a font
+    size says that only the command line draws it (the dialog's options keep no font size)."""
+    assert not dialog.form.font_pt.isEnabled()
+    (tmp_path / "o.json").write_text(dialog.options().with_(font_pt=14.0).to_json(), encoding="utf-8")
+    assert dialog.load(tmp_path / "o.json")
+    assert "14 pt" in dialog.message.text() and dialog.options().font_pt is None
