@@ -155,7 +155,7 @@ class FigureForm(QtWidgets.QWidget):
             "tokens": group("Tokens", [("Range", self.tokens), (None, self.renormalise)]),
             "size": group("Size", [("Width", width_box), ("Font", self.font_pt)]),
             "labels": group("Labels", [("Title", self.title), ("Tokens", self.labels), ("Shorten to", self.label_chars)]),
-            "colour": group("Colour", [("Colormap", self.cmap), ("Scale", self.scale), ("Top", self.vmax),
+            "colour": group("Colour", [("Colormap", self.cmap), ("Scale", self.scale), ("Scale top", self.vmax),
                                        ("Bar label", self.bar_label)]),
             "panels": group("Panels (these heads)", [("Columns", self.columns), (None, self.shared_scale),
                                                      ("Scores", self.scores)]),

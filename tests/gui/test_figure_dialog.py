@@ -162,3 +162,14 @@ def test_the_font_size_is_not_offered_but_said(qtbot, dialog, tmp_path):
     (tmp_path / "o.json").write_text(dialog.options().with_(font_pt=14.0).to_json(), encoding="utf-8")
     assert dialog.load(tmp_path / "o.json")
     assert "14 pt" in dialog.message.text() and dialog.options().font_pt is None
+
+
+def test_the_head_tab_button_opens_the_dialog_of_the_head_on_screen(qtbot, window, monkeypatch):
+    from gui.export import figure_dialog
+
+    run(qtbot, window, TEXT)
+    window.state.select(2, 1)
+    seen = []
+    monkeypatch.setattr(figure_dialog.FigureDialog, "exec", lambda self: seen.append(self.options().heads))
+    window.head_tab.figure_button.click()
+    assert seen == [((2, 1),)]
