@@ -27,6 +27,7 @@ def action(menu, text: str, shortcut, slot) -> QtGui.QAction:
 def build_menus(window) -> MenuActions:
     """Fill ``window``'s (a MainWindow's) menu bar."""
     from . import help as help_dialogs
+    from ..export.figure_dialog import open_figure_dialog
     from .downloads import download_gpt2
 
     bar, tabs, text_input = window.menuBar(), window.tabs, window.text_input
@@ -37,6 +38,7 @@ def build_menus(window) -> MenuActions:
     download = action(file_menu, "Download GPT-2 (550 MB)…", None, lambda: download_gpt2(window))
     file_menu.addSeparator()
     action(file_menu, "Export…", "Ctrl+E", window.exporter.open_dialog)
+    action(file_menu, "Figure…", "Ctrl+Shift+F", lambda: open_figure_dialog(window))
     action(file_menu, "Copy figure", "Ctrl+Shift+C", window.copy_figure)
     file_menu.addSeparator()
     action(file_menu, "Quit", QtGui.QKeySequence.StandardKey.Quit, window.close)

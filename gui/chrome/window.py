@@ -26,6 +26,7 @@ from analysis.errors import HubUnreachableError, PickleWeightsError
 from analysis.model.catalogue import BUNDLED
 
 from ..export.exporting import Exporter
+from ..export.figure_dialog import open_figure_dialog
 from ..input.model_bar import ModelBar, hub_cached
 from ..input.notes import NoteBar, is_dark
 from ..input.text_input import TextInput
@@ -125,6 +126,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.exporter.failed.connect(self.show_error)
         self.exporter.copied.connect(self.status.copied)
         actions = build_menus(self)
+        self.head_tab.figure_asked.connect(lambda: open_figure_dialog(self))
         self.download_action, self.max_tokens_action = actions.download, actions.token_limit
         self.token_limit = TokenLimit(self.settings, self.max_tokens_action, self)
         self.model_ready.connect(self.token_limit.set_context)

@@ -90,6 +90,7 @@ class HeadTab(QtWidgets.QWidget):
     """Tab protocol: ``title``, ``HeadTab(state, worker)``, ``offscreen_figure()``."""
 
     title = "Head"
+    figure_asked = QtCore.Signal()  # the Figure… button: the window opens File › Figure… (a figure of this head)
 
     def __init__(self, state: ViewState, worker=None, parent=None):
         super().__init__(parent)
@@ -165,6 +166,11 @@ class HeadTab(QtWidgets.QWidget):
         bottom.addSpacing(12)  # a long hover line never runs into "Draw"
         bottom.addWidget(QtWidgets.QLabel("Draw"))
         bottom.addWidget(self.drawing_choice)
+        self.figure_button = QtWidgets.QPushButton("Figure…")
+        self.figure_button.setToolTip("A figure of this head for a paper or a slide: size, labels, colours, token "
+                                      "range (File › Figure…, Ctrl+Shift+F)")
+        self.figure_button.clicked.connect(self.figure_asked)
+        bottom.addWidget(self.figure_button)
         layout.addLayout(bottom)
         state.on_bundle(lambda _: self.redraw(), "head tab")
         state.placeholder_changed.connect(lambda _: self.redraw())
