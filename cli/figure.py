@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -16,6 +17,8 @@ def cmd_figure(args) -> int:
     from analysis.export.layout import check_heads, parse_export_heads
 
     fmt = args.out.suffix.lower().lstrip(".")
+    if not args.out.parent.is_dir():
+        raise InputError(f"The folder {args.out.parent} does not exist; create it or choose another --out.")
     if fmt not in IMAGE_FORMATS:
         raise InputError(f"--out must end in .{', .'.join(IMAGE_FORMATS)}, not '{args.out.name}'.")
     if args.from_file is not None:
@@ -46,10 +49,10 @@ def cmd_figure(args) -> int:
     _check_grid_choice(options.layers, loaded.n_layer, "layer")
     _check_grid_choice(options.grid_heads, loaded.n_head, "head")
     result = run_measured(loaded, options.text, bos=options.bos)
-    _set_font(options.font_pt)
     from gui.plots.figure_make import write_figure
 
-    image, side = write_figure(result, options, Path(args.out))
+    with _font(options.font_pt):
+        image, side = write_figure(result, options, Path(args.out))
     print(f"wrote {image} and {side}")
     return 0
 
@@ -63,17 +66,24 @@ def _check_grid_choice(chosen, count: int, what: str) -> None:
         raise InputError(f"The model has {count} {what}s (0–{count - 1}); there is no {what} {wrong[0]}.")
 
 
-def _set_font(font_pt: float | None) -> None:
-    """The figure's text at ``font_pt`` points (the labels, the colour bar): the application's font, which the
-    figures' axes take."""
+@contextlib.contextmanager
+def _font(font_pt: float | None):
+    """The figure's text at ``font_pt`` points (the labels, the colour bar) while it is drawn: the application's
+    font, which the figures' axes take; the font before is restored after (a process that draws again, a test)."""
     if font_pt is None:
+        yield
         return
     from gui.qt import ensure_qapp
 
     app = ensure_qapp()
+    before = app.font()
     font = app.font()
     font.setPointSizeF(float(font_pt))
     app.setFont(font)
+    try:
+        yield
+    finally:
+        app.setFont(before)
 
 
 def add_figure_parser(sub, add_model_options, add_bos) -> None:

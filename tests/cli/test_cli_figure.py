@@ -180,3 +180,14 @@ def test_font_pt_reaches_the_token_labels(tiny_model_dir, tmp_path, capsys):
     panels = figure(capsys, tiny_model_dir, tmp_path / "c.svg", "--head", "L1H0,L0H0", "--tokens", "0:6",
                     "--font-pt", "12", "--width-in", "10")
     assert font_size_of(panels, label) == pytest.approx(12 * 96 / 72, abs=0.01)
+
+
+def test_font_pt_leaves_the_applications_font_as_it_was_and_a_missing_folder_is_one_sentence(
+        tiny_model_dir, tmp_path, capsys):
+    from gui.qt import ensure_qapp
+
+    before = ensure_qapp().font().pointSizeF()
+    figure(capsys, tiny_model_dir, tmp_path / "f.png", "--head", "L1H0", "--font-pt", str(before + 5))
+    assert ensure_qapp().font().pointSizeF() == before
+    code, _, err = run(capsys, "figure", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "no" / "x.png")
+    assert code == 2 and "does not exist" in err and "Traceback" not in err and not (tmp_path / "no").exists()
