@@ -31,6 +31,9 @@ SVG_FONT_FALLBACK = ", ".join(f"'{name}'" for name in SVG_FALLBACK_FAMILIES) + "
 QT_FONT_ALIASES = {"sans serif", "sans", "sansserif", "sans-serif"}
 
 
+PDF_POINTS_A_PIXEL = 72 / 96  # a PDF page's points per logical pixel of the scene (72 and 96 an inch)
+
+
 def settle_layout() -> None:
     """Let pending layout requests run: a change of axis text can re-lay out the figure twice."""
     for _ in range(3):
@@ -202,7 +205,10 @@ def figure_bytes(widget: pg.GraphicsLayoutWidget, fmt: str, width_px: int | None
     else:
         device = QtGui.QPdfWriter(buffer)
         device.setResolution(96)
-        device.setPageSize(QtGui.QPageSize(QtCore.QSizeF(source.width(), source.height()),
+        # the page is the figure's size on paper: the scene's logical pixels at 96 an inch, 72 points an inch (a
+        # figure laid out 3.3 in wide is a 3.3 in page, its text at its point size; a pixel a point made it 1⅓ larger)
+        device.setPageSize(QtGui.QPageSize(QtCore.QSizeF(source.width() * PDF_POINTS_A_PIXEL,
+                                                         source.height() * PDF_POINTS_A_PIXEL),
                                            QtGui.QPageSize.Unit.Point))
         device.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
     painter = QtGui.QPainter()

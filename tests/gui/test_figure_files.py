@@ -132,10 +132,10 @@ def test_the_pdf_stores_the_png_colour_of_every_cell(qtbot, head_export):
 
 @pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="pdftoppm (poppler-utils) is not installed")
 def test_the_pdf_renders_every_cell_in_the_png_colour(qtbot, head_export, tmp_path):
-    """Rendered at 72 dpi (a PDF point is a figure pixel), each cell's centre, masked ones included, is the PNG's
-    pixel exactly."""
+    """Rendered at 96 dpi (the page is the figure at 96 pixels an inch: a rendered pixel is a figure pixel), each
+    cell's centre, masked ones included, is the PNG's pixel exactly."""
     paths, rect = head_export
-    subprocess.run(["pdftoppm", "-r", "72", "-png", "-singlefile", str(paths["pdf"]), str(tmp_path / "pdf")],
+    subprocess.run(["pdftoppm", "-r", "96", "-png", "-singlefile", str(paths["pdf"]), str(tmp_path / "pdf")],
                    check=True, capture_output=True)
     drawn, png = rgb(tmp_path / "pdf.png"), rgb(paths["png"])
     cx, cy = centres(rect)
@@ -144,7 +144,7 @@ def test_the_pdf_renders_every_cell_in_the_png_colour(qtbot, head_export, tmp_pa
 
 @pytest.mark.parametrize("renderer", ["pdftoppm", "mutool"])
 def test_the_pdf_cells_render_sharp_when_enlarged(qtbot, head_export, tmp_path, renderer):
-    """Rendered at 4 × the figure's size (288 dpi), the inside of every cell is one colour, in two renderers: the
+    """Rendered at 4 × the figure's size (384 dpi), the inside of every cell is one colour, in two renderers: the
     enlarged image is drawn in place and nothing smooths it. (pdftoppm and mutool draw an n × n image sharp too; the
     test that fails on an unenlarged image is test_the_pdf_stores_the_png_colour_of_every_cell.)"""
     if shutil.which(renderer) is None:
@@ -153,10 +153,10 @@ def test_the_pdf_cells_render_sharp_when_enlarged(qtbot, head_export, tmp_path, 
     zoom = 4
     out = tmp_path / "r.png"
     if renderer == "pdftoppm":
-        subprocess.run(["pdftoppm", "-r", str(72 * zoom), "-png", "-singlefile", str(paths["pdf"]),
+        subprocess.run(["pdftoppm", "-r", str(96 * zoom), "-png", "-singlefile", str(paths["pdf"]),
                         str(tmp_path / "r")], check=True, capture_output=True)
     else:
-        subprocess.run(["mutool", "draw", "-r", str(72 * zoom), "-o", str(out), str(paths["pdf"])],
+        subprocess.run(["mutool", "draw", "-r", str(96 * zoom), "-o", str(out), str(paths["pdf"])],
                        check=True, capture_output=True)
     drawn = rgb(out)
     cw, ch = w / N * zoom, h / N * zoom
@@ -329,3 +329,17 @@ def test_an_image_format_not_in_the_format_table_is_refused_in_a_sentence(head_f
     with pytest.raises(ExportError, match=r"^Unknown image format 'gif'; use png, svg or pdf\.$"):
         save_figure(head_figure, tmp_path / "head.gif")
     assert not (tmp_path / "head.gif").exists()
+
+
+def test_the_pdf_page_is_the_figures_size_on_paper(qtbot, head_figure):
+    """The scene is laid out at 96 logical pixels an inch; the PDF page is that size at 72 points an inch (a figure
+    laid out 3.3 in wide is a 3.3 in page), not a point per pixel (1⅓ times larger)."""
+    import re
+
+    from gui.export.figure_files import figure_bytes
+
+    data = figure_bytes(head_figure, "pdf")
+    box = [float(v) for v in re.search(rb"/MediaBox\s*\[\s*([\d.\s]+)\]", data).group(1).split()]
+    source = head_figure.mapToScene(head_figure.viewport().rect()).boundingRect()
+    assert box[2] - box[0] == pytest.approx(source.width() * 72 / 96, abs=1)
+    assert box[3] - box[1] == pytest.approx(source.height() * 72 / 96, abs=1)
