@@ -36,7 +36,7 @@ def cmd_figure(args) -> int:
             shared_scale=not args.own_scales, scores=tuple(s for s in (args.scores or "").split(",") if s.strip()),
             layers=parse_index_list(args.layers, "layers") if args.layers else None,
             grid_heads=parse_index_list(args.grid_heads, "heads") if args.grid_heads else None,
-            aspect=args.aspect, badges=args.badges, vmax=args.vmax)
+            aspect=args.aspect, badges=args.badges, vmax=args.vmax, hide_first=args.hide_first)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from analysis.measures.measured import run_measured
     from gui.plots.grid_figure import check_badges
@@ -114,6 +114,9 @@ def add_figure_parser(sub, add_model_options, add_bos) -> None:
     p.add_argument("--aspect", type=float, metavar="W/H",
                    help="the grid: its width / height (default as near square as its shape allows)")
     p.add_argument("--badges", metavar="SCORE", help="the grid: mark the standout heads of this score, with a legend")
+    p.add_argument("--hide-first", action="store_true",
+                   help="hide the first token as a key and renormalise each row over the rest (as the app's Hide first "
+                        "token)")
     p.add_argument("--vmax", type=float, metavar="V", help="the colour scale's top (default: the data's maximum)")
     p.add_argument("--title", help="the title (default: the model's name and the head)")
     width = p.add_mutually_exclusive_group()

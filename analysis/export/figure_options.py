@@ -45,7 +45,9 @@ class FigureOptions:
     width / height (None: as near square as its layers × heads allow, wrapping the layers into side-by-side
     blocks); ``badges`` a score name whose standout heads are marked, with a legend saying which (None: no badges).
 
-    ``vmax``: the colour scale's top for every map of the figure (None: the data's own maximum)."""
+    ``vmax``: the colour scale's top for every map of the figure (None: the data's own maximum). ``hide_first``: the
+    first token hidden as a key and each row renormalised over the rest (analysis.display.without_first_key, the
+    GUI's "Hide first token"), before any crop."""
 
     model: str = "bundled"
     text: str = ""
@@ -73,6 +75,7 @@ class FigureOptions:
     aspect: float | None = None
     badges: str | None = None
     vmax: float | None = None
+    hide_first: bool = False
 
     def __post_init__(self):
         if self.labels not in LABEL_STYLES:

@@ -30,7 +30,8 @@ def starting_options(state, source: str) -> FigureOptions:
     for the model ``source`` (what ``main.py figure --from`` loads again)."""
     r = state.result
     return FigureOptions(model=source, text=r.text, bos=r.bos, heads=((state.layer, state.head),),
-                         cmap=state.colormap, scale=state.scale, dpi=300, width_in=3.3)
+                         cmap=state.colormap, scale=state.scale, dpi=300, width_in=3.3,
+                         hide_first=bool(state.hide_first))
 
 
 def _line(placeholder: str, tip: str) -> QtWidgets.QLineEdit:
@@ -77,6 +78,9 @@ class FigureForm(QtWidgets.QWidget):
                                for d in DRAWINGS], "A head as its matrix, or as lines from each query to each key")
         self.tokens = _line(f"all (0:{n_tokens})", "Only the queries and keys FIRST … STOP-1, as FIRST:STOP")
         self.renormalise = QtWidgets.QCheckBox("Renormalise each row over the keys shown")
+        self.hide_first = QtWidgets.QCheckBox("Hide the first token (each row over the rest)")
+        self.hide_first.setToolTip("As the view's Hide first token: key 0 hidden, each row renormalised over the "
+                                   "other keys (to see past an attention sink)")
         self.title = _line("the model's name and the head", "The figure's title")
         self.width_spin = QtWidgets.QDoubleSpinBox()
         self.width_spin.setRange(0.5, 12000)
@@ -152,7 +156,7 @@ class FigureForm(QtWidgets.QWidget):
         width_box.setLayout(width_row)
         self.groups = {
             "what": group("What", [("Show", self.what), ("Heads", self.head_list), ("Drawing", self.drawing)]),
-            "tokens": group("Tokens", [("Range", self.tokens), (None, self.renormalise)]),
+            "tokens": group("Tokens", [("Range", self.tokens), (None, self.renormalise), (None, self.hide_first)]),
             "size": group("Size", [("Width", width_box), ("Font", self.font_pt)]),
             "labels": group("Labels", [("Title", self.title), ("Tokens", self.labels), ("Shorten to", self.label_chars)]),
             "colour": group("Colour", [("Colormap", self.cmap), ("Scale", self.scale), ("Scale top", self.vmax),
@@ -179,6 +183,7 @@ class FigureForm(QtWidgets.QWidget):
             _select(self.drawing, o.drawing)
             self.tokens.setText("" if o.tokens is None else f"{o.tokens[0]}:{o.tokens[1]}")
             self.renormalise.setChecked(o.renormalise)
+            self.hide_first.setChecked(o.hide_first)
             self.title.setText(_text(o.title))
             if o.width_in is not None or o.width_px is None:
                 _select(self.unit, "in")
@@ -252,6 +257,7 @@ class FigureForm(QtWidgets.QWidget):
         grid = what == GRID
         return self._base.with_(
             heads=heads, tokens=tokens, renormalise=self.renormalise.isChecked() and tokens is not None,
+            hide_first=self.hide_first.isChecked(),
             title=self.title.text() or None,
             width_in=width if in_inches else None, width_px=None if in_inches else int(round(width)),
             dpi=self.dpi.value(), font_pt=None,

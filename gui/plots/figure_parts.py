@@ -45,9 +45,15 @@ def figure_map(result, layer: int, head: int, options: FigureOptions) -> np.ndar
     """The map a figure draws of head (``layer``, ``head``): its rows and columns first … stop-1
     (:func:`shown_range`), as the model gave them, or with ``options.renormalise`` each row divided by its sum over
     the keys shown, w'[q, k] = w[q, k] / Σ_k' w[q, k'] (k, k' in the range; a row summing to 0 is NaN, drawn as
-    background like the causal mask). float32 (rows, keys)."""
+    background like the causal mask); with ``options.hide_first`` key 0 hidden and each row renormalised over the
+    rest first (analysis.display.without_first_key). float32 (rows, keys)."""
     first, stop = shown_range(result, options)
-    weights = np.asarray(result.head_map(layer, head), dtype=np.float32)[first:stop, first:stop]
+    weights = np.asarray(result.head_map(layer, head), dtype=np.float32)
+    if options.hide_first:  # key 0 NaN, each row over keys 1 …: before the crop, as the GUI hides the first token
+        from analysis.display import without_first_key
+
+        weights = without_first_key(weights)
+    weights = weights[first:stop, first:stop]
     if not options.renormalise:
         return weights
     sums = np.nansum(weights, axis=1, keepdims=True, dtype=np.float64)
@@ -62,6 +68,8 @@ def figure_bar_label(options: FigureOptions, scale_label: str) -> str:
     has little room)."""
     if options.bar_label is not None:
         return options.bar_label
+    if options.hide_first and "first key hidden" not in scale_label:
+        scale_label += " (first key hidden)"
     return f"{scale_label} (renormalised)" if options.renormalise else scale_label
 
 

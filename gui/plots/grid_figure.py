@@ -261,9 +261,11 @@ def shown_cells(result, layers, heads, target: int, hide_first: bool = False) ->
 
 
 def grid_figure(result, options: FigureOptions, hide_first: bool = False):
-    """The grid of ``result`` as ``options`` ask, laid out offscreen, and what it shows (for the options file)."""
+    """The grid of ``result`` as ``options`` ask, laid out offscreen, and what it shows (for the options file);
+    ``hide_first``: as ``options.hide_first``, either hides the first key."""
     from analysis.measures.head_scores import all_scores
 
+    hide_first = bool(hide_first or options.hide_first)
     from .figures import lay_out_offscreen
 
     check_badges(options.badges)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 
 from analysis.display import head_name
 from analysis.export.contents import figure_files
@@ -37,10 +36,10 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
     (grid_name, _, _), *head_files = figure_files(result.n_layer, result.n_head, fmt, heads=chosen)
     written = []
     check()
-    grid, shown = grid_figure(result, export_options(result, (), cmap, scale, png_width), hide_first=hide_first)
+    grid, shown = grid_figure(result, export_options(result, (), cmap, scale, png_width, hide_first))
     try:
         written.append(save_figure(grid, folder / grid_name, png_width))
-        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width, shown))
+        written.append(write_options(result, folder / grid_name, (), cmap, scale, png_width, shown, hide_first))
     finally:
         dispose_figure(grid)
     if head_files:
@@ -48,49 +47,36 @@ def write_result_images(result, folder: Path, fmt: str = "png", cmap: str = "vir
             subfolder.mkdir(exist_ok=True)
         for name, layer, head in head_files:
             check()
-            options = export_options(result, ((layer, head),), cmap, scale, png_width)
-            # the figure of main.py figure --from heads/L0H0.json (figure_make.head_figure); hide_first as asked
-            fig, shown = head_figure(_first_hidden(result) if hide_first else result, options)
+            options = export_options(result, ((layer, head),), cmap, scale, png_width, hide_first)
+            # the figure of main.py figure --from heads/L0H0.json (figure_make.head_figure)
+            fig, shown = head_figure(result, options)
             try:
                 written.append(save_figure(fig, folder / name, png_width))
-                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width, shown))
+                written.append(write_options(result, folder / name, ((layer, head),), cmap, scale, png_width, shown,
+                                             hide_first))
             finally:
                 dispose_figure(fig)
     return written
 
 
-def _first_hidden(result):
-    """``result`` whose head maps have the first key hidden and each row renormalised (the export's
-    ``hide_first``; an options file cannot say it, so ``--from`` draws the map as the model gave it)."""
-    from analysis.display import without_first_key
-
-    class Hidden:
-        def __getattr__(self, name):
-            return getattr(result, name)
-
-        def head_map(self, layer, head):
-            return without_first_key(np.asarray(result.head_map(layer, head)))
-
-    return Hidden()
-
-
-def export_options(result, heads, cmap: str, scale: str, png_width: int | None):
+def export_options(result, heads, cmap: str, scale: str, png_width: int | None, hide_first: bool = False):
     """The :class:`FigureOptions` of an export's figure: the model, the text, the head (none: the grid), how it is
     drawn; written beside it (:func:`write_options`) and drawn by the same routine as ``main.py figure``."""
     from analysis.export.figure_options import FigureOptions
 
     return FigureOptions(model=result.model_label, text=getattr(result, "text", ""), bos=getattr(result, "bos", None),
-                         heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale, fmt="png")
+                         heads=tuple(heads), width_px=png_width, cmap=cmap, scale=scale, fmt="png",
+                        hide_first=bool(hide_first))
 
 
 def write_options(result, path: Path, heads, cmap: str, scale: str, png_width: int | None,
-                  shown: dict | None = None) -> Path:
+                  shown: dict | None = None, hide_first: bool = False) -> Path:
     """The options file beside an export's figure (heads/L0H0.png → heads/L0H0.json, :func:`sidecar`): the model,
     the text, the head and how it was drawn, which ``main.py figure --from`` takes; ``shown``: what the figure shows
     (figure_make's, as ``main.py figure`` writes it)."""
     from analysis.export.figure_options import sidecar
 
-    options = export_options(result, heads, cmap, scale, png_width).with_(fmt=Path(path).suffix.lower().lstrip("."))
+    options = export_options(result, heads, cmap, scale, png_width, hide_first).with_(fmt=Path(path).suffix.lower().lstrip("."))
     shown = dict(shown or {"tokens": list(result.tokens), "head": head_name(*heads[0]) if heads else None})
     side = sidecar(path)
     side.write_text(options.to_json(model_label=result.model_label, text=getattr(result, "text", ""), **shown),

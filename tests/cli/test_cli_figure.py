@@ -110,6 +110,30 @@ def test_an_exports_grid_and_head_are_drawn_again_byte_for_byte(tiny_model_dir, 
         code, _, err = run(capsys, "figure", "--from", tmp_path / "x" / f"{name}.json", "--out", tmp_path / "again.png")
         assert code == 0, err
         assert (tmp_path / "again.png").read_bytes() == (tmp_path / "x" / f"{name}.png").read_bytes(), name
+
+
+def test_an_exports_figures_with_the_first_key_hidden_are_drawn_again_byte_for_byte(tiny_model_dir, tmp_path, capsys):
+    """The GUI's export with "Hide first token" writes hide_first into each figure's options, and --from draws the
+    same PNG again; the figure differs from the one with the first key shown."""
+    from analysis.measures.measured import run_measured
+    from analysis.model.loading import load_model
+    from gui.plots.result_images import write_result_images
+
+    result = run_measured(load_model(str(tiny_model_dir), device="cpu"), TEXT, bos=True)
+    for hide, folder in ((True, tmp_path / "hidden"), (False, tmp_path / "shown")):
+        folder.mkdir()
+        write_result_images(result, folder, heads=[(1, 2)], hide_first=hide)
+    for name in ("grid", "heads/L1H2"):
+        side = json.loads((tmp_path / "hidden" / f"{name}.json").read_text())
+        assert side["options"]["hide_first"] is True
+        code, _, err = run(capsys, "figure", "--from", tmp_path / "hidden" / f"{name}.json", "--out",
+                           tmp_path / "again.png")
+        assert code == 0, err
+        hidden = (tmp_path / "hidden" / f"{name}.png").read_bytes()
+        assert (tmp_path / "again.png").read_bytes() == hidden, name
+        assert hidden != (tmp_path / "shown" / f"{name}.png").read_bytes(), name
+
+
 def svg_texts(path) -> list[str]:
     return [html_unescape(t).strip() for t in re.findall(r">([^<>]+)</text>", path.read_text())]
 

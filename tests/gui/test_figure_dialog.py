@@ -42,6 +42,22 @@ def test_starts_from_the_view_on_screen(dialog, window):
     assert (o.model, o.text, o.bos) == ("tiny-source", r.text, r.bos)
     assert dialog.form.head_list.text() == "L1H2"
     assert dialog.form.what.currentData() == "head"
+    assert o.hide_first is False and not dialog.form.hide_first.isChecked()
+
+
+def test_hide_first_follows_the_view_and_the_box(qtbot, window):
+    from gui.export.figure_dialog import FigureDialog
+
+    run(qtbot, window, TEXT)
+    window.state.set_hide_first(True)
+    try:
+        d = FigureDialog(window, window.state, window.worker, window.settings, "tiny-source")
+        qtbot.addWidget(d)
+        assert d.options().hide_first and d.form.hide_first.isChecked()
+        d.form.hide_first.setChecked(False)
+        assert not d.options().hide_first
+    finally:
+        window.state.set_hide_first(False)
 
 
 def test_the_fields_say_the_options(dialog):
