@@ -27,22 +27,27 @@ def head_title(options: FigureOptions, label: str, layer: int, head: int) -> str
 def head_figure(result, options: FigureOptions):
     """The head ``options.heads[0]`` of ``result`` over ``options.tokens`` (:func:`figure_map`: cropped, renormalised
     if asked), coloured up to ``options.vmax`` if given, as a matrix (HeadPlot) or as lines (``drawing="lines"``,
-    :func:`lines_of_heads`), and what it shows (its tokens, layer and head) for the options file."""
+    :func:`lines_of_heads`), titled with ``options.scores`` after its name ("… — L16H0 · previous_token 0.769"), and
+    what it shows (its tokens, layer and head) for the options file."""
     (layer, head), = options.heads
     first, stop = shown_range(result, options)
     weights = figure_map(result, layer, head, options)
     tokens = list(result.tokens[first:stop])
     labels = shown_labels(tokens, first, options.labels)
     shown = {"head": head_name(layer, head), "tokens": tokens, "token_range": [first, stop], "labels": labels}
+    title = head_title(options, result.model_label, layer, head)
+    if options.scores:  # the scores asked for after the title, as panels write them under theirs
+        from .panel_figure import panel_scores
+
+        title = " · ".join([title, *panel_scores(result, [(layer, head)], options.scores)[(layer, head)]])
     if options.drawing == "lines":
-        return lines_of_heads(result, options, {(layer, head): weights}, labels,
-                              head_title(options, result.model_label, layer, head)), shown
+        return lines_of_heads(result, options, {(layer, head): weights}, labels, title), shown
     fig = HeadPlot()
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.label_chars = options.label_chars or 0  # whole unless asked, the same on both axes
     set_figure_font((fig.left_axis, fig.bottom_axis), options.font_pt)
     lay_out_offscreen(fig, *layout_size(options, head_figure_size(len(tokens))))
-    fig.set_head(weights, tokens, head_title(options, result.model_label, layer, head), cmap=options.cmap,
+    fig.set_head(weights, tokens, title, cmap=options.cmap,
                  scale=options.scale, causal=result.causal)
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.set_tokens(labels, with_index=False)

@@ -215,3 +215,17 @@ def test_font_pt_leaves_the_applications_font_as_it_was_and_a_missing_folder_is_
     assert ensure_qapp().font().pointSizeF() == before
     code, _, err = run(capsys, "figure", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "no" / "x.png")
     assert code == 2 and "does not exist" in err and "Traceback" not in err and not (tmp_path / "no").exists()
+
+
+def test_a_heads_scores_follow_its_title(tiny_model_dir, tmp_path, capsys):
+    from analysis.display import format_score
+    from analysis.measures.head_scores import previous_token, sink
+    from analysis.measures.measured import run_measured
+    from analysis.model.loading import load_model
+
+    svg = figure(capsys, tiny_model_dir, tmp_path / "h.svg", "--head", "L1H0", "--scores", "previous_token,sink",
+                 "--title", "T", "--width-in", "10", "--dpi", "100")
+    result = run_measured(load_model(str(tiny_model_dir), device="cpu"), TEXT)
+    want = (f"T · previous_token {format_score(previous_token(result.attentions)[1, 0])} · "
+            f"sink {format_score(sink(result.attentions)[1, 0])}")
+    assert want in svg_texts(svg)
