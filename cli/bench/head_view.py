@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from .paint import run_events_for, timer_stall_ms
+
 HEAD_VIEW_NS = (2048, 8192)
 FIGURE_PX = (900, 700)  # about the Head tab's figure in a 1366 × 768 window
 ZOOM_STEPS = 24  # wheel steps in, then out, with a pan between; one every STEP_MS
@@ -27,29 +29,6 @@ def long_map(n: int) -> np.ndarray:
         block /= block.sum(axis=1, keepdims=True)
         w[start:start + len(block)] = block
     return w
-
-
-def _ticking(app, work) -> float:
-    """The longest gap between ticks of a 10 ms timer while ``work(step)`` runs its steps (less the 10 ms), ms."""
-    from PySide6 import QtCore
-
-    ticks = [time.perf_counter()]
-    timer = QtCore.QTimer()
-    timer.setInterval(10)
-    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-    timer.start()
-    work()
-    timer.stop()
-    ticks.append(time.perf_counter())
-    return max(0.0, (max(b - a for a, b in zip(ticks, ticks[1:])) - 0.010) * 1000)
-
-
-def _run_for(app, seconds: float) -> None:
-    from PySide6 import QtCore
-
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 5)
 
 
 def head_view_figures(n: int, every_cell: bool = False) -> dict:
@@ -73,12 +52,12 @@ def head_view_figures(n: int, every_cell: bool = False) -> dict:
             fig._tile_timer.timeout.disconnect()  # no tiles either: the image of every cell, scaled by the screen
         fig.resize(*FIGURE_PX)
         fig.show()
-        _run_for(app, 0.2)
+        run_events_for(app, 0.2)
         started = time.perf_counter()
         fig.set_head(w, tokens, "bench")
         fig.viewport().repaint()  # painted now, not when the event loop comes to it
         show_ms = (time.perf_counter() - started) * 1000
-        _run_for(app, 0.5)
+        run_events_for(app, 0.5)
         vb = fig.plot.getViewBox()
 
         def zoom():
@@ -89,10 +68,10 @@ def head_view_figures(n: int, every_cell: bool = False) -> dict:
                 if step == ZOOM_STEPS // 2:
                     vb.translateBy(x=(vb.viewRange()[0][1] - vb.viewRange()[0][0]) * 0.4)
                 fig.viewport().repaint()
-                _run_for(app, STEP_MS / 1000)
-            _run_for(app, 0.3)
+                run_events_for(app, STEP_MS / 1000)
+            run_events_for(app, 0.3)
 
-        stall = _ticking(app, zoom)
+        stall = timer_stall_ms(app, zoom)
         dispose_figure(fig)
     finally:
         figures.OVERVIEW_CELLS = limit

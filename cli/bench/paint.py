@@ -42,25 +42,31 @@ class BusyStretches:
         self.dispatcher.aboutToBlock.disconnect(self._blocking)
 
 
-def _ticking(app, work_done, settle_s: float = 0.3) -> float:
-    """The longest gap, less 10 ms, between ticks of a 10 ms timer while ``work_done()`` is False and ``settle_s``
-    after, the GUI thread's event loop running."""
+def timer_stall_ms(app, work) -> float:
+    """The longest gap between ticks of a 10 ms timer while ``work()`` runs (it runs the event loop itself), less the
+    10 ms, ms: 0 is a window that never missed a tick."""
     from PySide6 import QtCore
 
-    ticks = []
+    ticks = [time.perf_counter()]
     timer = QtCore.QTimer()
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     timer.start()
-    ticks.append(time.perf_counter())
-    while not work_done():
-        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 50)
-    end = time.perf_counter() + settle_s
-    while time.perf_counter() < end:
-        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 50)
+    work()
     timer.stop()
-    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    return max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
+    ticks.append(time.perf_counter())
+    return max(0.0, (max(b - a for a, b in zip(ticks, ticks[1:])) - 0.010) * 1000)
+
+
+def run_events_for(app, seconds: float, until=None) -> None:
+    """Run the event loop until ``until()`` is true (None: at once), then ``seconds`` more."""
+    from PySide6 import QtCore
+
+    while until is not None and not until():
+        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 5)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 5)
 
 
 def floor_stall_ms(app, loaded, ids) -> float:
@@ -84,7 +90,7 @@ def floor_stall_ms(app, loaded, ids) -> float:
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    stall = _ticking(app, done.is_set)
+    stall = timer_stall_ms(app, lambda: run_events_for(app, 0.3, until=done.is_set))  # and its paint after
     thread.join()
     return stall
 
@@ -127,35 +133,24 @@ def gui_stall_ms(folder: Path | str, ns: list[int], views: dict | None = None,
         stretches = BusyStretches()
         stalls = {}
         for n in ns:
-            window.set_text(text_of_length(tokenizer, n))
+            text = text_of_length(tokenizer, n)
+            window.set_text(text)
             if settle_text:
-                settled = time.perf_counter() + 0.3
-                while time.perf_counter() < settled:
-                    app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 20)
-            ticks = []
-            timer = QtCore.QTimer()
-            timer.setInterval(10)
-            timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+                run_events_for(app, 0.3)
             done = QtCore.QEventLoop()
 
             def shown(_rid):
                 QtCore.QTimer.singleShot(300, done.quit)  # keep ticking while it paints
 
             window.result_shown.connect(shown)
-            timer.start()
             stretches.start()
-            ticks.append(time.perf_counter())
-            window.run_text()
-            done.exec()
-            timer.stop()
+            stalls[n] = timer_stall_ms(app, lambda: (window.run_text(), done.exec()))
             longest_busy = stretches.stop()
             window.result_shown.disconnect(shown)
-            gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-            stalls[n] = max(0.0, (max(gaps) - 0.010) * 1000) if gaps else float("nan")
             if busy is not None:
                 busy[n] = longest_busy
             if floor is not None:
-                ids = loaded.tokenizer(text_of_length(tokenizer, n), return_tensors="pt").input_ids[:, :n]
+                ids = tokenizer(text, return_tensors="pt").input_ids[:, :n]
                 floor[n] = floor_stall_ms(app, loaded, ids)
             if views is not None and window.state.slice_times:
                 views[n] = max(window.state.slice_times, key=lambda item: item[1])
