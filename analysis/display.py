@@ -202,15 +202,16 @@ class ShownMap:
 OVERVIEW_CELLS = 1024
 
 
-def overview(weights: np.ndarray, causal: bool, hide_first: bool, cells: int = OVERVIEW_CELLS) -> np.ndarray | None:
+def overview(weights: np.ndarray, causal: bool, hide_first: bool, cells: int = OVERVIEW_CELLS,
+             shown: ShownMap | None = None) -> np.ndarray | None:
     """The whole map as a long head view draws it: :meth:`ShownMap.pooled` over every cell at stride
     ``pool_stride(n, cells)`` (each bin's max over its shown cells); None when the map fits ``cells`` a side
     (stride 1: the map itself is drawn). 8,192² cells take ~90 ms here: computed where the map is, off the GUI
-    thread, and handed to the figure with it."""
-    stride = pool_stride(max(np.shape(weights)), cells)
+    thread (:class:`PreparedHead`). ``shown``: the map's ShownMap for these options when it is made already."""
+    shown = ShownMap(weights, causal, hide_first) if shown is None else shown
+    stride = pool_stride(max(shown.shape), cells)
     if stride == 1:
         return None
-    shown = ShownMap(weights, causal, hide_first)
     pooled = shown.pooled((0, shown.shape[0]), (0, shown.shape[1]), stride)
     pooled.setflags(write=False)
     return pooled
@@ -399,23 +400,17 @@ class PreparedHead:
     :func:`apply_scale`; ``index`` its :func:`colour_index`. Read-only."""
 
     def __init__(self, weights: np.ndarray, causal: bool, hide_first: bool, scale: str,
-                 cells: int = OVERVIEW_CELLS, pooled: np.ndarray | None = None):
-        """``pooled``: the map's overview for these ``causal`` and ``hide_first`` when it was made already."""
+                 cells: int = OVERVIEW_CELLS):
         self.weights, self.causal, self.hide_first, self.scale = weights, bool(causal), bool(hide_first), scale
-        shown = ShownMap(weights, causal, hide_first)
-        self.shown = shown
+        self.shown = shown = ShownMap(weights, causal, hide_first)
         self.stride = pool_stride(max(shown.shape), cells)
-        if self.stride == 1:
-            self.matrix = shown_weights(weights, causal, hide_first)
-            image = self.matrix
-        else:
-            self.matrix = shown
-            want = (-(-shown.shape[0] // self.stride), -(-shown.shape[1] // self.stride))
-            image = pooled if pooled is not None and pooled.shape == want else shown.pooled(
-                (0, shown.shape[0]), (0, shown.shape[1]), self.stride)
+        pooled = overview(weights, causal, hide_first, cells, shown=shown)
+        # up to ``cells`` a side the image is the map as shown; past it the overview, cells looked up in the ShownMap
+        self.matrix = shown_weights(weights, causal, hide_first) if pooled is None else shown
+        image = self.matrix if pooled is None else pooled
         self.drawn, self.levels = apply_scale(image, scale)  # a max over cells commutes with the monotone scales
         self.index = colour_index(self.drawn, self.levels)
-        for array in (self.drawn, self.index) + ((self.matrix,) if self.stride == 1 else ()):
+        for array in (self.drawn, self.index) + ((self.matrix,) if pooled is None else ()):
             array.setflags(write=False)
 
     def fits(self, weights: np.ndarray, causal: bool, hide_first: bool, scale: str) -> bool:

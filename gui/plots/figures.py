@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from analysis.display import PreparedHead, ShownMap, head_name
 from analysis.export.figure_options import model_name
 
-from ..export.figure_files import save_figure, settle_layout
+from ..export.figure_files import settle_layout
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
@@ -92,19 +92,18 @@ class HeadPlot(ZoomableFigure):
 
     def set_head(self, weights: np.ndarray, tokens, title: str = "", cmap: str = "viridis", scale: str = "linear",
                  hide_first: bool = False, *, causal: bool | None = None, quantity: str = "weight",
-                 overview: np.ndarray | None = None, prepared: PreparedHead | None = None) -> None:
+                 prepared: PreparedHead | None = None) -> None:
         """Show ``weights`` (n, n) with token labels; ``hide_first``: drop key 0 and renormalise each row.
 
         ``causal``: draw the future keys as background (the model's mask); None keeps the figure's
         setting (True until told otherwise). ``quantity`` names what is drawn on the colour bar
-        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight"). ``overview``: the map's
-        :func:`analysis.display.overview` for these ``causal`` and ``hide_first`` when the caller made it off the GUI
-        thread; else it is pooled here. ``prepared``: the whole drawing made off the GUI thread
-        (:class:`analysis.display.PreparedHead`), used when it is of these ``weights`` and options; else made here."""
+        ("weight", "rollout R", …), written on the scale ("√weight", "log₁₀ weight"). ``prepared``: the whole drawing
+        (the overview pooled, scaled and coloured) made off the GUI thread (:class:`analysis.display.PreparedHead`),
+        used when it is of these ``weights`` and options; else made here."""
         if causal is not None:
             self.causal = bool(causal)
         if prepared is None or not prepared.fits(weights, self.causal, hide_first, scale):
-            prepared = PreparedHead(weights, self.causal, hide_first, scale, OVERVIEW_CELLS, pooled=overview)
+            prepared = PreparedHead(weights, self.causal, hide_first, scale, OVERVIEW_CELLS)
         shown, matrix, stride = prepared.shown, prepared.matrix, prepared.stride
         # up to OVERVIEW_CELLS a side the whole map is the image; past it the image is the map pooled (the overview)
         # and self.matrix the ShownMap (cells looked up, no n × n copy); the part in view comes as a detail tile
