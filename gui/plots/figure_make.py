@@ -94,5 +94,5 @@ def write_figure(result, options: FigureOptions, path: Path) -> list[Path]:
         dispose_figure(fig)
     options = options.with_(fmt=path.suffix.lower().lstrip("."))
     side = sidecar(path)
-    side.write_text(options.to_json(model_label=result.model_label, text=result.text, **shown), encoding="utf-8")
+    side.write_text(options.to_json(model_label=result.model_label, text=options.text, **shown), encoding="utf-8")
     return [path, side]

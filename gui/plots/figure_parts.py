@@ -64,8 +64,8 @@ def figure_map(result, layer: int, head: int, options: FigureOptions) -> np.ndar
 
 def figure_bar_label(options: FigureOptions, scale_label: str) -> str:
     """The colour bar's label: ``options.bar_label``, else the scale's own (``scale_label``: "weight", "√weight"),
-    with "(renormalised)" when each row was divided by its sum over the keys shown (short: a bar beside a small map
-    has little room)."""
+    with "(first key hidden)" when ``options.hide_first`` and "(renormalised)" when each row was divided by its sum
+    over the keys shown (short: a bar beside a small map has little room)."""
     if options.bar_label is not None:
         return options.bar_label
     if options.hide_first and "first key hidden" not in scale_label:

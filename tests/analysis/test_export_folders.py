@@ -325,19 +325,19 @@ def test_an_export_onto_a_full_disk_names_the_folder_asked_for_in_one_line(tiny_
                                                                           monkeypatch):
     """The figures go onto a full disk (/dev/full behind each image's name): one line naming --out, not the
     hidden staging folder, and no "libpng error: Write Error" from Qt."""
-    import gui.plots.result_images
+    import gui.plots.figure_make
 
     from helpers import run_main
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
-    real = gui.plots.result_images.save_figure  # the export's figures (main.py figure's routines)
+    real = gui.plots.figure_make.save_figure  # the export's figures are main.py figure's (write_figure)
 
     def onto_a_full_disk(fig, path, width_px=None):
         Path(path).symlink_to("/dev/full")
         return real(fig, path, width_px)
 
-    monkeypatch.setattr(gui.plots.result_images, "save_figure", onto_a_full_disk)
+    monkeypatch.setattr(gui.plots.figure_make, "save_figure", onto_a_full_disk)
     out = tmp_path / "exports" / "run"
     code, stdout, err = run_main(capfd, "export", "--model", tiny_model_dir, "--text", "The cat sat.", "--out", out,
                                  "--no-head-images")
