@@ -139,6 +139,18 @@ class FigureOptions:
         return replace(self, **changes)
 
 
+def check_scores(names) -> tuple[str, ...]:
+    """``names``, each a head score's (analysis.measures.head_scores.SCORE_NAMES: panels' ``scores``, the grid's
+    ``badges``); an unknown one is refused in one sentence naming them all."""
+    from ..measures.head_scores import SCORE_NAMES
+
+    names = tuple(names)
+    unknown = [n for n in names if n not in SCORE_NAMES]
+    if unknown:
+        raise InputError(f"Unknown score '{unknown[0]}'; the scores are {', '.join(SCORE_NAMES)}.")
+    return names
+
+
 def sidecar(path: Path) -> Path:
     """The options file written beside a figure: the figure's name with ``.json`` (heads/L0H0.png → heads/L0H0.json)."""
     return Path(path).with_suffix(".json")

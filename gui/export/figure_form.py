@@ -10,8 +10,8 @@ from PySide6 import QtCore, QtWidgets
 
 from analysis.display import head_name
 from analysis.errors import InputError
-from analysis.export.figure_options import (DRAWINGS, LABEL_STYLES, SCALES, FigureOptions, parse_index_list,
-                                            parse_token_range)
+from analysis.export.figure_options import (DRAWINGS, LABEL_STYLES, SCALES, FigureOptions, check_scores,
+                                            parse_index_list, parse_token_range)
 from analysis.export.layout import check_heads, parse_export_heads
 from analysis.measures.head_scores import SCORE_NAMES
 
@@ -289,11 +289,7 @@ def _number(text: str, what: str) -> float | None:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    names = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [n for n in names if n not in SCORE_NAMES]
-    if unknown:
-        raise InputError(f"There is no head score '{unknown[0]}'; use {', '.join(SCORE_NAMES)}.")
-    return names
+    return check_scores(s.strip() for s in text.split(",") if s.strip())
 
 
 def _chosen(text: str, what: str, count: int) -> tuple[int, ...] | None:

@@ -29,7 +29,6 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale, pooled_heads
-from analysis.errors import InputError
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
@@ -107,10 +106,10 @@ def badge_rule(score: str) -> str:
 
 
 def check_badges(score: str | None) -> None:
-    from analysis.measures.head_scores import SCORE_NAMES
+    """The badges' score is a head score, or None (no badges): figure_options.check_scores."""
+    from analysis.export.figure_options import check_scores
 
-    if score is not None and score not in SCORE_NAMES:
-        raise InputError(f"Unknown score '{score}' for badges; use one of {', '.join(SCORE_NAMES)}.")
+    check_scores(() if score is None else (score,))
 
 
 class GridFigure(pg.GraphicsLayoutWidget):

@@ -23,7 +23,6 @@ import pyqtgraph as pg
 from PySide6 import QtCore
 
 from analysis.display import apply_scale, format_score, head_name
-from analysis.errors import InputError
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
@@ -51,11 +50,10 @@ def panel_scores(result, heads, names) -> dict[tuple[int, int], list[str]]:
     names; "n/a" where the score does not apply to the model), in order; an unknown name is refused."""
     if not names:
         return {h: [] for h in heads}
-    from analysis.measures.head_scores import NOT_APPLICABLE, SCORE_NAMES, all_scores
+    from analysis.export.figure_options import check_scores
+    from analysis.measures.head_scores import NOT_APPLICABLE, all_scores
 
-    unknown = [n for n in names if n not in SCORE_NAMES]
-    if unknown:
-        raise InputError(f"Unknown score '{unknown[0]}'; the scores are {', '.join(SCORE_NAMES)}.")
+    check_scores(names)
     scores = all_scores(result)
     return {(layer, head): [f"{name} {format_score(scores[name][layer, head]) if scores.applies(name) else NOT_APPLICABLE}"
                             for name in names] for layer, head in heads}
