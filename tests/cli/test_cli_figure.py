@@ -167,6 +167,18 @@ def test_an_unknown_score_is_refused_in_one_sentence(tiny_model_dir, tmp_path, c
     assert code == 2 and "Unknown score 'previous'" in err and "previous_token" in err and "Traceback" not in err
 
 
+def test_own_scales_with_lines_and_an_unknown_weighting_are_refused_in_one_sentence(tiny_model_dir, tmp_path, capsys):
+    from analysis.errors import InputError
+    from analysis.export.figure_options import FigureOptions
+
+    code, _, err = run(capsys, "figure", "--model", tiny_model_dir, "--text", TEXT, "--out", tmp_path / "x.png",
+                       "--head", "L1H0,L2H3", "--drawing", "lines", "--own-scales")
+    assert code == 2 and "--own-scales" in err and "Traceback" not in err
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(InputError, match="Unknown weighting 'values'"):
+        FigureOptions(weighting="values")
+
+
 def test_a_panel_figure_from_its_options_file_is_the_same_png(tiny_model_dir, tmp_path, capsys):
     first = figure(capsys, tiny_model_dir, tmp_path / "p.png", "--head", "L1H0,L2H3,L0H1,L2H2", "--columns", "4",
                    "--tokens", "2:14", "--renormalise", "--scores", "previous_token,sink", "--width-in", "3.3",
