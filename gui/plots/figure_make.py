@@ -45,7 +45,7 @@ def head_figure(result, options: FigureOptions):
     fig = HeadPlot()
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.label_chars = options.label_chars or 0  # whole unless asked, the same on both axes
-    set_figure_font((fig.left_axis, fig.bottom_axis), options.font_pt)
+    set_figure_font(fig, options.font_pt)  # every text of the figure at its font size
     lay_out_offscreen(fig, *layout_size(options, head_figure_size(len(tokens))))
     fig.set_head(weights, tokens, title, cmap=options.cmap,
                  scale=options.scale, causal=result.causal)

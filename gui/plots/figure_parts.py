@@ -3,8 +3,11 @@ side by side (panel_figure.py): the tokens and map shown (cropped, renormalised)
 the labels' font and style, the size at LAYOUT_DPI, and lines between two columns of tokens."""
 from __future__ import annotations
 
+import html
+from dataclasses import dataclass
+
 import numpy as np
-from PySide6 import QtGui
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale
 from analysis.errors import InputError
@@ -79,19 +82,91 @@ def scale_top(vmax: float, scale: str) -> tuple[float, float]:
     return apply_scale(np.array([vmax], np.float32), scale)[1]
 
 
-def set_figure_font(axes, font_pt: float | None) -> None:
-    """The token labels of ``axes`` at ``font_pt`` points (``--font-pt``; the axes' own 8.5 pt otherwise): their tick
-    font and the metrics they thin labels by."""
-    if font_pt is None:
-        return
+DEFAULT_FONT_PT = 8.5  # a figure's text without --font-pt: the size of the app's token labels
+TITLE_SCALE = 11 / 8.5  # a figure's title: this many times its text (11 pt over 8.5 pt labels)
+PANEL_TITLE_SCALE = 9 / 8.5  # a panel's head name ("L3H1"), over its scores at the text's size
+
+
+@dataclass(frozen=True)
+class FigureFont:
+    """The sizes in points of a figure's text, from ``FigureOptions.font_pt`` (``text``; None:
+    :data:`DEFAULT_FONT_PT`): ``text`` for every label (the token labels of both axes, the axes' titles, the colour
+    bar's numbers and label, a panel's scores, the badge legend, the Lines view's tokens and legend), ``title`` =
+    ``text`` · :data:`TITLE_SCALE` for the figure's title, ``panel_title`` = ``text`` · :data:`PANEL_TITLE_SCALE`
+    for a panel's head name. The family is the application's; the sizes never are (a figure is the same from the
+    window and from ``main.py figure``, and drawing it leaves the application's font alone)."""
+
+    text: float = DEFAULT_FONT_PT
+
+    @classmethod
+    def of(cls, font_pt: float | None) -> "FigureFont":
+        return cls(DEFAULT_FONT_PT if font_pt is None else float(font_pt))
+
+    @property
+    def title(self) -> float:
+        return round(self.text * TITLE_SCALE, 2)
+
+    @property
+    def panel_title(self) -> float:
+        return round(self.text * PANEL_TITLE_SCALE, 2)
+
+    def qfont(self, points: float | None = None) -> QtGui.QFont:
+        """The application's family at ``points`` (default ``text``) points."""
+        font = QtGui.QFont(QtWidgets.QApplication.font())
+        font.setPointSizeF(float(self.text if points is None else points))
+        return font
+
+
+def set_axis_font(axis, font: QtGui.QFont) -> None:
+    """A pyqtgraph axis' numbers (tick labels) and its title in ``font`` (a colour bar's, a grid's)."""
+    axis.setStyle(tickFont=font)
+    if axis.label is not None:
+        axis.label.setFont(font)
+        axis.resizeEvent()  # the title placed again for its new height
+
+
+def set_figure_font(target, font_pt: float | None) -> None:
+    """Every text of a figure at :class:`FigureFont` ``of(font_pt)``: ``target`` a HeadPlot (its token axes, their
+    titles, the colour bar, the title's size, set before its ``set_head``) or the token axes of a panel. The token
+    axes are also told they are a figure's (``fit_drawn``: a rotated axis as tall as the labels it draws)."""
     from .token_axis import LabelSizes
 
+    fonts = FigureFont.of(font_pt)
+    font = fonts.qfont()
+    axes = target
+    if hasattr(target, "left_axis"):  # a HeadPlot
+        axes = (target.left_axis, target.bottom_axis)
+        target.title_pt = fonts.title
+        set_axis_font(target.colorbar.axis, font)
     for axis in axes:
-        font = QtGui.QFont(axis.style["tickFont"])
-        font.setPointSizeF(float(font_pt))
-        axis.setStyle(tickFont=font)
+        set_axis_font(axis, QtGui.QFont(font))
         axis.sizes = LabelSizes(font)
+        axis.fit_drawn = True
         axis._tokens_key = None  # measured again with the new font at the next set_tokens
+
+
+def wrap_text(text: str, points: float, width: float) -> str:
+    """``text`` as escaped HTML broken at spaces into lines (<br>) none wider than ``width`` logical pixels in the
+    application's family at ``points``; a word wider than ``width`` alone is elided ("…"). A figure's title then
+    fits the width asked for, whatever its length (the figure keeps that width)."""
+    metrics = QtGui.QFontMetricsF(FigureFont(points).qfont())
+    width = max(1.0, float(width))
+    lines: list[str] = []
+    for word in text.split():
+        if lines and metrics.horizontalAdvance(lines[-1] + " " + word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    lines = [elided(line, points, width) for line in lines]
+    return "<br>".join(html.escape(line, quote=False) for line in lines) or html.escape(text, quote=False)
+
+
+def elided(text: str, points: float, width: float) -> str:
+    """``text``, or, when it is wider than ``width`` logical pixels at ``points``, its start and "…" within it."""
+    metrics = QtGui.QFontMetricsF(FigureFont(points).qfont())
+    if metrics.horizontalAdvance(text) <= width:
+        return text
+    return metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, max(1.0, float(width)))
 
 
 def lines_of_heads(result, options: FigureOptions, maps: dict, labels: list[str], title: str):
@@ -99,16 +174,15 @@ def lines_of_heads(result, options: FigureOptions, maps: dict, labels: list[str]
     (gui/plots/lines_plot.lines_figure), refused past its token limit. One colour a head: by head index as the Lines
     view colours a layer's heads, or by place in the figure where two heads of different layers share an index
     (L16H0 and L22H0)."""
-    from .lines_plot import LINES_MAX_TOKENS, drawn_heads, head_colour, lines_figure
+    from .lines_plot import LINES_MAX_TOKENS, head_colour, lines_figure
 
     if len(labels) > LINES_MAX_TOKENS:
         raise InputError(f"Lines are drawn for at most {LINES_MAX_TOKENS} tokens and this figure shows "
                          f"{len(labels)}; use --drawing matrix, or --tokens to show fewer.")
     heads = list(maps)
-    fig = lines_figure(labels, maps, heads, n_head=result.n_head, causal=result.causal, scale=options.scale,
-                       title=title)
+    width = None if options.pixels is None else layout_size(options, (1, 1))[0]
+    colours = None
     if len({h for _, h in heads}) < len(heads):
-        drawn = drawn_heads(maps, heads, result.n_head, result.causal)
-        fig.set_lines(labels, [(name, head_colour(i, len(heads)), w) for i, (name, _, w) in enumerate(drawn)],
-                      title, options.scale)
-    return fig
+        colours = [head_colour(i, len(heads)) for i in range(len(heads))]
+    return lines_figure(labels, maps, heads, n_head=result.n_head, causal=result.causal, scale=options.scale,
+                        title=title, width=width, fonts=FigureFont.of(options.font_pt), colours=colours)

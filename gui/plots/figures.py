@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +22,7 @@ from analysis.display import PreparedHead, ShownMap, head_name
 from analysis.export.figure_options import model_name
 
 from ..export.figure_files import settle_layout
+from .figure_parts import wrap_text
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
@@ -46,6 +48,7 @@ class HeadPlot(ZoomableFigure):
     causal = True  # the model hides future keys (decoders); set_head(causal=False) for an encoder
     before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
     title_px = 30  # height of the title row (pyqtgraph's own); the Head tab's figure takes less
+    title_pt = 11.0  # the title's size; a figure's follows its font (figure_parts.set_figure_font)
 
     def __init__(self, parent=None, describe: Callable[[int, int, float], str] | None = None):
         """``describe(query, key, value as drawn)``: the text of a cell's tooltip; by default
@@ -83,7 +86,7 @@ class HeadPlot(ZoomableFigure):
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
         self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
         self._strides = None
-        self._title: tuple[str, int] | None = None  # (title, title_px) drawn now
+        self._title: tuple[str, int, float] | None = None  # (title, title_px, title_pt) drawn now
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
         self.plot.getViewBox().sigResized.connect(lambda *_: self.update_label_density())
@@ -191,9 +194,9 @@ class HeadPlot(ZoomableFigure):
     def _show_titles(self, title_html: str) -> None:
         """The plot's title and the axes' titles ("query", "key"), each set only when it changes (a new title lays
         the figure out again, and every axis is drawn again after that)."""
-        if (title_html, self.title_px) != self._title:
-            self._title = (title_html, self.title_px)
-            self.plot.setTitle(title_html, size="11pt")
+        if (title_html, self.title_px, self.title_pt) != self._title:
+            self._title = (title_html, self.title_px, self.title_pt)
+            self.plot.setTitle(title_html, size=f"{self.title_pt:g}pt")
             self.plot.layout.setRowFixedHeight(0, self.title_px)
             self.plot.titleLabel.setMaximumHeight(self.title_px)
         for axis, name in ((self.left_axis, "query"), (self.bottom_axis, "key")):
@@ -271,13 +274,62 @@ def lay_out_offscreen(fig: pg.GraphicsLayoutWidget, width: int, height: int) -> 
 
 
 def fit_title(fig) -> None:
-    """Lay an offscreen figure out again, widened so its title fits over the map: a title wider than the
-    map pushes the colour bar out of the picture."""
+    """Fit an offscreen figure's title (and a Lines figure's legend) within the figure's width, which stays as
+    laid out (a paper's column of 3.3 in is a file 3.3 in wide): a head's title wider than its map spans the whole
+    figure; one wider than that is wrapped onto more lines at spaces, a single word wider than the figure elided
+    (figure_parts.wrap_text), its row as tall as its lines. A head's figure is then made as tall as its map is wide
+    (square cells). (A title wider than the map pushed the colour bar out of the picture; widening the figure for it
+    shrank the PNG's text and widened the PDF's page.)"""
     settle_layout()
-    need = fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).width() + 24  # the whole layout, title included
-    fig.resize(max(fig.width() + 1, int(need)), fig.height())  # any resize lays the figure out again
+    label = _title_label(fig)
+    if isinstance(fig, HeadPlot) and _excess(fig) > 0:  # the title over the whole figure, not the map alone
+        layout = fig.plot.layout
+        layout.removeItem(label)
+        layout.addItem(label, 0, 0, 1, layout.columnCount())
+        settle_layout()
+    for _ in range(4):  # the title's room depends on the layout, which the wrapped title changes
+        excess = _excess(fig)
+        if excess <= 0 or label is None:
+            break
+        text = getattr(label, "plain_title", None) or html.unescape(re.sub(r"<[^>]*>", " ", label.text)).strip()
+        label.plain_title = text
+        room = max(30.0, label.item.boundingRect().width() - excess - 2)
+        points = float(str(label.opts.get("size", "11pt")).rstrip("pt") or 11)
+        label.setText(wrap_text(text, points, room), size=f"{points:g}pt")
+        if isinstance(fig, HeadPlot):
+            height = max(fig.title_px, int(math.ceil(label.item.boundingRect().height())) + 2)
+            fig.plot.layout.setRowFixedHeight(0, height)
+            label.setMaximumHeight(height)
+        settle_layout()
+    if isinstance(fig, HeadPlot):
+        _square_map(fig)
+    fig.resize(fig.width() + 1, fig.height())  # any resize lays the figure out again, at the width laid out
+    fig.resize(fig.width() - 1, fig.height())
     settle_layout()
 
+
+def _excess(fig) -> float:
+    """How much wider than the figure its layout wants to be (logical pixels; ≤ 0: it fits)."""
+    return fig.ci.effectiveSizeHint(QtCore.Qt.SizeHint.MinimumSize).width() + 24 - fig.width()
+
+
+def _square_map(fig: "HeadPlot") -> None:
+    """A head figure's height changed so that its map is as tall as it is wide (the token labels thinned for it)."""
+    vb = fig.plot.getViewBox()
+    for _ in range(4):
+        settle_layout()
+        fig.update_label_density()
+        change = int(round(vb.width() - vb.height()))
+        if abs(change) <= 1:
+            break
+        fig.resize(fig.width(), max(120, fig.height() + change))
+
+
+def _title_label(fig):
+    """The figure's title (a pyqtgraph LabelItem): a HeadPlot's plot title, a Lines figure's."""
+    if isinstance(fig, HeadPlot):
+        return fig.plot.titleLabel
+    return getattr(fig, "title", None) if isinstance(getattr(fig, "title", None), pg.LabelItem) else None
 
 
 def head_figure_size(n_tokens: int) -> tuple[int, int]:

@@ -37,6 +37,7 @@ HEAD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
 ROW_HIGHLIGHT = "#ff2d55"  # the selected query row, as in the matrix (figures.ROW_HIGHLIGHT)
 MIN_ROW_PX, MAX_ROW_PX = 15, 24  # the row pitch: the widget's height shared by the rows, within these
 MIN_SPAN_PX, MAX_SPAN_PX = 160, 360  # the width the lines cross between the two columns
+FIGURE_MIN_SPAN_PX = 40  # ... in a figure of a width asked for (a paper's column), down to this
 LABEL_GAP_PX = 6  # between a token's text and the end of its lines
 MARGIN_PX = 10
 LINE_PX = 2  # line width (bertviz's stroke width)
@@ -74,11 +75,13 @@ class TokenText(pg.TextItem):
     """One token of a column: plain text (``setPlainText``, so a token like ``<b>`` shows as typed), reporting
     the pointer entering and leaving it and a click."""
 
-    def __init__(self, text: str, side: str, index: int, on_hover, on_click, anchor):
+    def __init__(self, text: str, side: str, index: int, on_hover, on_click, anchor, points: float = FONT_PT):
         super().__init__(text=text, anchor=anchor)
         self.side, self.index = side, index
         self.on_hover, self.on_click = on_hover, on_click
-        self.setFont(QtGui.QFont(QtGui.QFont().family(), FONT_PT))
+        font = QtGui.QFont(QtGui.QFont().family())
+        font.setPointSizeF(float(points))
+        self.setFont(font)
         self.box = QtWidgets.QGraphicsRectItem(self)  # the hover background / the selected row's frame
         self.box.setZValue(-1)
         self.box.setVisible(False)
@@ -114,6 +117,9 @@ class LinesPlot(pg.GraphicsLayoutWidget):
 
     token_hovered = QtCore.Signal(object)
     query_clicked = QtCore.Signal(int)
+    #: the tokens' and the legend's size, and the title's, in points (a figure's: lines_figure's ``font_pt``)
+    text_pt, title_pt = FONT_PT, 11.0
+    min_span = MIN_SPAN_PX  # the narrowest span the lines cross (a figure of a fixed width allows less)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -146,9 +152,8 @@ class LinesPlot(pg.GraphicsLayoutWidget):
         self.tokens = tuple(str(t) for t in tokens)
         self.heads = [(str(name), QtGui.QColor(colour), np.asarray(w, dtype=np.float64)) for name, colour, w in heads]
         self.quantity = quantity
-        self.title.setText(html.escape(title, quote=False))
-        self.legend.setText("  ".join(f'<span style="color:{c.name()}">━ {html.escape(name)}</span>'
-                                      for name, c, _ in self.heads))
+        self.title.setText(html.escape(title, quote=False), size=f"{self.title_pt:g}pt")
+        self.legend.setText(self.legend_html(), size=f"{self.text_pt:g}pt")
         for item in self.queries + self.keys + self.lines:
             self.view.removeItem(item)
         n = len(self.tokens)
@@ -177,9 +182,27 @@ class LinesPlot(pg.GraphicsLayoutWidget):
         self._isolate()
         self._theme_tokens()
 
+    def legend_html(self, width: float | None = None) -> str:
+        """The heads' names in their colours, "━ L3H2", on one line, or on as many as fit ``width`` logical pixels."""
+        entries = [(f'<span style="color:{c.name()}">━ {html.escape(name)}</span>', f"━ {name}")
+                   for name, c, _ in self.heads]
+        if width is None:
+            return "  ".join(e for e, _ in entries)
+        metrics = QtGui.QFontMetricsF(QtGui.QFont(QtGui.QFont().family(), -1))
+        font = QtGui.QFont(QtGui.QFont().family())
+        font.setPointSizeF(float(self.text_pt))
+        metrics = QtGui.QFontMetricsF(font)
+        lines: list[tuple[str, str]] = []
+        for markup, text in entries:
+            if lines and metrics.horizontalAdvance(lines[-1][1] + "  " + text) <= width:
+                lines[-1] = (lines[-1][0] + "  " + markup, lines[-1][1] + "  " + text)
+            else:
+                lines.append((markup, text))
+        return "<br>".join(m for m, _ in lines)
+
     def _token(self, i: int, side: str) -> TokenText:
         anchor = (1, 0.5) if side == "query" else (0, 0.5)
-        item = TokenText(elide(self.tokens[i], LABEL_CHARS), side, i, self._hover, self._click, anchor)
+        item = TokenText(elide(self.tokens[i], LABEL_CHARS), side, i, self._hover, self._click, anchor, self.text_pt)
         self.view.addItem(item, ignoreBounds=True)
         return item
 
@@ -206,7 +229,7 @@ class LinesPlot(pg.GraphicsLayoutWidget):
             return
         self.row_px = min(MAX_ROW_PX, max(MIN_ROW_PX, (h - 2 * MARGIN_PX) / n))
         label = self.label_width() + LABEL_GAP_PX
-        span = min(MAX_SPAN_PX, max(MIN_SPAN_PX, w - 2 * (label + MARGIN_PX)))
+        span = min(MAX_SPAN_PX, max(self.min_span, w - 2 * (label + MARGIN_PX)))
         left = max(MARGIN_PX + label, (w - span) / 2)  # the x of the query labels' right edge + the gap
         top = MARGIN_PX  # under the legend (centred, the columns sat far below it in a tall tab)
         y = [top + (i + 0.5) * self.row_px for i in range(n)]
@@ -302,7 +325,8 @@ def drawn_heads(weights_by_head: Mapping[tuple[int, int], np.ndarray], heads: Se
 def lines_figure(tokens: Sequence[str], weights_by_head: Mapping[tuple[int, int], np.ndarray],
                  heads: Sequence[tuple[int, int]] | None = None, *, n_head: int | None = None,
                  causal: bool = True, hide_first: bool = False, scale: str = "linear", quantity: str = "weight",
-                 query_row: int | None = None, title: str = "", dark: bool = False) -> LinesPlot:
+                 query_row: int | None = None, title: str = "", dark: bool = False, width: int | None = None,
+                 fonts=None, colours: Sequence | None = None) -> LinesPlot:
     """A laid-out offscreen Lines figure for ``save_figure`` (the caller disposes it: figures.dispose_figure).
 
     ``tokens``: the n tokens; ``weights_by_head``: (layer, head) → that head's (n, n) map, rows queries, columns
@@ -310,8 +334,13 @@ def lines_figure(tokens: Sequence[str], weights_by_head: Mapping[tuple[int, int]
     (default: all, sorted); ``n_head``: heads a layer has, for their colours (:func:`head_colour`; default the
     largest head index + 1). The options as the Head tab's: ``causal`` (keys after the query have no line),
     ``hide_first`` (key 0 dropped, each row renormalised over the rest: analysis.display.shown_weights),
-    ``scale`` (:func:`line_opacity`), ``query_row`` (framed, its lines alone), ``dark``. ``ValueError`` past
-    :data:`LINES_MAX_TOKENS` tokens or for a head not in ``weights_by_head``."""
+    ``scale`` (:func:`line_opacity`), ``query_row`` (framed, its lines alone), ``dark``. ``width``: the figure's
+    width in logical pixels, kept (the title and legend wrapped to it, the span down to
+    :data:`FIGURE_MIN_SPAN_PX`; None: as wide as its content); ``fonts``: a figure's sizes
+    (figure_parts.FigureFont; None: the view's own); ``colours``: one a head, in order (None: :func:`head_colour`
+    of its index). ``ValueError`` past :data:`LINES_MAX_TOKENS` tokens or for a
+    head not in ``weights_by_head``."""
+    from ..export.figure_files import settle_layout
     from .figures import fit_title, lay_out_offscreen
     from .plot_items import apply_theme
 
@@ -322,12 +351,25 @@ def lines_figure(tokens: Sequence[str], weights_by_head: Mapping[tuple[int, int]
     if len(tokens) > LINES_MAX_TOKENS:
         raise ValueError(f"the Lines view draws at most {LINES_MAX_TOKENS} tokens (this text has {len(tokens)})")
     drawn = drawn_heads(weights_by_head, heads, n_head, causal, hide_first)
+    if colours is not None:  # one colour each, in order (heads of different layers that share an index)
+        drawn = [(name, QtGui.QColor(c), w) for (name, _, w), c in zip(drawn, colours)]
     fig = LinesPlot()
+    if fonts is not None:
+        fig.text_pt, fig.title_pt = fonts.text, fonts.title
+    if width is not None:
+        fig.min_span = FIGURE_MIN_SPAN_PX
     fig.set_lines(tokens, drawn, title, scale, quantity)
     fig.highlight_row(query_row)
-    width, height = fig.content_size()
-    lay_out_offscreen(fig, width, height + 70)  # the title's and the legend's rows
+    natural, height = fig.content_size()
+    lay_out_offscreen(fig, natural if width is None else int(width), height + 70)  # + the title's and legend's rows
     apply_theme(fig, dark)
-    fit_title(fig)  # a title or legend wider than the columns widens the figure
+    if width is not None:
+        fig.legend.setText(fig.legend_html(width - 24), size=f"{fig.text_pt:g}pt")
+        fit_title(fig)  # the title within the width (wrapped)
+        for _ in range(2):  # the rows at their full pitch under the title and legend as they came out
+            fig.resize(fig.width(), max(120, fig.height() + height - int(fig.view.height())))
+            settle_layout()
+    else:
+        fit_title(fig)
     fig._place()
     return fig

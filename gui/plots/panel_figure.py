@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui
 
 from analysis.display import apply_scale, format_score, head_name
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import (figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, set_figure_font,
-                          shown_labels, shown_range)
+from .figure_parts import (FigureFont, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top,
+                           elided, set_axis_font, set_figure_font, shown_labels, shown_range, wrap_text)
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
 from .plot_items import HoverImage, colormap
@@ -35,8 +36,7 @@ from .token_axis import TokenAxis
 
 PANEL_GAP_PX = 12  # between two panels (logical pixels)
 BAR_WIDTH_PX = 12
-MIN_SIDE_PX = 64  # a panel's map is at least this many logical pixels a side (the layout widens for it)
-TITLE_PT, PANEL_TITLE_PT, SCORE_PT = 10, 9, 7.5
+MIN_SIDE_PX = 8  # a panel's map is at least this many logical pixels a side (the figure keeps its width)
 
 
 def panel_grid(k: int, columns: int | None) -> tuple[int, int]:
@@ -108,12 +108,14 @@ def panel_figure(result, options: FigureOptions):
     width, _ = layout_size(options, (cols * side + 160, rows * side + 160))
     lay_out_offscreen(fig, width, 200)
     side_hint = (width - 160) / cols  # about the room a panel gets: scores wider than it are written on two lines
-    title_px = 0.0  # the widest panel title
+    fonts = FigureFont.of(options.font_pt)
     fig.ci.setSpacing(PANEL_GAP_PX)
-    fig.ci.addLabel(html.escape(title, quote=False), row=0, col=0, colspan=cols + 1, size=f"{TITLE_PT}pt")
+    fig.ci.addLabel(wrap_text(title, fonts.title, width - 24), row=0, col=0, colspan=cols + 1,
+                    size=f"{fonts.title:g}pt")
     bar_text = figure_bar_label(options, bar_label(options.scale))
     cmap = colormap(options.cmap)
     last_in_column = {c: max(i for i in range(len(heads)) if i % cols == c) for c in range(cols)}
+    keyed_rows = {i // cols for i in last_in_column.values()}  # a row with one key axis has them all (no gap under)
     for i, h in enumerate(heads):
         r, c = divmod(i, cols)
         left, bottom = TokenAxis("left"), TokenAxis("bottom", rotate=True)
@@ -134,20 +136,15 @@ def panel_figure(result, options: FigureOptions):
         plot.addItem(image)
         vb.setRange(xRange=(0, n), yRange=(0, n), padding=0)
         vb.setLimits(xMin=0, xMax=n, yMin=0, yMax=n)
-        plot.setTitle(panel_title(head_name(*h), texts[h]), size=f"{PANEL_TITLE_PT}pt")
-        if plot.titleLabel.item.boundingRect().width() > side_hint:  # scores wider than a panel: on two lines
-            plot.setTitle(panel_title(head_name(*h), texts[h], wrap=True), size=f"{PANEL_TITLE_PT}pt")
-        title_px = max(title_px, plot.titleLabel.item.boundingRect().width() + 8)
-        title_h = int(math.ceil(plot.titleLabel.item.boundingRect().height())) + 2  # pyqtgraph fixes 30 px: one line
-        plot.layout.setRowFixedHeight(0, title_h)
-        plot.titleLabel.setMaximumHeight(title_h)
+        plot.titleLabel.panel_texts = (head_name(*h), texts[h], fonts)
+        _set_panel_title(plot, side_hint)
         for axis in (left, bottom):
             axis.set_tokens(labels, with_index=False)
         if c == 0:
             plot.setLabel("left", "query")
         else:
             plot.hideAxis("left")
-        if i == last_in_column[c]:
+        if r in keyed_rows:
             plot.setLabel("bottom", "key")
         else:
             plot.hideAxis("bottom")
@@ -156,6 +153,7 @@ def panel_figure(result, options: FigureOptions):
             bar.setImageItem(image, insert_in=plot)
             bar.setLevels(levels[h])
             bar.axis.enableAutoSIPrefix(False)
+            set_axis_font(bar.axis, fonts.qfont())
             if c == cols - 1 or i == len(heads) - 1:
                 bar.axis.setLabel(bar_text)  # the label once a row, beside its last panel's bar
             fig.bars.append(bar)
@@ -168,20 +166,50 @@ def panel_figure(result, options: FigureOptions):
         bar.setImageItem(fig.images)
         bar.setLevels(fig.levels[0])
         bar.axis.enableAutoSIPrefix(False)
+        set_axis_font(bar.axis, fonts.qfont())
         bar.axis.setLabel(bar_text)
         fig.ci.addItem(bar, row=1, col=cols, rowspan=rows)
         fig.bars.append(bar)
-    _square_panels(fig, width, title_px)
+    _square_panels(fig, width)
     shown["levels"] = [list(v) for v in fig.levels]
     return fig, shown
 
 
-def panel_title(name: str, scores: list[str], wrap: bool = False) -> str:
-    """A panel's title (HTML): the head's name, then each of its scores on a line in smaller type, "previous_token
-    0.812", or with ``wrap`` the score's name and its value on two lines (a panel narrower than the line)."""
+def panel_title(name: str, scores: list[str], wrap: bool = False, fonts: FigureFont = FigureFont(),
+                width: float | None = None) -> str:
+    """A panel's title (HTML): the head's name at ``fonts.panel_title``, then each of its scores on a line at
+    ``fonts.text``, "previous_token 0.812", or with ``wrap`` the score's name and its value on two lines (a panel
+    narrower than the line); with ``width`` a line still wider than that is broken after its underscores
+    ("previous_" / "token"), and a piece wider than that elided ("previ…")."""
     lines = [part for text in scores for part in (text.rsplit(" ", 1) if wrap else [text])]
-    return html.escape(name) + "".join(f"<br><span style='font-size:{SCORE_PT}pt'>{html.escape(t)}</span>"
-                                       for t in lines)
+
+    def fit(text: str, points: float) -> str:
+        if width is None:
+            return html.escape(text)
+        lines: list[str] = []  # a name wider than the panel broken after its underscores ("previous_", "token")
+        for piece in re.split(r"(?<=_)", text):
+            if lines and QtGui.QFontMetricsF(fonts.qfont(points)).horizontalAdvance(lines[-1] + piece) <= width:
+                lines[-1] += piece
+            else:
+                lines.append(piece)
+        return "<br>".join(html.escape(elided(line, points, width)) for line in lines)
+
+    return (f"<span style='font-size:{fonts.panel_title:g}pt'>{fit(name, fonts.panel_title)}</span>"
+            + "".join(f"<br><span style='font-size:{fonts.text:g}pt'>{fit(t, fonts.text)}</span>" for t in lines))
+
+
+def _set_panel_title(plot: pg.PlotItem, width: float) -> None:
+    """A panel's title within ``width`` logical pixels (its map's side): on one line a score, else its name and
+    value on two, else elided; its row as tall as its lines."""
+    name, scores, fonts = plot.titleLabel.panel_texts
+    plot.setTitle(panel_title(name, scores, fonts=fonts), size=f"{fonts.panel_title:g}pt")
+    if plot.titleLabel.item.boundingRect().width() > width:  # scores wider than a panel: on two lines
+        plot.setTitle(panel_title(name, scores, True, fonts), size=f"{fonts.panel_title:g}pt")
+    if plot.titleLabel.item.boundingRect().width() > width:  # still wider: each line elided to the panel
+        plot.setTitle(panel_title(name, scores, True, fonts, width - 8), size=f"{fonts.panel_title:g}pt")
+    title_h = int(math.ceil(plot.titleLabel.item.boundingRect().height())) + 2  # pyqtgraph fixes 30 px: one line
+    plot.layout.setRowFixedHeight(0, title_h)
+    plot.titleLabel.setMaximumHeight(title_h)
 
 
 def _thin_labels(fig: PanelFigure) -> None:
@@ -215,11 +243,11 @@ def _bar_beside_maps(fig: PanelFigure) -> None:
     settle_layout()
 
 
-def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
+def _square_panels(fig: PanelFigure, width: int) -> None:
     """Lay the figure out ``width`` wide with square maps of one size: each panel's map side is the width left
-    after the axes and bars shared by the columns; the height follows. A side under :data:`MIN_SIDE_PX` or the
-    panels' titles (``title_px``) widens the layout instead (the PNG keeps the width asked for: its text is then
-    drawn a little smaller, as a head figure's whose title is wider than its map)."""
+    after the axes and bars shared by the columns (at least :data:`MIN_SIDE_PX`); the height follows. The figure
+    keeps the width asked for (a paper's column is a file that wide): the panels' titles are fitted to the side
+    (:func:`_set_panel_title`), never the side to the titles."""
     rows, cols = fig.grid
     settle_layout()
     for _ in range(3):  # the labels' thinning changes the axes' widths, which change the side: settle it
@@ -236,12 +264,10 @@ def _square_panels(fig: PanelFigure, width: int, title_px: float) -> None:
         margins = fig.ci.layout.getContentsMargins()
         gaps = PANEL_GAP_PX * (cols - 1 + (1 if bar_w else 0))
         free = width - sum(extra_w) - bar_w - gaps - margins[0] - margins[2] - 4  # the maps' room across a row
-        side = int(free // cols)
-        if side < max(MIN_SIDE_PX, title_px):
-            side = int(math.ceil(max(MIN_SIDE_PX, title_px)))
-            width = int(math.ceil(width + cols * side - free))
+        side = max(MIN_SIDE_PX, int(free // cols))
+        for plot in fig.plots:
+            _set_panel_title(plot, side)
         for i, plot in enumerate(fig.plots):
-            r, c = divmod(i, cols)
             w = side + (plot.width() - plot.getViewBox().width())
             h = side + (plot.height() - plot.getViewBox().height())
             plot.setFixedWidth(w)

@@ -164,7 +164,12 @@ class TokenAxis(pg.AxisItem):
         #: a figure's own label length (both axes alike: ``main.py figure --label-chars``); 0 = whole; None = the
         #: app's (a rotated label shortened to ROTATED_LABEL_CHARS)
         self.label_chars: int | None = None
+        #: a figure's axis (figure_parts.set_figure_font): a rotated one is as tall as the labels its stride draws,
+        #: not as its longest label, which a stride may leave out (the gap above "key" of plain labels); the app's
+        #: keeps one height while zooming changes the stride
+        self.fit_drawn = False
         self._labels: list[str] = []
+        self._texts: list[str] = []  # each label's token text (without " [index]"), for measuring
         self._tokens_key: tuple | None = None  # (tokens, with_index) that _labels are of
         self._stride: int | None = None
         self._label_px = 12.0
@@ -187,6 +192,7 @@ class TokenAxis(pg.AxisItem):
                             for i, t in enumerate(key[0])]
         if self.rotate:  # the rotated labels' thickness along the axis, fallback glyphs (␣) included
             texts = [label.rpartition(" [")[0] for label in self._labels] if with_index else self._labels
+            self._texts, self._indexed = texts, with_index
             self._label_px = self.sizes.thickness(texts, self._labels, with_index)
             self._longest = self.sizes.longest(texts, self._labels, with_index)
             self._fit_height()
@@ -253,6 +259,9 @@ class TokenAxis(pg.AxisItem):
     def _show_every(self, stride: int) -> None:
         self._stride = stride
         self.setTicks([[(i + 0.5, self._labels[i]) for i in range(0, len(self._labels), stride)], []])
+        if self.rotate and self.fit_drawn and self._texts:  # as tall as the longest label drawn
+            self._longest = self.sizes.longest(self._texts[::stride], self._labels[::stride], self._indexed)
+            self._fit_height()
 
     def _in_view(self, margin: int = 0) -> range:
         """The indices of the labelled ticks (i + 0.5, every stride-th i) within the axis' range, and ``margin``
