@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from pathlib import Path
 
@@ -52,8 +51,7 @@ def cmd_figure(args) -> int:
     result = run_measured(loaded, options.text, bos=options.bos)
     from gui.plots.figure_make import write_figure
 
-    with _font(options.font_pt):
-        image, side = write_figure(result, options, Path(args.out))
+    image, side = write_figure(result, options, Path(args.out))  # every text at options.font_pt (FigureFont)
     print(f"wrote {image} and {side}")
     return 0
 
@@ -65,26 +63,6 @@ def _check_grid_choice(chosen, count: int, what: str) -> None:
     wrong = [i for i in chosen or () if i >= count]
     if wrong:
         raise InputError(f"The model has {count} {what}s (0–{count - 1}); there is no {what} {wrong[0]}.")
-
-
-@contextlib.contextmanager
-def _font(font_pt: float | None):
-    """The figure's text at ``font_pt`` points (the labels, the colour bar) while it is drawn: the application's
-    font, which the figures' axes take; the font before is restored after (a process that draws again, a test)."""
-    if font_pt is None:
-        yield
-        return
-    from gui.qt import ensure_qapp
-
-    app = ensure_qapp()
-    before = app.font()
-    font = app.font()
-    font.setPointSizeF(float(font_pt))
-    app.setFont(font)
-    try:
-        yield
-    finally:
-        app.setFont(before)
 
 
 def add_figure_parser(sub, add_model_options, add_bos) -> None:
@@ -127,7 +105,7 @@ def add_figure_parser(sub, add_model_options, add_bos) -> None:
     width.add_argument("--width-in", type=float, metavar="IN", help="the width in inches (at --dpi)")
     width.add_argument("--width-px", type=int, metavar="PX", help="the PNG's width in pixels")
     p.add_argument("--dpi", type=int, default=300, help="pixels an inch of a PNG with --width-in (default 300)")
-    p.add_argument("--font-pt", type=float, metavar="PT", help="the labels' font size in points")
+    p.add_argument("--font-pt", type=float, metavar="PT", help="the figure's text size in points: every label (the title 11/8.5 times it; default 8.5)")
     p.add_argument("--labels", choices=LABEL_STYLES, default="marked",
                    help="marked: '␣' for a leading space and [index] (default); plain: the tokens as written")
     p.add_argument("--label-chars", type=int, metavar="N", help="shorten labels to N characters, on both axes")

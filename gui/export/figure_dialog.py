@@ -162,8 +162,6 @@ class FigureDialog(QtWidgets.QDialog):
         other = loaded.text != base.text
         self.form.set_options(loaded.with_(model=base.model, text=base.text, bos=base.bos))
         notes = ["it was of another text, drawn here of this one"] if other else []
-        if loaded.font_pt is not None:
-            notes.append(f"its font size ({loaded.font_pt:g} pt) is drawn only by main.py figure --from")
         self.show_message(f"Read {Path(path).name}" + ("; " + "; ".join(notes) if notes else "") + ".")
         return True
 

@@ -21,8 +21,7 @@ GRID, HEAD, HEADS = "grid", "head", "heads"
 WHAT = ((GRID, "The grid of heads"), (HEAD, "This head"), (HEADS, "These heads, side by side"))
 UNITS = ("in", "px")
 NO_BADGES = "(no badges)"
-FONT_NOTE = ("The window draws figures at its own font; a font size in points is drawn by main.py figure "
-             "--font-pt (or --from this figure's JSON with font_pt set).")
+
 
 
 def starting_options(state, source: str) -> FigureOptions:
@@ -95,11 +94,9 @@ class FigureForm(QtWidgets.QWidget):
         self.font_pt.setRange(0, 72)
         self.font_pt.setDecimals(1)
         self.font_pt.setSuffix(" pt")
-        self.font_pt.setSpecialValueText("as the app")
-        # main.py figure --font-pt sets the application's font while it draws; the window cannot without
-        # re-laying out every widget it shows, so the dialog draws at the app's font (FONT_NOTE) and says so
-        self.font_pt.setToolTip(FONT_NOTE)
-        self.font_pt.setEnabled(False)
+        self.font_pt.setSpecialValueText("8.5 pt (default)")
+        self.font_pt.setToolTip("The size of the figure's text: every label, the colour bar's numbers; the title is "
+                                "11/8.5 times it (0: the default, 8.5 pt)")
         self.labels = _combo([(s, {"marked": "Marked: ␣ for a leading space and [index]",
                                    "plain": "Plain: the tokens as written"}[s]) for s in LABEL_STYLES],
                              "How the axes write the tokens")
@@ -192,7 +189,7 @@ class FigureForm(QtWidgets.QWidget):
                 _select(self.unit, "px")
                 self.width_spin.setValue(o.width_px)
             self.dpi.setValue(o.dpi)
-            self.font_pt.setValue(0)  # drawn at the app font (FONT_NOTE)
+            self.font_pt.setValue(o.font_pt or 0)
             _select(self.labels, o.labels)
             self.label_chars.setValue(o.label_chars or 0)
             _select(self.cmap, o.cmap)
@@ -260,7 +257,7 @@ class FigureForm(QtWidgets.QWidget):
             hide_first=self.hide_first.isChecked(),
             title=self.title.text() or None,
             width_in=width if in_inches else None, width_px=None if in_inches else int(round(width)),
-            dpi=self.dpi.value(), font_pt=None,
+            dpi=self.dpi.value(), font_pt=self.font_pt.value() or None,
             labels=self.labels.currentData(), label_chars=self.label_chars.value() or None,
             cmap=self.cmap.currentData(), scale=self.scale.currentData(),
             vmax=_number(self.vmax.text(), "colour scale's top"), bar_label=self.bar_label.text() or None,

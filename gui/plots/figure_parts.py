@@ -7,6 +7,7 @@ import html
 from dataclasses import dataclass
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from analysis.display import apply_scale
@@ -120,9 +121,29 @@ class FigureFont:
 def set_axis_font(axis, font: QtGui.QFont) -> None:
     """A pyqtgraph axis' numbers (tick labels) and its title in ``font`` (a colour bar's, a grid's)."""
     axis.setStyle(tickFont=font)
+    if axis.orientation == "right" and axis.fixedWidth is not None:  # a colour bar's (pyqtgraph fixes 45 px):
+        axis.setWidth(None)  # as wide as its numbers and its title in this font (measure_axes)
     if axis.label is not None:
         axis.label.setFont(font)
         axis.resizeEvent()  # the title placed again for its new height
+
+
+def measure_axes(fig) -> None:
+    """Every pyqtgraph axis of ``fig`` (but a rotated token axis, which sizes itself) measures its numbers now, as it
+    would while painting (AxisItem.generateDrawSpecs → _updateMaxTextSize), and the figure is laid out for them:
+    a colour bar's numbers in a figure's larger font would otherwise be measured by the saved file's own drawing,
+    after its layout, and overlap the bar's label."""
+    from ..export.figure_files import settle_layout
+
+    image = QtGui.QImage(4, 4, QtGui.QImage.Format.Format_ARGB32)
+    painter = QtGui.QPainter(image)
+    try:
+        for item in fig.scene().items():
+            if isinstance(item, pg.AxisItem) and item.isVisible() and not getattr(item, "rotate", False):
+                item.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    settle_layout()
 
 
 def set_figure_font(target, font_pt: float | None) -> None:
@@ -142,6 +163,7 @@ def set_figure_font(target, font_pt: float | None) -> None:
         set_axis_font(axis, QtGui.QFont(font))
         axis.sizes = LabelSizes(font)
         axis.fit_drawn = True
+        axis.setStyle(hideOverlappingLabels=False)  # room past the ends: the end labels are not cut in half
         axis._tokens_key = None  # measured again with the new font at the next set_tokens
 
 

@@ -22,7 +22,7 @@ from analysis.display import PreparedHead, ShownMap, head_name
 from analysis.export.figure_options import model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import wrap_text
+from .figure_parts import measure_axes, wrap_text
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
@@ -296,16 +296,23 @@ def fit_title(fig) -> None:
         room = max(30.0, label.item.boundingRect().width() - excess - 2)
         points = float(str(label.opts.get("size", "11pt")).rstrip("pt") or 11)
         label.setText(wrap_text(text, points, room), size=f"{points:g}pt")
-        if isinstance(fig, HeadPlot):
-            height = max(fig.title_px, int(math.ceil(label.item.boundingRect().height())) + 2)
-            fig.plot.layout.setRowFixedHeight(0, height)
-            label.setMaximumHeight(height)
+        _title_row(fig, label)
         settle_layout()
     if isinstance(fig, HeadPlot):
+        _title_row(fig, label)  # (a large font's title on one line is taller than pyqtgraph's row too)
+        measure_axes(fig)  # the colour bar's numbers in the figure's font, before the map is squared
         _square_map(fig)
     fig.resize(fig.width() + 1, fig.height())  # any resize lays the figure out again, at the width laid out
     fig.resize(fig.width() - 1, fig.height())
     settle_layout()
+
+
+def _title_row(fig, label) -> None:
+    """A head figure's title row as tall as its title's lines (pyqtgraph fixes one 30 px line)."""
+    if isinstance(fig, HeadPlot):
+        height = max(fig.title_px, int(math.ceil(label.item.boundingRect().height())) + 6)
+        fig.plot.layout.setRowFixedHeight(0, height)
+        label.setMaximumHeight(height)
 
 
 def _excess(fig) -> float:

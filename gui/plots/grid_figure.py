@@ -33,6 +33,7 @@ from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
 from .badges import LOW_IS_FINDING, OUTLINE_COLOR, OUTLINE_EDGE, standout_order
+from .figure_parts import FigureFont, measure_axes
 from .grid_plot import bar_label, mask_future
 from .plot_items import apply_theme, colormap
 
@@ -129,6 +130,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.badged: list[tuple[int, int]] = []
         self.separators: list[QtWidgets.QGraphicsPathItem] = []
         self.cell_ratio = 1.0  # a cell's height / width
+        self.fonts = None  # figure_parts.FigureFont: the sizes of its text (None: 11 pt title, 9 pt legend)
 
     def build(self, cells: np.ndarray, layers, heads, blocks: int, levels, cmap: str, title: str, bar: str,
               badged=(), legend: str = "") -> None:
@@ -137,8 +139,9 @@ class GridFigure(pg.GraphicsLayoutWidget):
         rows = -(-len(layers) // blocks)
         self.layout_blocks = [list(layers[b * rows:(b + 1) * rows]) for b in range(blocks)]
         room = self.width() - 24  # the text wrapped to the figure's width: a wider label would widen the layout past
-        self.title_label = self.ci.addLabel(wrapped(title, 11, room), row=0, col=0, colspan=blocks + 1,  # the PNG
-                                            size="11pt")
+        title_pt, legend_pt = (11, 9) if self.fonts is None else (self.fonts.title, self.fonts.text)  # the PNG
+        self.title_label = self.ci.addLabel(wrapped(title, title_pt, room), row=0, col=0, colspan=blocks + 1,
+                                            size=f"{title_pt:g}pt")
         c = cells.shape[-1]
         shown_badges = set(badged)
         for b, block_layers in enumerate(self.layout_blocks):
@@ -180,8 +183,14 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.colorbar.axis.setLabel(bar)
         self.ci.addItem(self.colorbar, row=1, col=blocks)
         if legend:
-            legend = f'<span style="color:{OUTLINE_COLOR}">{BADGE_MARK}</span> ' + wrapped(legend, 9, room - 16)
-            self.legend = self.ci.addLabel(legend, row=2, col=0, colspan=blocks + 1, size="9pt")
+            legend = (f'<span style="color:{OUTLINE_COLOR}">{BADGE_MARK}</span> '
+                      + wrapped(legend, legend_pt, room - 16))
+            self.legend = self.ci.addLabel(legend, row=2, col=0, colspan=blocks + 1, size=f"{legend_pt:g}pt")
+        if self.fonts is not None:  # the layer and head numbers, the axes' titles, the colour bar's
+            from .figure_parts import set_axis_font
+
+            for axis in [p.getAxis(side) for p in self.plots for side in ("left", "bottom")] + [self.colorbar.axis]:
+                set_axis_font(axis, self.fonts.qfont())
         apply_theme(self, False)
         if self.legend is not None:  # the theme set the legend's colour; the mark keeps its gold
             self.legend.setText(legend)
@@ -274,7 +283,7 @@ def grid_figure(result, options: FigureOptions, hide_first: bool = False):
     rows = -(-len(layers) // blocks)
     columns = blocks * len(heads)
     if options.pixels is not None:
-        width = max(320, int(round(options.pixels / options.dpi * LAYOUT_DPI)))
+        width = max(160, int(round(options.pixels / options.dpi * LAYOUT_DPI)))  # the width asked (3.3 in: 317)
     else:
         width = int(min(DEFAULT_WIDTH[1], max(DEFAULT_WIDTH[0], 160 + 56 * columns)))
     png_scale = (options.pixels or width) / width
@@ -298,9 +307,11 @@ def grid_figure(result, options: FigureOptions, hide_first: bool = False):
         legend = f"{badge_rule(options.badges)} ({count})"
     title = options.title if options.title is not None else default_title(result, layers, heads)
     fig = GridFigure()
+    fig.fonts = FigureFont.of(options.font_pt)
     fig.cell_ratio = cell_ratio
     lay_out_offscreen(fig, width, int(width * rows * cell_ratio / columns) + 120)
     fig.build(drawn, layers, heads, blocks, levels, options.cmap, title, bar, badged, legend)
+    measure_axes(fig)  # the numbers in the figure's font, laid out for before the height is fitted
     fig.fit_height()
     return fig, {"head": None, "tokens": list(result.tokens), "layers": layers, "grid_heads": heads,
                  "blocks": blocks, "badged": [f"L{l}H{h}" for l, h in badged]}

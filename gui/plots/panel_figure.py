@@ -27,8 +27,9 @@ from analysis.display import apply_scale, format_score, head_name
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import (FigureFont, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top,
-                           elided, set_axis_font, set_figure_font, shown_labels, shown_range, wrap_text)
+from .figure_parts import (FigureFont, elided, figure_bar_label, figure_map, layout_size, lines_of_heads,
+                           measure_axes, scale_top, set_axis_font, set_figure_font, shown_labels, shown_range,
+                           wrap_text)
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
 from .plot_items import HoverImage, colormap
@@ -250,6 +251,7 @@ def _square_panels(fig: PanelFigure, width: int) -> None:
     (:func:`_set_panel_title`), never the side to the titles."""
     rows, cols = fig.grid
     settle_layout()
+    measure_axes(fig)  # the colour bars' numbers in the figure's font
     for _ in range(3):  # the labels' thinning changes the axes' widths, which change the side: settle it
         _thin_labels(fig)
         settle_layout()

@@ -241,3 +241,60 @@ def test_a_heads_scores_follow_its_title(tiny_model_dir, tmp_path, capsys):
     want = (f"T · previous_token {format_score(previous_token(result.attentions)[1, 0])} · "
             f"sink {format_score(sink(result.attentions)[1, 0])}")
     assert want in svg_texts(svg)
+
+
+LONG_TITLE = "Figure 3: attention of a previous-token head in a small language model, drawn for a paper"
+
+
+def pdf_page_width_pt(path) -> float:
+    box = re.search(rb"/MediaBox\s*\[\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", path.read_bytes())
+    assert box, "no MediaBox"
+    return float(box.group(3)) - float(box.group(1))
+
+
+@pytest.mark.parametrize("what", [("--head", "L1H0"), ("--head", "L1H0,L2H3,L0H1", "--scores", "previous_token,sink"),
+                                  ("--badges", "previous_token"), ("--head", "L1H0", "--drawing", "lines")],
+                         ids=["head", "panels", "grid", "lines"])
+def test_a_long_title_keeps_the_width_asked(tiny_model_dir, tmp_path, capsys, what):
+    """A paper's column is 3.3 in: the PNG is 3.3 · dpi pixels wide and the PDF's page 3.3 · 72 pt (within one
+    logical pixel, 0.75 pt), the long title wrapped onto lines (its words all there, in order) and never cut."""
+    png = figure(capsys, tiny_model_dir, tmp_path / "f.png", *what, "--width-in", "3.3", "--dpi", "200",
+                 "--title", LONG_TITLE)
+    assert rgb(png).shape[1] == 660
+    pdf = figure(capsys, tiny_model_dir, tmp_path / "f.pdf", *what, "--width-in", "3.3", "--title", LONG_TITLE)
+    assert abs(pdf_page_width_pt(pdf) - 3.3 * 72) <= 0.75
+    svg = figure(capsys, tiny_model_dir, tmp_path / "f.svg", *what, "--width-in", "3.3", "--title", LONG_TITLE)
+    texts = [html_unescape(t).strip() for t in re.findall(r">([^<>]+)</text>", svg.read_text())]
+    words = LONG_TITLE.split()
+    lines = [t for t in texts if t and t.split()[0] in words and all(w in words for w in t.split())]
+    assert " ".join(lines[:len(lines)]).split()[:len(words)] == words, texts  # wrapped, whole, in order
+    assert len([t for t in lines if t.split()[0] == words[0]]) == 1 and len(lines) >= 2
+
+
+def title_ink_height(path) -> int:
+    """The height in pixels of the dark ink of the figure's first line of text from the top (its title)."""
+    dark = (rgb(path).min(axis=2) < 128).any(axis=1)
+    rows = np.flatnonzero(dark)
+    first = rows[0]
+    end = first
+    while end + 1 < len(dark) and dark[end + 1]:
+        end += 1
+    return end - first + 1
+
+
+@pytest.mark.parametrize("what", [("--head", "L1H0"), ("--head", "L1H0,L2H3"), ()], ids=["head", "panels", "grid"])
+def test_text_heights_in_the_png_follow_font_pt(tiny_model_dir, tmp_path, capsys, what):
+    """The title "HH" is font_pt · 11/8.5 points: its capitals' ink ~0.73 em tall (DejaVu Sans), twice as tall at
+    twice the font, at the same width and dpi; and the labels of the SVG are at font_pt (pixels at 96 an inch)."""
+    heights = {}
+    for pt in (8, 16):
+        png = figure(capsys, tiny_model_dir, tmp_path / f"f{pt}.png", *what, "--width-in", "10", "--dpi", "100",
+                     "--title", "HH", "--font-pt", str(pt))
+        heights[pt] = title_ink_height(png)
+        em = pt * 11 / 8.5 * 100 / 72  # the title's em in PNG pixels
+        assert 0.6 * em <= heights[pt] <= 0.85 * em, (pt, heights[pt], em)
+    assert heights[16] / heights[8] == pytest.approx(2, rel=0.12)
+    svg = figure(capsys, tiny_model_dir, tmp_path / "f.svg", *what, "--width-in", "10", "--font-pt", "13")
+    sizes = {float(v) for v in re.findall(r'font-size="([\d.]+)"', svg.read_text())}
+    assert any(abs(v - 13 * 96 / 72) < 0.01 for v in sizes), sizes  # the labels, the colour bar's numbers
+    assert any(abs(v - 13 * 11 / 8.5 * 96 / 72) < 0.05 for v in sizes), sizes  # the title

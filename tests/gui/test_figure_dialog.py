@@ -171,13 +171,33 @@ def test_file_menu_offers_the_dialog(window):
 
 
 
-def test_the_font_size_is_not_offered_but_said(qtbot, dialog, tmp_path):
-    """The window cannot draw at another font without changing its own: the field is off, and a JSON with a font
-    size says that only the command line draws it (the dialog's options keep no font size)."""
-    assert not dialog.form.font_pt.isEnabled()
-    (tmp_path / "o.json").write_text(dialog.options().with_(font_pt=14.0).to_json(), encoding="utf-8")
-    assert dialog.load(tmp_path / "o.json")
-    assert "14 pt" in dialog.message.text() and dialog.options().font_pt is None
+def test_the_font_size_is_the_figures_own_and_leaves_the_apps_alone(qtbot, dialog, tmp_path):
+    """The Font field is on, reaches the options, the preview and the saved SVG's text (its labels at 14 pt: 14 · 96
+    / 72 px), a JSON's font size reads back into it, and the application's font is the same after."""
+    import html
+    import re
+
+    app_font = QtGui.QGuiApplication.font().toString()
+    assert dialog.form.font_pt.isEnabled()
+    dialog.form.title.setText("T")
+    dialog.preview.request(dialog.options)
+    dialog.preview.draw_now()
+    small = dialog.preview.pixmap().toImage()
+    dialog.form.font_pt.setValue(14)
+    assert dialog.options().font_pt == 14
+    dialog.preview.request(dialog.options)
+    dialog.preview.draw_now()
+    assert dialog.preview.options.font_pt == 14 and dialog.preview.pixmap().toImage() != small
+    assert "Wrote" in saved(qtbot, dialog, tmp_path / "f.svg")
+    svg = (tmp_path / "f.svg").read_text()
+    label = html.escape(json.loads((tmp_path / "f.json").read_text())["labels"][0], quote=False)  # always drawn
+    sizes = re.findall(r'font-size="([\d.]+)"[^>]*>\s*' + re.escape(label) + "</text>", svg)
+    assert sizes and float(sizes[0]) == pytest.approx(14 * 96 / 72, abs=0.01)
+    assert json.loads((tmp_path / "f.json").read_text())["options"]["font_pt"] == 14
+    (tmp_path / "o.json").write_text(dialog.options().with_(font_pt=11.0).to_json(), encoding="utf-8")
+    assert dialog.load(tmp_path / "o.json") and dialog.options().font_pt == 11.0
+    assert dialog.form.font_pt.value() == 11.0 and "pt" not in dialog.message.text()
+    assert QtGui.QGuiApplication.font().toString() == app_font
 
 
 def test_the_head_tab_button_opens_the_dialog_of_the_head_on_screen(qtbot, window, monkeypatch):

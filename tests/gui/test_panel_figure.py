@@ -198,3 +198,38 @@ def test_scores_under_each_title_are_the_head_scores(result):
     for layer, head in HEADS:
         assert texts[(layer, head)] == [f"previous_token {format_score(prev[layer, head])}",
                                         f"sink {format_score(sinks[layer, head])}"]
+
+
+def test_the_key_axis_is_as_tall_as_the_labels_it_draws(qapp):
+    """The gap above "key": a rotated axis was as tall as its longest label even when its stride left that label
+    out. A figure's axis (fit_drawn) puts its title AXIS_TITLE_GAP_PX under the longest label drawn, measured here
+    with the font's own metrics; the app's axis keeps one height whatever the stride."""
+    from gui.plots.token_axis import AXIS_LABEL_NUDGE_PX, AXIS_TITLE_GAP_PX, LABEL_TOP_PX, TokenAxis
+
+    tokens = ["a", "a-much-longer-token", "b", "cc"]
+    heights = {}
+    for fit in (True, False):
+        axis = TokenAxis("bottom", rotate=True)
+        axis.fit_drawn, axis.label_chars = fit, 0  # (whole labels, as a figure's)
+        axis.set_tokens(tokens, with_index=False)
+        axis.setLabel("key")
+        axis.set_stride(2)  # draws "a" and "b"
+        metrics = QtGui.QFontMetrics(axis.style["tickFont"])
+        title = axis.label.boundingRect().height() - AXIS_LABEL_NUDGE_PX - axis.label.document().documentMargin()
+        heights[fit] = axis.fixedHeight
+        longest = max(metrics.horizontalAdvance(t) for t in (tokens[::2] if fit else tokens))
+        assert axis.fixedHeight == math.ceil(LABEL_TOP_PX + longest + 2 + AXIS_TITLE_GAP_PX + title)
+    assert heights[True] < heights[False] - 50
+
+
+def test_font_pt_reaches_every_text_of_a_panel_figure(result, drawn):
+    """Token labels, axis titles, colour bar numbers and label at font_pt; the title ×11/8.5; the head names ×9/8.5."""
+    options = FigureOptions(text=TEXT, heads=((1, 0), (2, 3)), width_in=10, dpi=100, font_pt=12, scores=("sink",))
+    fig, _, _ = drawn(result, options)
+    for side in ("left", "bottom"):
+        axis = fig.plots[0].getAxis(side)
+        assert axis.style["tickFont"].pointSizeF() == 12 and axis.label.font().pointSizeF() == 12
+    bar = fig.bars[0].axis
+    assert bar.style["tickFont"].pointSizeF() == 12 and bar.label.font().pointSizeF() == 12
+    title = fig.plots[0].titleLabel.text
+    assert f"font-size:{round(12 * 9 / 8.5, 2):g}pt" in title and "font-size:12pt" in title
