@@ -22,7 +22,7 @@ from analysis.display import PreparedHead, ShownMap, head_name
 from analysis.export.figure_options import model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import measure_axes, wrap_text
+
 from .grid_plot import GridPlot, bar_label
 from .hover_text import KEY, hover_text
 from .plot_items import HoverImage, ZoomableFigure, colormap, limit_to_data, theme_colors
@@ -280,6 +280,8 @@ def fit_title(fig) -> None:
     (figure_parts.wrap_text), its row as tall as its lines. A head's figure is then made as tall as its map is wide
     (square cells). (A title wider than the map pushed the colour bar out of the picture; widening the figure for it
     shrank the PNG's text and widened the PDF's page.)"""
+    from .figure_parts import measure_axes, wrap_text  # (figure_parts imports the figures' modules)
+
     settle_layout()
     label = _title_label(fig)
     if isinstance(fig, HeadPlot) and _excess(fig) > 0:  # the title over the whole figure, not the map alone
