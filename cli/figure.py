@@ -35,8 +35,7 @@ def cmd_figure(args) -> int:
             shared_scale=not args.own_scales, scores=tuple(s for s in (args.scores or "").split(",") if s.strip()),
             layers=parse_index_list(args.layers, "layers") if args.layers else None,
             grid_heads=parse_index_list(args.grid_heads, "heads") if args.grid_heads else None,
-            aspect=args.aspect, badges=args.badges, vmax=args.vmax, hide_first=args.hide_first,
-            weighting="value" if args.value_weighted else "attention")
+            aspect=args.aspect, badges=args.badges, vmax=args.vmax, hide_first=args.hide_first)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from analysis.measures.measured import run_measured
     from gui.plots.grid_figure import check_badges
@@ -96,9 +95,6 @@ def add_figure_parser(sub, add_model_options, add_bos) -> None:
     p.add_argument("--hide-first", action="store_true",
                    help="hide the first token as a key and renormalise each row over the rest (as the app's Hide first "
                         "token)")
-    p.add_argument("--value-weighted", action="store_true",
-                   help="draw value-weighted maps, A[i, j]·‖f_h(x_j)‖ with each row summing to 1 (as the app's "
-                        "value-weighted view)")
     p.add_argument("--vmax", type=float, metavar="V", help="the colour scale's top (default: the data's maximum)")
     p.add_argument("--title", help="the title (default: the model's name and the head)")
     width = p.add_mutually_exclusive_group()

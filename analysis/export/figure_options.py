@@ -17,7 +17,6 @@ from ..errors import InputError
 DRAWINGS = ("matrix", "lines")  # a head figure as its map, or as lines between two columns of tokens (≤ 64 tokens)
 LABEL_STYLES = ("plain", "marked")  # plain: the token as written; marked: "␣" for a leading space and " [index]"
 SCALES = ("linear", "log", "power")  # analysis.display.apply_scale's
-WEIGHTINGS = ("attention", "value")  # the weights A as the model gave them, or value-weighted (see FigureOptions)
 OPTIONS_KIND = "attnscope-figure"
 
 
@@ -48,12 +47,7 @@ class FigureOptions:
 
     ``vmax``: the colour scale's top for every map of the figure (None: the data's own maximum). ``hide_first``: the
     first token hidden as a key and each row renormalised over the rest (analysis.display.without_first_key, the
-    GUI's "Hide first token"), before any crop.
-
-    ``weighting``: "attention" draws the weights A; "value" the value-weighted map (Kobayashi et al. 2020, the Head
-    tab's value-weighted view, analysis.measures.streamed.value_weighted): N[i, j] = A[i, j] · ‖f_h(x_j)‖, each row
-    divided by its sum Σ_j N[i, j] (a head, panels and the grid alike; the first key hidden first when
-    ``hide_first``)."""
+    GUI's "Hide first token"), before any crop."""
 
     model: str = "bundled"
     text: str = ""
@@ -82,7 +76,6 @@ class FigureOptions:
     badges: str | None = None
     vmax: float | None = None
     hide_first: bool = False
-    weighting: str = "attention"
 
     def __post_init__(self):
         if self.labels not in LABEL_STYLES:
@@ -94,8 +87,6 @@ class FigureOptions:
             raise InputError("A figure's width and DPI must be positive.")
         if self.drawing not in DRAWINGS:
             raise InputError(f"Unknown drawing '{self.drawing}'; use {' or '.join(DRAWINGS)}.")
-        if self.weighting not in WEIGHTINGS:
-            raise InputError(f"Unknown weighting '{self.weighting}'; use {' or '.join(WEIGHTINGS)}.")
         if self.drawing == "lines" and not self.shared_scale:
             raise InputError("Lines have no colour scale to keep apart: leave out --own-scales, or draw matrices.")
         if self.columns is not None and self.columns <= 0:

@@ -15,8 +15,9 @@ from analysis.export.figure_options import FigureOptions, model_name, sidecar
 
 from ..export.figure_files import save_figure, settle_layout
 from .figure_parts import (  # noqa: F401  (LAYOUT_DPI, layout_size, shown_labels: read here by grid_figure and tests)
-    LAYOUT_DPI, SPACE_MARK, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, set_figure_font,
-    shown_labels, shown_range)
+    LAYOUT_DPI, SPACE_MARK, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels,
+    shown_range)
+from .figure_text import set_figure_font
 from .figures import HeadPlot, dispose_figure, fit_title, head_figure_size, lay_out_offscreen
 
 

@@ -48,7 +48,7 @@ class HeadPlot(ZoomableFigure):
     causal = True  # the model hides future keys (decoders); set_head(causal=False) for an encoder
     before_hiding: np.ndarray | None = None  # with the first key hidden: the map before renormalising
     title_px = 30  # height of the title row (pyqtgraph's own); the Head tab's figure takes less
-    title_pt = 11.0  # the title's size; a figure's follows its font (figure_parts.set_figure_font)
+    title_pt = 11.0  # the title's size; a figure's follows its font (figure_text.set_figure_font)
 
     def __init__(self, parent=None, describe: Callable[[int, int, float], str] | None = None):
         """``describe(query, key, value as drawn)``: the text of a cell's tooltip; by default
@@ -277,10 +277,10 @@ def fit_title(fig) -> None:
     """Fit an offscreen figure's title (and a Lines figure's legend) within the figure's width, which stays as
     laid out (a paper's column of 3.3 in is a file 3.3 in wide): a head's title wider than its map spans the whole
     figure; one wider than that is wrapped onto more lines at spaces, a single word wider than the figure elided
-    (figure_parts.wrap_text), its row as tall as its lines. A head's figure is then made as tall as its map is wide
+    (figure_text.wrap_text), its row as tall as its lines. A head's figure is then made as tall as its map is wide
     (square cells). (A title wider than the map pushed the colour bar out of the picture; widening the figure for it
     shrank the PNG's text and widened the PDF's page.)"""
-    from .figure_parts import measure_axes, wrap_text  # (figure_parts imports the figures' modules)
+    from .figure_text import measure_axes, wrap_text
 
     settle_layout()
     label = _title_label(fig)

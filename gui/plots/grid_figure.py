@@ -33,7 +33,7 @@ from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
 from .badges import LOW_IS_FINDING, OUTLINE_COLOR, OUTLINE_EDGE, standout_order
-from .figure_parts import FigureFont, measure_axes
+from .figure_text import FigureFont, measure_axes
 from .grid_plot import bar_label, mask_future
 from .plot_items import apply_theme, colormap
 
@@ -130,7 +130,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
         self.badged: list[tuple[int, int]] = []
         self.separators: list[QtWidgets.QGraphicsPathItem] = []
         self.cell_ratio = 1.0  # a cell's height / width
-        self.fonts = None  # figure_parts.FigureFont: the sizes of its text (None: 11 pt title, 9 pt legend)
+        self.fonts = None  # figure_text.FigureFont: the sizes of its text (None: 11 pt title, 9 pt legend)
 
     def build(self, cells: np.ndarray, layers, heads, blocks: int, levels, cmap: str, title: str, bar: str,
               badged=(), legend: str = "") -> None:
@@ -187,7 +187,7 @@ class GridFigure(pg.GraphicsLayoutWidget):
                       + wrapped(legend, legend_pt, room - 16))
             self.legend = self.ci.addLabel(legend, row=2, col=0, colspan=blocks + 1, size=f"{legend_pt:g}pt")
         if self.fonts is not None:  # the layer and head numbers, the axes' titles, the colour bar's
-            from .figure_parts import set_axis_font
+            from .figure_text import set_axis_font
 
             for axis in [p.getAxis(side) for p in self.plots for side in ("left", "bottom")] + [self.colorbar.axis]:
                 set_axis_font(axis, self.fonts.qfont())

@@ -337,7 +337,7 @@ def lines_figure(tokens: Sequence[str], weights_by_head: Mapping[tuple[int, int]
     ``scale`` (:func:`line_opacity`), ``query_row`` (framed, its lines alone), ``dark``. ``width``: the figure's
     width in logical pixels, kept (the title and legend wrapped to it, the span down to
     :data:`FIGURE_MIN_SPAN_PX`; None: as wide as its content); ``fonts``: a figure's sizes
-    (figure_parts.FigureFont; None: the view's own); ``colours``: one a head, in order (None: :func:`head_colour`
+    (figure_text.FigureFont; None: the view's own); ``colours``: one a head, in order (None: :func:`head_colour`
     of its index). ``ValueError`` past :data:`LINES_MAX_TOKENS` tokens or for a
     head not in ``weights_by_head``."""
     from ..export.figure_files import settle_layout

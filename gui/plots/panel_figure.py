@@ -27,9 +27,8 @@ from analysis.display import apply_scale, format_score, head_name
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import (FigureFont, elided, figure_bar_label, figure_map, layout_size, lines_of_heads,
-                           measure_axes, scale_top, set_axis_font, set_figure_font, shown_labels, shown_range,
-                           wrap_text)
+from .figure_parts import figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels, shown_range
+from .figure_text import FigureFont, elided, measure_axes, set_axis_font, set_figure_font, wrap_text
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
 from .plot_items import HoverImage, colormap

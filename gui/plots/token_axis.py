@@ -164,7 +164,7 @@ class TokenAxis(pg.AxisItem):
         #: a figure's own label length (both axes alike: ``main.py figure --label-chars``); 0 = whole; None = the
         #: app's (a rotated label shortened to ROTATED_LABEL_CHARS)
         self.label_chars: int | None = None
-        #: a figure's axis (figure_parts.set_figure_font): a rotated one is as tall as the labels its stride draws,
+        #: a figure's axis (figure_text.set_figure_font): a rotated one is as tall as the labels its stride draws,
         #: not as its longest label, which a stride may leave out (the gap above "key" of plain labels); the app's
         #: keeps one height while zooming changes the stride
         self.fit_drawn = False
