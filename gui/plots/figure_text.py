@@ -93,19 +93,30 @@ def set_figure_font(target, font_pt: float | None) -> None:
         axis._tokens_key = None  # measured again with the new font at the next set_tokens
 
 
+def fill_lines(pieces: list[str], points: float, width: float, sep: str = " ") -> list[list[int]]:
+    """``pieces`` filled greedily into lines, each a list of the pieces' indices: a piece joins the line before (with
+    ``sep`` between) while the line's text stays within ``width`` logical pixels at ``points``, else starts the next
+    (a piece wider than ``width`` alone keeps its line: the caller elides it)."""
+    metrics = QtGui.QFontMetricsF(FigureFont(points).qfont())
+    lines: list[list[int]] = []
+    text = ""  # the last line's text
+    for i, piece in enumerate(pieces):
+        if lines and metrics.horizontalAdvance(text + sep + piece) <= width:
+            lines[-1].append(i)
+            text += sep + piece
+        else:
+            lines.append([i])
+            text = piece
+    return lines
+
+
 def wrap_text(text: str, points: float, width: float) -> str:
     """``text`` as escaped HTML broken at spaces into lines (<br>) none wider than ``width`` logical pixels in the
     application's family at ``points``; a word wider than ``width`` alone is elided ("…"). A figure's title then
     fits the width asked for, whatever its length (the figure keeps that width)."""
-    metrics = QtGui.QFontMetricsF(FigureFont(points).qfont())
     width = max(1.0, float(width))
-    lines: list[str] = []
-    for word in text.split():
-        if lines and metrics.horizontalAdvance(lines[-1] + " " + word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    lines = [elided(line, points, width) for line in lines]
+    words = text.split()
+    lines = [elided(" ".join(words[i] for i in line), points, width) for line in fill_lines(words, points, width)]
     return "<br>".join(html.escape(line, quote=False) for line in lines) or html.escape(text, quote=False)
 
 

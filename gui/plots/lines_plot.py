@@ -188,17 +188,10 @@ class LinesPlot(pg.GraphicsLayoutWidget):
                    for name, c, _ in self.heads]
         if width is None:
             return "  ".join(e for e, _ in entries)
-        metrics = QtGui.QFontMetricsF(QtGui.QFont(QtGui.QFont().family(), -1))
-        font = QtGui.QFont(QtGui.QFont().family())
-        font.setPointSizeF(float(self.text_pt))
-        metrics = QtGui.QFontMetricsF(font)
-        lines: list[tuple[str, str]] = []
-        for markup, text in entries:
-            if lines and metrics.horizontalAdvance(lines[-1][1] + "  " + text) <= width:
-                lines[-1] = (lines[-1][0] + "  " + markup, lines[-1][1] + "  " + text)
-            else:
-                lines.append((markup, text))
-        return "<br>".join(m for m, _ in lines)
+        from .figure_text import fill_lines
+
+        lines = fill_lines([text for _, text in entries], self.text_pt, width, sep="  ")
+        return "<br>".join("  ".join(entries[i][0] for i in line) for line in lines)
 
     def _token(self, i: int, side: str) -> TokenText:
         anchor = (1, 0.5) if side == "query" else (0, 0.5)

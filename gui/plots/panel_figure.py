@@ -21,14 +21,14 @@ import re
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui
+from PySide6 import QtCore
 
 from analysis.display import apply_scale, format_score, head_name
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
 from .figure_parts import figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels, shown_range
-from .figure_text import FigureFont, elided, measure_axes, set_axis_font, set_figure_font, wrap_text
+from .figure_text import FigureFont, elided, fill_lines, measure_axes, set_axis_font, set_figure_font, wrap_text
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
 from .plot_items import HoverImage, colormap
@@ -186,12 +186,8 @@ def panel_title(name: str, scores: list[str], wrap: bool = False, fonts: FigureF
     def fit(text: str, points: float) -> str:
         if width is None:
             return html.escape(text)
-        lines: list[str] = []  # a name wider than the panel broken after its underscores ("previous_", "token")
-        for piece in re.split(r"(?<=_)", text):
-            if lines and QtGui.QFontMetricsF(fonts.qfont(points)).horizontalAdvance(lines[-1] + piece) <= width:
-                lines[-1] += piece
-            else:
-                lines.append(piece)
+        pieces = re.split(r"(?<=_)", text)  # a name wider than the panel broken after its underscores ("previous_")
+        lines = ["".join(pieces[i] for i in line) for line in fill_lines(pieces, points, width, sep="")]
         return "<br>".join(html.escape(elided(line, points, width)) for line in lines)
 
     return (f"<span style='font-size:{fonts.panel_title:g}pt'>{fit(name, fonts.panel_title)}</span>"
