@@ -33,7 +33,7 @@ from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
 from .badges import LOW_IS_FINDING, OUTLINE_COLOR, OUTLINE_EDGE, standout_order
-from .figure_text import FigureFont, measure_axes
+from .figure_text import FigureFont, fill_lines, measure_axes
 from .grid_plot import bar_label, mask_future
 from .plot_items import apply_theme, colormap
 
@@ -86,16 +86,10 @@ def spans(indices) -> str:
 
 def wrapped(text: str, point_size: float, width: float) -> str:
     """``text`` as escaped HTML, broken into lines (<br>) at spaces so that none is wider than ``width`` logical
-    pixels in the application's font at ``point_size``."""
-    font = QtGui.QFont()
-    font.setPointSizeF(point_size)
-    metrics = QtGui.QFontMetricsF(font)
-    lines: list[str] = []
-    for word in text.split(" "):
-        if lines and metrics.horizontalAdvance(lines[-1] + " " + word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
+    pixels in the application's font at ``point_size`` (figure_text.fill_lines); a word wider than that keeps its
+    own line whole."""
+    words = text.split(" ")
+    lines = [" ".join(words[i] for i in line) for line in fill_lines(words, point_size, width)]
     return "<br>".join(html.escape(line, quote=False) for line in lines)
 
 
