@@ -123,7 +123,12 @@ class HeadPlot(ZoomableFigure):
         self._strides = None
         if new_size:
             limit_to_data(self.plot, n, n)
-        self.update_label_density()
+        # the view's range as it will be painted (pyqtgraph auto-ranges a new image only when the scene is about to
+        # paint): the labels in view, and so the query axis' width, are those of this map, not of the one before
+        self.plot.getViewBox().prepareForPaint()
+        for _ in range(2):  # the labels thinned for the map's size as laid out, and the axes sized for those labels,
+            self.update_label_density()  # before the scene paints (ZoomableFigure.lay_out_now)
+            self.lay_out_now()
         cell = self.image.cell_now
         self.image.hover_cell(cell if cell is not None and max(cell) < n else None)  # the readout follows new data
 
@@ -224,6 +229,7 @@ class HeadPlot(ZoomableFigure):
     def resizeEvent(self, ev):  # noqa: N802
         super().resizeEvent(ev)
         self.update_label_density()
+        self.lay_out_now()  # an axis widened for the labels now in view: laid out before the paint
 
     def highlight_row(self, row: int | None) -> None:
         if row is None or self.matrix is None:

@@ -124,6 +124,7 @@ class LayerHeadMap(ZoomableFigure):
             self._layout_badges()
             if self.selected is not None:
                 self.select(*self.selected)
+        self.lay_out_now()  # the axes' titles and labels laid out before the scene paints
 
     def _draw_separators(self) -> None:
         """Thin lines between the cells of each block (only over its layers), a wide one between two blocks."""

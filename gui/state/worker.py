@@ -45,6 +45,11 @@ from analysis.errors import AnalysisCancelled, AttnScopeError
 from .priority import lower_this_thread
 
 
+#: Milliseconds between the worker's hand-over reaching the GUI thread and its signal being emitted there
+#: (Worker._deliver: a timer, so that what receives it does not run in one pass with the paints).
+DELIVERY_GAP_MS = 1
+
+
 class RequestKind(Enum):
     LOAD = "load"
     ANALYSE = "analyse"
@@ -255,7 +260,19 @@ class Worker(QtCore.QObject):
 
     @QtCore.Slot(object, object)
     def _deliver(self, signal, args) -> None:
-        """On the GUI thread: emit what the worker thread handed over, unless the worker was stopped since."""
+        """On the GUI thread: emit what the worker thread handed over, unless the worker was stopped since, from a
+        :data:`DELIVERY_GAP_MS` timer rather than from the queued call itself.
+
+        The queued call is a posted event, and Qt delivers the events posted while it delivers posted events in the
+        same pass, timers only after them: a result drawn from the posted call chained its receivers' work with the
+        paint it asked for and the paints already waiting (bench: a new head's map, 9 ms of drawing, then 12 ms of
+        painting, one 21 ms stretch at 2,048 tokens). From a timer the receivers run in the timer phase of one
+        turn and their paint in the next, with the other timers served between them. The order of what the worker
+        hands over is kept (timers of one interval fire in the order they were started)."""
+        if not self._stopping:
+            QtCore.QTimer.singleShot(DELIVERY_GAP_MS, self, lambda: self._emit_here(signal, args))
+
+    def _emit_here(self, signal, args) -> None:
         if not self._stopping:
             signal.emit(*args)
 

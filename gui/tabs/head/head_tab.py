@@ -172,6 +172,9 @@ class HeadTab(QtWidgets.QWidget):
         self.figure_button.clicked.connect(self.figure_asked)
         bottom.addWidget(self.figure_button)
         layout.addLayout(bottom)
+        # a new result's labels made before its first map arrives, each axis in its own turn (TokenAxis.prime_tokens)
+        state.on_bundle(lambda b: b is not None and self.plot.left_axis.prime_tokens(b.result.tokens), "query labels")
+        state.on_bundle(lambda b: b is not None and self.plot.bottom_axis.prime_tokens(b.result.tokens), "key labels")
         state.on_bundle(lambda _: self.redraw(), "head tab")
         state.placeholder_changed.connect(lambda _: self.redraw())
         state.selection_changed.connect(lambda *_: self.redraw())
@@ -213,10 +216,14 @@ class HeadTab(QtWidgets.QWidget):
             self._show_placeholder()
             self.head_label.set_texts(" ")
             return
-        self.stack.setCurrentWidget(self.lines if lines_apply(s) else self.plot)
         layer, head = s.layer, s.head
         kind = view_to_draw(s)
         matrix = self.head_maps.get(kind, layer, head)
+        shown = self.lines if lines_apply(s) else self.plot
+        if matrix is None and shown is self.plot and self.plot.matrix is None:  # no map drawn yet: not empty axes
+            self.placeholder.setText(f"Computing {head_name(layer, head)}'s map…")
+            shown = self.placeholder
+        self.stack.setCurrentWidget(shown)
         if matrix is None:  # an on-demand result's head, on its way from the worker (_map_ready draws it)
             self.pending = (kind, layer, head)
             self._label_head(layer, head)
