@@ -41,6 +41,31 @@ def token_label(token: str, index: int, limit: int | None = None) -> str:
     return elide(token, max(1, limit - len(suffix))) + suffix
 
 
+def _elided(tokens, limit: int | None, with_index: bool) -> list[str]:
+    """The token part of each label of ``tokens``: token i as :func:`token_label` (``with_index``) or ``elide``
+    shows it (the label is that and " [i]"), each distinct token elided once per index length (the room left beside
+    " [i]" depends only on how many digits i has): a text of 8,192 tokens has a few hundred distinct ones, and its
+    labels took 5 ms one by one."""
+    tokens = list(tokens)
+    if limit is None or not with_index:
+        spans = [(0, len(tokens), LABEL_CHARS if limit is None else limit)]
+    else:
+        spans, digits = [], 1
+        while 10 ** (digits - 1) <= max(1, len(tokens) - 1) or digits == 1:
+            first, stop = (0 if digits == 1 else 10 ** (digits - 1)), min(len(tokens), 10 ** digits)
+            if first < stop:
+                spans.append((first, stop, max(1, limit - digits - 3)))  # " [" + digits + "]"
+            if stop >= len(tokens):
+                break
+            digits += 1
+    out: list[str] = []
+    for first, stop, room in spans:
+        part = tokens[first:stop]
+        shown = {token: elide(token, room) for token in set(part)}
+        out.extend(map(shown.__getitem__, part))
+    return out
+
+
 def rotated_label(token: str, index: int) -> str:
     """The label of key ``index`` on a rotated axis: :func:`token_label` of at most :data:`ROTATED_LABEL_CHARS`."""
     return token_label(token, index, ROTATED_LABEL_CHARS)
@@ -86,12 +111,28 @@ class LabelSizes:
         return width
 
     def _of_texts(self, texts: list[str]) -> np.ndarray:
-        """(n, 3) :meth:`piece` of each text, each distinct text measured once."""
-        distinct = {text: self.piece(text) for text in dict.fromkeys(texts)}
-        return np.array([distinct[text] for text in texts], dtype=np.float64).reshape(len(texts), 3)
+        """(n, 3) :meth:`piece` of each text, each distinct text measured once (the last list's kept, by identity:
+        :meth:`thickness` and :meth:`longest` of one token list ask for the same). Read-only."""
+        kept = getattr(self, "_texts_sizes", None)
+        if kept is not None and kept[0] is texts:
+            return kept[1]
+        distinct = {text: k for k, text in enumerate(dict.fromkeys(texts))}
+        table = np.array([self.piece(text) for text in distinct], dtype=np.float64).reshape(len(distinct), 3)
+        sizes = table[np.fromiter(map(distinct.__getitem__, texts), dtype=np.intp, count=len(texts))]
+        sizes.setflags(write=False)
+        self._texts_sizes = (texts, sizes)
+        return sizes
 
     def _of_indices(self, n: int) -> np.ndarray:
-        """(n, 3) the (top, bottom, advance) of " [i]" for i < n, from its brackets' and digits' own."""
+        """(n, 3) the (top, bottom, advance) of " [i]" for i < n, from its brackets' and digits' own (the last n's
+        kept: :meth:`thickness` and :meth:`longest` of one token list ask for the same). Read-only."""
+        kept = getattr(self, "_indices", None)
+        if kept is None or len(kept) != n:
+            kept = self._indices = self._indices_of(n)
+            kept.setflags(write=False)
+        return kept
+
+    def _indices_of(self, n: int) -> np.ndarray:
         brackets = [self.piece(" ["), self.piece("]")]
         sizes = np.empty((n, 3))
         sizes[:, 0] = min(b[0] for b in brackets)
@@ -215,14 +256,13 @@ class TokenAxis(pg.AxisItem):
         tokens, with_index = key
         limit = ROTATED_LABEL_CHARS if self.rotate else None
         if self.label_chars == 0:  # a figure's labels whole, on both axes
-            labels = [f"{t} [{i}]" if with_index else t for i, t in enumerate(tokens)]
+            texts = list(tokens)
         else:
             limit = limit if self.label_chars is None else self.label_chars
-            labels = [token_label(t, i, limit) if with_index else elide(t, limit or LABEL_CHARS)
-                      for i, t in enumerate(tokens)]
+            texts = _elided(tokens, limit, with_index)
+        labels = [f"{t} [{i}]" for i, t in enumerate(texts)] if with_index else texts
         if not self.rotate:
             return labels, [], with_index, self.sizes.metrics.height(), None
-        texts = [label.rpartition(" [")[0] for label in labels] if with_index else labels
         return (labels, texts, with_index, self.sizes.thickness(texts, labels, with_index),
                 self.sizes.longest(texts, labels, with_index))
 
