@@ -15,24 +15,30 @@ from analysis.export.figure_options import FigureOptions, model_name, sidecar
 
 from ..export.figure_files import save_figure, settle_layout
 from .figure_parts import (  # noqa: F401  (LAYOUT_DPI, layout_size, shown_labels: read here by grid_figure and tests)
-    LAYOUT_DPI, SPACE_MARK, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels,
+    LAYOUT_DPI, SPACE_MARK, VALUE_TITLE, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels,
     shown_range)
 from .figure_text import set_figure_font
 from .figures import HeadPlot, dispose_figure, fit_title, head_figure_size, lay_out_offscreen
 
 
 def head_title(options: FigureOptions, label: str, layer: int, head: int) -> str:
-    return options.title if options.title is not None else f"{model_name(label)} — {head_name(layer, head)}"
+    """``options.title``, else the model's name and the head ("bundled — L0H1"), with ", value-weighted" when the
+    figure is (``options.weighting``)."""
+    if options.title is not None:
+        return options.title
+    weighted = f", {VALUE_TITLE}" if options.weighting == "value" else ""
+    return f"{model_name(label)} — {head_name(layer, head)}{weighted}"
 
 
-def head_figure(result, options: FigureOptions):
+def head_figure(result, options: FigureOptions, key_norms=None):
     """The head ``options.heads[0]`` of ``result`` over ``options.tokens`` (:func:`figure_map`: cropped, renormalised
     if asked), coloured up to ``options.vmax`` if given, as a matrix (HeadPlot) or as lines (``drawing="lines"``,
     :func:`lines_of_heads`), titled with ``options.scores`` after its name ("… — L16H0 · previous_token 0.769"), and
-    what it shows (its tokens, layer and head) for the options file."""
+    what it shows (its tokens, layer and head) for the options file. ``key_norms``: (L, H, n) ‖f_h(x_k)‖ of every head,
+    for a value-weighted figure (``options.weighting``, figure_parts.figure_map)."""
     (layer, head), = options.heads
     first, stop = shown_range(result, options)
-    weights = figure_map(result, layer, head, options)
+    weights = figure_map(result, layer, head, options, key_norms)
     tokens = list(result.tokens[first:stop])
     labels = shown_labels(tokens, first, options.labels)
     shown = {"head": head_name(layer, head), "tokens": tokens, "token_range": [first, stop], "labels": labels}
@@ -67,28 +73,30 @@ def head_figure(result, options: FigureOptions):
     return fig, shown
 
 
-def make_figure(result, options: FigureOptions):
+def make_figure(result, options: FigureOptions, key_norms=None):
     """The laid-out offscreen figure ``options`` ask for and what it shows (for the options file): the grid (no heads;
-    gui/plots/grid_figure.py), one head (here) or several side by side (gui/plots/panel_figure.py)."""
+    gui/plots/grid_figure.py), one head (here) or several side by side (gui/plots/panel_figure.py). ``key_norms``:
+    (L, H, n) ‖f_h(x_k)‖ of every head, needed by a value-weighted figure (``options.weighting`` "value")."""
     if not options.heads:
         from .grid_figure import grid_figure
 
-        return grid_figure(result, options)
+        return grid_figure(result, options, key_norms=key_norms)
     if len(options.heads) > 1:
         from .panel_figure import panel_figure
 
-        return panel_figure(result, options)
-    return head_figure(result, options)
+        return panel_figure(result, options, key_norms)
+    return head_figure(result, options, key_norms)
 
 
-def write_figure(result, options: FigureOptions, path: Path) -> list[Path]:
+def write_figure(result, options: FigureOptions, path: Path, key_norms=None) -> list[Path]:
     """Draw the figure ``options`` ask for and write it to ``path`` (PNG, SVG or PDF by its extension) with its options
-    file beside it (:func:`analysis.export.figure_options.sidecar`); both paths."""
+    file beside it (:func:`analysis.export.figure_options.sidecar`); both paths. ``key_norms``: as
+    :func:`make_figure`'s."""
     from ..qt import ensure_qapp
 
     ensure_qapp()
     path = Path(path)
-    fig, shown = make_figure(result, options)
+    fig, shown = make_figure(result, options, key_norms)
     try:
         save_figure(fig, path, options.pixels)
     finally:
