@@ -30,12 +30,14 @@ def head_title(options: FigureOptions, label: str, layer: int, head: int) -> str
     return f"{model_name(label)} — {head_name(layer, head)}{weighted}"
 
 
-def head_figure(result, options: FigureOptions, key_norms=None):
+def head_figure(result, options: FigureOptions, key_norms=None, reuse=None):
     """The head ``options.heads[0]`` of ``result`` over ``options.tokens`` (:func:`figure_map`: cropped, renormalised
     if asked), coloured up to ``options.vmax`` if given, as a matrix (HeadPlot) or as lines (``drawing="lines"``,
     :func:`lines_of_heads`), titled with ``options.scores`` after its name ("… — L16H0 · previous_token 0.769"), and
     what it shows (its tokens, layer and head) for the options file. ``key_norms``: (L, H, n) ‖f_h(x_k)‖ of every head,
-    for a value-weighted figure (``options.weighting``, figure_parts.figure_map)."""
+    for a value-weighted figure (``options.weighting``, figure_parts.figure_map). ``reuse``: a HeadPlot this drew
+    before of the same result with the same options but the head (:class:`FigureCache`), drawn into again rather
+    than made and laid out anew: the same bytes, in about half the time."""
     (layer, head), = options.heads
     first, stop = shown_range(result, options)
     weights = figure_map(result, layer, head, options, key_norms)
@@ -49,15 +51,21 @@ def head_figure(result, options: FigureOptions, key_norms=None):
         title = " · ".join([title, *panel_scores(result, [(layer, head)], options.scores)[(layer, head)]])
     if options.drawing == "lines":
         return lines_of_heads(result, options, {(layer, head): weights}, labels, title), shown
-    fig = HeadPlot()
-    for axis in (fig.left_axis, fig.bottom_axis):
-        axis.label_chars = options.label_chars or 0  # whole unless asked, the same on both axes
-    set_figure_font(fig, options.font_pt)  # every text of the figure at its font size
-    lay_out_offscreen(fig, *layout_size(options, head_figure_size(len(tokens))))
+    size = layout_size(options, head_figure_size(len(tokens)))
+    if reuse is not None:
+        fig = reuse
+        fig.plot.titleLabel.plain_title = None  # fit_title wraps this head's title, not the last one's
+    else:
+        fig = HeadPlot()
+        for axis in (fig.left_axis, fig.bottom_axis):
+            axis.label_chars = options.label_chars or 0  # whole unless asked, the same on both axes
+        set_figure_font(fig, options.font_pt)  # every text of the figure at its font size
+        lay_out_offscreen(fig, *size)
     fig.set_head(weights, tokens, title, cmap=options.cmap,
                  scale=options.scale, causal=result.causal)
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.set_tokens(labels, with_index=False)
+    fig._strides = None  # the new labels are drawn every one: the next update_label_density thins them again
     if options.vmax is not None:
         levels = scale_top(options.vmax, options.scale)
         fig.image.setLevels(levels)
@@ -88,19 +96,52 @@ def make_figure(result, options: FigureOptions, key_norms=None):
     return head_figure(result, options, key_norms)
 
 
-def write_figure(result, options: FigureOptions, path: Path, key_norms=None) -> list[Path]:
+class FigureCache:
+    """The last head figure drawn (a HeadPlot) and what it was drawn with, for the next head of an export: drawn into
+    again when that head's result and options are the same but the head (the heads of a "heads" export), else made
+    anew. ``close()`` disposes of it."""
+
+    def __init__(self):
+        self.fig = None
+        self.key = None  # (id of the result, its options without the head) the figure was drawn with
+
+    def make(self, result, options: FigureOptions, key_norms=None):
+        """:func:`make_figure`'s figure and what it shows; a head's figure the cache keeps (not the caller's to
+        dispose of), any other the caller's."""
+        if len(options.heads) != 1 or options.drawing != "matrix":
+            return make_figure(result, options, key_norms)
+        key = (id(result), options.with_(heads=()))
+        if key != self.key:
+            self.close()
+        fig, shown = head_figure(result, options, key_norms, reuse=self.fig)
+        self.fig, self.key = fig, key
+        return fig, shown
+
+    def keeps(self, fig) -> bool:
+        return fig is not None and fig is self.fig
+
+    def close(self) -> None:
+        if self.fig is not None:
+            dispose_figure(self.fig)
+        self.fig = self.key = None
+
+
+def write_figure(result, options: FigureOptions, path: Path, key_norms=None,
+                 cache: FigureCache | None = None) -> list[Path]:
     """Draw the figure ``options`` ask for and write it to ``path`` (PNG, SVG or PDF by its extension) with its options
     file beside it (:func:`analysis.export.figure_options.sidecar`); both paths. ``key_norms``: as
-    :func:`make_figure`'s."""
+    :func:`make_figure`'s; ``cache``: where a head's figure is kept for the next (:class:`FigureCache`)."""
     from ..qt import ensure_qapp
 
     ensure_qapp()
     path = Path(path)
-    fig, shown = make_figure(result, options, key_norms)
+    fig, shown = cache.make(result, options, key_norms) if cache is not None else make_figure(result, options,
+                                                                                               key_norms)
     try:
         save_figure(fig, path, options.pixels)
     finally:
-        dispose_figure(fig)
+        if cache is None or not cache.keeps(fig):
+            dispose_figure(fig)
     options = options.with_(fmt=path.suffix.lower().lstrip("."))
     side = sidecar(path)
     side.write_text(options.to_json(model_label=result.model_label, text=options.text, **shown), encoding="utf-8")

@@ -74,12 +74,26 @@ def test_an_app_export_of_a_head_and_the_grid_is_drawn_again_byte_for_byte(qtbot
         assert plain.read_bytes() != png.read_bytes()
 
 
-def test_a_heads_folder_has_each_images_options_beside_it(qtbot, exporter, tmp_path, capsys):
+@pytest.mark.parametrize("view", ["weights", "value-weighted"])
+def test_a_heads_folder_has_each_images_options_beside_it(qtbot, exporter, worker, tmp_path, capsys, view):
+    """Each image's options beside it; every head (drawn into one figure after another, figure_make.FigureCache) the
+    same bytes as its figure drawn anew from those options."""
+    from analysis.export.figure_options import FigureOptions
+    from gui.plots.figure_make import write_figure
+
+    if view == "value-weighted":
+        value_norms_shown(qtbot, exporter, worker)
     written = exported(qtbot, exporter, "heads", tmp_path / "heads", png_width=300)
     images = sorted(p.relative_to(tmp_path / "heads").as_posix() for p in written if p.suffix == ".png")
     assert images == sorted(["grid.png", *(f"L{l}H{h}.png" for l in range(3) for h in range(4))])
     for image in images:
         side = json.loads((tmp_path / "heads" / image.replace(".png", ".json")).read_text())
         assert side["head"] == (None if image == "grid.png" else image[:-4])
+        options = FigureOptions.from_json(json.dumps(side))
+        assert options.weighting == ("value" if view == "value-weighted" else "attention")
+        values = exporter.state.lens("value_norms")
+        write_figure(exporter.state.result, options, tmp_path / "anew.png",
+                     values.key_norms if view == "value-weighted" else None)
+        assert (tmp_path / "anew.png").read_bytes() == (tmp_path / "heads" / image).read_bytes(), image
     assert redrawn(capsys, tmp_path / "heads" / "L2H3.json", tmp_path / "again.png") == (
         tmp_path / "heads" / "L2H3.png").read_bytes()
