@@ -99,7 +99,13 @@ def make_figure(result, options: FigureOptions, key_norms=None):
 class FigureCache:
     """The last head figure drawn (a HeadPlot) and what it was drawn with, for the next head of an export: drawn into
     again when that head's result and options are the same but the head (the heads of a "heads" export), else made
-    anew. ``close()`` disposes of it."""
+    anew. ``close()`` disposes of it.
+
+    The same bytes as a new figure each (checked on every head of SmolLM2 at 65 tokens, natural width; 90 heads at
+    1600 px log scale and at 600 px value-weighted with the first key hidden; the bundled model's 16 at 990 px;
+    tests/gui/test_export_redraw.py): the kept figure's widget is not repainted after its first head (its layout is
+    what :func:`head_figure` computes; the file is rendered from the scene), which makes the next heads about 2.4 ×
+    faster (SmolLM2's 270: 40.9 s new each, 16.9 s kept)."""
 
     def __init__(self):
         self.fig = None
@@ -114,6 +120,8 @@ class FigureCache:
         if key != self.key:
             self.close()
         fig, shown = head_figure(result, options, key_norms, reuse=self.fig)
+        if self.fig is None:  # laid out once as a new figure is; no longer painted on screen after that (the file
+            fig.setUpdatesEnabled(False)  # is drawn from the scene): a head's layout then costs ~40% of a repainted one
         self.fig, self.key = fig, key
         return fig, shown
 
