@@ -35,7 +35,8 @@ def cmd_figure(args) -> int:
             shared_scale=not args.own_scales, scores=tuple(s for s in (args.scores or "").split(",") if s.strip()),
             layers=parse_index_list(args.layers, "layers") if args.layers else None,
             grid_heads=parse_index_list(args.grid_heads, "heads") if args.grid_heads else None,
-            aspect=args.aspect, badges=args.badges, vmax=args.vmax, hide_first=args.hide_first)
+            aspect=args.aspect, badges=args.badges, vmax=args.vmax, hide_first=args.hide_first,
+            weighting="value" if args.value_weighted else "attention")
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from analysis.measures.measured import run_measured
     from gui.plots.grid_figure import check_badges
@@ -48,9 +49,14 @@ def cmd_figure(args) -> int:
     _check_grid_choice(options.layers, loaded.n_layer, "layer")
     _check_grid_choice(options.grid_heads, loaded.n_head, "head")
     result = run_measured(loaded, options.text, bos=options.bos)
+    key_norms = None
+    if options.weighting == "value":  # ‖f_h(x_k)‖ with the model, as the app's value lens
+        from analysis.export.figure_options import figure_key_norms
+
+        key_norms = figure_key_norms(loaded, result)
     from gui.plots.figure_make import write_figure
 
-    image, side = write_figure(result, options, Path(args.out))  # every text at options.font_pt (FigureFont)
+    image, side = write_figure(result, options, Path(args.out), key_norms)  # every text at options.font_pt (FigureFont)
     print(f"wrote {image} and {side}")
     return 0
 
@@ -95,6 +101,9 @@ def add_figure_parser(sub, add_model_options, add_bos) -> None:
     p.add_argument("--hide-first", action="store_true",
                    help="hide the first token as a key and renormalise each row over the rest (as the app's Hide first "
                         "token)")
+    p.add_argument("--value-weighted", action="store_true",
+                   help="draw value-weighted maps, A[q, k]·‖f_h(x_k)‖ with each row summing to 1 (as the app's "
+                        "value-weighted view; the norms computed with the model)")
     p.add_argument("--vmax", type=float, metavar="V", help="the colour scale's top (default: the data's maximum)")
     p.add_argument("--title", help="the title (default: the model's name and the head)")
     width = p.add_mutually_exclusive_group()

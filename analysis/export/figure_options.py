@@ -17,6 +17,7 @@ from ..errors import InputError
 DRAWINGS = ("matrix", "lines")  # a head figure as its map, or as lines between two columns of tokens (≤ 64 tokens)
 LABEL_STYLES = ("plain", "marked")  # plain: the token as written; marked: "␣" for a leading space and " [index]"
 SCALES = ("linear", "log", "power")  # analysis.display.apply_scale's
+WEIGHTINGS = ("attention", "value")  # the weights A as the model gave them, or value-weighted (see FigureOptions)
 OPTIONS_KIND = "attnscope-figure"
 
 
@@ -47,7 +48,13 @@ class FigureOptions:
 
     ``vmax``: the colour scale's top for every map of the figure (None: the data's own maximum). ``hide_first``: the
     first token hidden as a key and each row renormalised over the rest (analysis.display.without_first_key, the
-    GUI's "Hide first token"), before any crop."""
+    GUI's "Hide first token"), before any crop.
+
+    ``weighting``: "attention" draws the weights A; "value" the value-weighted map (Kobayashi et al. 2020, the app's
+    value-weighted view, analysis.measures.streamed.value_weighted): w'[q, k] = A[q, k] · ‖f_h(x_k)‖ / Σ_k'
+    A[q, k'] · ‖f_h(x_k')‖, f_h(x) = (x W_V^h + b_V^h) W_O^h the head's output for key k alone (each row sums to 1; a
+    row summing to 0 stays 0), for a head, panels and the grid alike; the first key is hidden after it
+    (``hide_first``: the same map as hiding it first, since hiding rescales a row by one factor), then the crop."""
 
     model: str = "bundled"
     text: str = ""
@@ -76,6 +83,7 @@ class FigureOptions:
     badges: str | None = None
     vmax: float | None = None
     hide_first: bool = False
+    weighting: str = "attention"
 
     def __post_init__(self):
         if self.labels not in LABEL_STYLES:
@@ -87,6 +95,8 @@ class FigureOptions:
             raise InputError("A figure's width and DPI must be positive.")
         if self.drawing not in DRAWINGS:
             raise InputError(f"Unknown drawing '{self.drawing}'; use {' or '.join(DRAWINGS)}.")
+        if self.weighting not in WEIGHTINGS:
+            raise InputError(f"Unknown weighting '{self.weighting}'; use {' or '.join(WEIGHTINGS)}.")
         if self.drawing == "lines" and not self.shared_scale:
             raise InputError("Lines have no colour scale to keep apart: leave out --own-scales, or draw matrices.")
         if self.columns is not None and self.columns <= 0:
@@ -151,6 +161,18 @@ def check_scores(names) -> tuple[str, ...]:
     if unknown:
         raise InputError(f"Unknown score '{unknown[0]}'; the scores are {', '.join(SCORE_NAMES)}.")
     return names
+
+
+def figure_key_norms(loaded, result):
+    """(L, H, n) float32 ‖f_h(x_k)‖ of every head and key of ``result`` (lenses.key_norms_of, a layer at a time), what a
+    value-weighted figure (``FigureOptions.weighting`` "value") weighs each key by: the same numbers as the app's
+    value lens keeps (gui/state/lens_data.ValueView.key_norms: lenses.value_norms' float32, or an on-demand run's
+    captured norms), so ``main.py figure --value-weighted`` draws the app's value-weighted export again."""
+    import numpy as np
+
+    from ..measures.lenses import key_norms_of
+
+    return np.stack([key_norms_of(loaded, result, layer) for layer in range(result.n_layer)]).astype(np.float32)
 
 
 def sidecar(path: Path) -> Path:

@@ -8,7 +8,12 @@ replaced as a whole, and a failure (a full disk, a folder that cannot be written
 behind and is shown as one sentence.
 
 What is visible exports: a figure follows the view on screen (the colormap, scale, hidden first key,
-badges, and the value-weighted view when it is on and its norms are there). A data export is the
+the grid's badges, and the value-weighted view when it is on and its norms are there), drawn by ``main.py figure``'s
+routines (gui/plots/figure_make.py ``write_figure``) from the :class:`~analysis.export.figure_options.FigureOptions`
+of that view (:func:`figure_options`), written beside each image (heads/L0H0.png → heads/L0H0.json, a head or grid
+file's too): ``main.py figure --from heads/L0H0.json --out x.png`` draws the same PNG again, byte for byte. The
+figure in front (``what="front"``) is the tab's own offscreen figure, written as it is, with no options file: most
+tabs' figures are not ``main.py figure``'s. A data export is the
 command line's byte for byte, from the one definition of what an export holds
 (analysis/export/contents.py ``export_contents``, on the worker): attention.npz with ``value_norms`` and
 ``rollout``, parity of every family through ``loaded.attention_weights``, summary.json's sink rate at the
@@ -46,8 +51,7 @@ EXPORT_TASK = "export"
 @dataclass(frozen=True)
 class ViewSnapshot:
     """How the views draw, frozen when an export is asked for (the state may change while figures are
-    drawn one per event-loop turn). It answers what gui/plots/grid_panel.py ``grid_figure`` and
-    gui/plots/head_view.py ``draw_head`` ask of a ViewState."""
+    drawn one per event-loop turn): what :func:`figure_options` and :func:`write_job` ask of a ViewState."""
 
     bundle: object  # AnalysisBundle
     attention_view: str
@@ -78,9 +82,6 @@ class ViewSnapshot:
     def value_weighted(self) -> bool:
         """The value-weighted view is on and drawn (its norms are there): figures draw it too."""
         return self.attention_view == "value-weighted" and self.values is not None
-
-    def lens(self, kind: str):
-        return self.values if kind == VALUE_NORMS else None
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ class Exporter(QtCore.QObject):
         if what == FRONT:
             self._draw_front(job, folder)
         else:
-            self._draw(job, folder, job.figures(), None)
+            self._draw(job, folder, job.figures())
         return True
 
     def png_width(self) -> int:
@@ -244,19 +245,21 @@ class Exporter(QtCore.QObject):
         self.copied.emit()
 
     # ----------------------------------------------------------------- drawing (GUI thread, one figure a turn)
-    def _draw(self, job: ExportJob, folder: Path, todo: list, head_figure) -> None:
-        from ..plots.figures import dispose_figure
-        from ..plots.grid_panel import grid_figure
-        from .figure_files import save_figure
+    def _draw(self, job: ExportJob, folder: Path, todo: list, cache=None) -> None:
+        """Draw the first of ``todo`` (the job's :meth:`ExportJob.figures` still to draw) into ``folder`` with its
+        options file beside it (gui/plots/figure_make.write_figure, ``main.py figure``'s routine, from
+        :func:`figure_options`), then the rest on the next turns of the event loop; when none is left, write them all
+        (:meth:`_submit`). ``cache``: the figure_make.FigureCache the heads are drawn into one after another (one
+        HeadPlot for every head, not a new one each: the same bytes, SmolLM2's 270 heads in about 60% of the time)."""
+        from ..plots.figure_make import FigureCache, write_figure
 
+        cache = cache if cache is not None else FigureCache()
         if self.closed:
-            if head_figure is not None:
-                dispose_figure(head_figure[0])
+            cache.close()
             shutil.rmtree(folder, ignore_errors=True)
             return
         if not todo:
-            if head_figure is not None:
-                dispose_figure(head_figure[0])
+            cache.close()
             self._submit(job, folder)
             return
         (name, layer, head), rest = todo[0], todo[1:]
@@ -264,24 +267,16 @@ class Exporter(QtCore.QObject):
         target = folder / name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if layer is None:
-                fig = grid_figure(view, (view.badge_score or "").replace("_", " "))
-                try:
-                    save_figure(fig, target, job.png_width)
-                finally:
-                    dispose_figure(fig)
-            else:
-                head_figure = draw_head_figure(view, layer, head, head_figure)
-                save_figure(head_figure[0], target, job.png_width)
+            write_figure(view.result, figure_options(job, layer, head), target,
+                         view.values.key_norms if view.value_weighted else None, cache)
         except (AttnScopeError, OSError) as exc:
-            if head_figure is not None:
-                dispose_figure(head_figure[0])
+            cache.close()
             shutil.rmtree(folder, ignore_errors=True)
             QtWidgets.QApplication.restoreOverrideCursor()
             message = str(exc) if isinstance(exc, AttnScopeError) else f"Cannot draw the figures: {exc.strerror or exc}."
             self.failed.emit(message)
             return
-        QtCore.QTimer.singleShot(0, self, lambda: self._draw(job, folder, rest, head_figure))
+        QtCore.QTimer.singleShot(0, self, lambda: self._draw(job, folder, rest, cache))
 
     def _draw_front(self, job: ExportJob, folder: Path) -> None:
         """Save the tab's figure into ``folder``, then write it through the same staged writer."""
@@ -350,26 +345,20 @@ def figure_image(fig, width: int) -> QtGui.QImage:
     return image
 
 
-def draw_head_figure(view: ViewSnapshot, layer: int, head: int, previous=None):
-    """(figure, key-norm strip) of head ``layer``.``head`` as ``view`` draws it, reusing ``previous`` (the pair
-    this returned for the head before) when given: drawing into one figure is much faster than a new one."""
-    from ..plots.figures import fit_title, head_title, offscreen_head_figure
-    from ..plots.head_view import KeyNormStrip, draw_head
+def figure_options(job: ExportJob, layer: int | None, head: int | None):
+    """The :class:`analysis.export.figure_options.FigureOptions` of one figure of ``job`` as its view showed it (the
+    model, the text and its BOS, the colormap, scale and hidden first key, the PNG width asked for, the value-weighted
+    view when it is on and its norms are there; the grid's badge score): head ``layer``.``head``, or the grid (layer
+    None). Written beside the figure, so that ``main.py figure --from`` draws it again byte for byte. A chat-formatted
+    run is not among the options: its figure is drawn from its text alone."""
+    from analysis.export.figure_options import FigureOptions
 
-    r = view.result
-    title = head_title(r.model_label, layer, head)
-    if previous is None:
-        fig = offscreen_head_figure(r, layer, head, view.colormap, view.scale, view.hide_first)
-        strip = KeyNormStrip(fig) if view.value_weighted else None
-        if strip is None:
-            return fig, None
-        draw_head(fig, strip, view, layer, head, title)
-        fit_title(fig)  # laid out without the strip and for a shorter title
-        fig.update_label_density()
-        return fig, strip
-    fig, strip = previous
-    draw_head(fig, strip, view, layer, head, title)
-    return previous
+    view, r = job.view, job.view.result
+    return FigureOptions(model=r.model_label, text=r.text, bos=bool(r.bos),
+                         heads=() if layer is None else ((layer, head),), width_px=job.png_width, cmap=view.colormap,
+                         scale=view.scale, fmt=job.fmt, hide_first=bool(view.hide_first),
+                         badges=view.badge_score if layer is None else None,
+                         weighting="value" if view.value_weighted else "attention")
 
 
 def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
@@ -399,9 +388,15 @@ def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
         return contents.write_export(job.path, export, image_writer=copy_drawn if job.what == "everything" else None)
     if job.what == "heads":
         return write_folder_atomically(job.path, copy_drawn)
-    if job.fmt in IMAGE_FORMATS:
+    if job.fmt in IMAGE_FORMATS:  # the image, and beside it its options file when it has one (all but "front")
+        from analysis.export.figure_options import sidecar
+
         drawn_file = drawn / job.path.name
-        return [write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
+        written = [write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
+        if sidecar(drawn_file).is_file():
+            written.append(write_file_atomically(sidecar(job.path),
+                                                 lambda tmp: shutil.copyfile(sidecar(drawn_file), tmp)))
+        return written
     fmt = DATA_FORMATS[job.fmt]
     if job.what == "head":  # one head's (query, key) map
         return [write_file_atomically(job.path, lambda tmp: fmt.head(r, Path(tmp), job.layer, job.head))]

@@ -43,14 +43,18 @@ def shown_range(result, options: FigureOptions) -> tuple[int, int]:
     return first, stop
 
 
-def figure_map(result, layer: int, head: int, options: FigureOptions) -> np.ndarray:
+def figure_map(result, layer: int, head: int, options: FigureOptions, key_norms=None) -> np.ndarray:
     """The map a figure draws of head (``layer``, ``head``): its rows and columns first … stop-1
     (:func:`shown_range`), as the model gave them, or with ``options.renormalise`` each row divided by its sum over
     the keys shown, w'[q, k] = w[q, k] / Σ_k' w[q, k'] (k, k' in the range; a row summing to 0 is NaN, drawn as
-    background like the causal mask); with ``options.hide_first`` key 0 hidden and each row renormalised over the
-    rest first (analysis.display.without_first_key). float32 (rows, keys)."""
+    background like the causal mask). Before the crop: with ``options.weighting`` "value" the value-weighted map
+    (:func:`value_weighted_map`, ``key_norms`` (L, H, n) ‖f_h(x_k)‖ of every head, :func:`check_key_norms`), then
+    with ``options.hide_first`` key 0 hidden and each row renormalised over the rest
+    (analysis.display.without_first_key). float32 (rows, keys)."""
     first, stop = shown_range(result, options)
     weights = np.asarray(result.head_map(layer, head), dtype=np.float32)
+    if options.weighting == "value":
+        weights = value_weighted_map(weights, check_key_norms(options, key_norms, result)[layer, head])
     if options.hide_first:  # key 0 NaN, each row over keys 1 …: before the crop, as the GUI hides the first token
         from analysis.display import without_first_key
 
@@ -64,12 +68,48 @@ def figure_map(result, layer: int, head: int, options: FigureOptions) -> np.ndar
     return out.astype(np.float32)
 
 
+VALUE_QUANTITY = "share of row N"  # what a value-weighted figure's colour bar names (the app's value-weighted view)
+VALUE_TITLE = "value-weighted"  # what its default title adds
+
+
+def value_weighted_map(weights: np.ndarray, key_norms: np.ndarray) -> np.ndarray:
+    """(n, n) float32: w'[q, k] = A[q, k] · ‖f_h(x_k)‖ / Σ_k' A[q, k'] · ‖f_h(x_k')‖ of one head's weights A (n, n)
+    and its key norms ‖f_h(x_k)‖ (n,) (lenses.weighted_by_norms, then lenses.row_normalise in float64: a row summing
+    to 0 stays 0)."""
+    from analysis.measures.lenses import row_normalise, weighted_by_norms
+
+    return row_normalise(weighted_by_norms(weights, key_norms))
+
+
+def check_key_norms(options: FigureOptions, key_norms, result) -> np.ndarray:
+    """``key_norms`` as a (L, H, n) float array when ``options`` weight by value; refused in one sentence when they
+    are missing or are not of ``result``'s shape."""
+    if key_norms is None:
+        raise InputError("A value-weighted figure needs the heads' value norms: draw it with main.py figure "
+                         "--value-weighted, which computes them with the model.")
+    norms = np.asarray(key_norms)
+    if norms.shape != (result.n_layer, result.n_head, result.n_tokens):
+        raise InputError(f"The value norms are of shape {norms.shape}, not this text's "
+                         f"{(result.n_layer, result.n_head, result.n_tokens)}; compute them for this run.")
+    return norms
+
+
+def weighting_label(label: str, options: FigureOptions) -> str:
+    """A colour bar's label (``label``: the scale's, "√weight") naming what a value-weighted figure draws
+    (:data:`VALUE_QUANTITY` for "weight": "√share of row N"); unchanged for the attention weights."""
+    if options.weighting != "value" or VALUE_QUANTITY in label:
+        return label
+    return label.replace("weight", VALUE_QUANTITY)
+
+
 def figure_bar_label(options: FigureOptions, scale_label: str) -> str:
     """The colour bar's label: ``options.bar_label``, else the scale's own (``scale_label``: "weight", "√weight"),
     with "(first key hidden)" when ``options.hide_first`` and "(renormalised)" when each row was divided by its sum
-    over the keys shown (short: a bar beside a small map has little room)."""
+    over the keys shown (short: a bar beside a small map has little room); "share of row N" for "weight" when the
+    figure is value-weighted (:func:`weighting_label`)."""
     if options.bar_label is not None:
         return options.bar_label
+    scale_label = weighting_label(scale_label, options)
     if options.hide_first and "first key hidden" not in scale_label:
         scale_label += " (first key hidden)"
     return f"{scale_label} (renormalised)" if options.renormalise else scale_label

@@ -57,16 +57,17 @@ def mosaic_blocks(n_layer: int, n_head: int, aspect: float | None = None) -> int
     return min(range(1, max(1, n_layer) + 1), key=lambda k: (cost(k), k))
 
 
-def default_title(result, layers, heads) -> str:
-    """The grid's title: the model's name (never its folder's path), what it shows and the text's length:
-    "bundled — all heads, 12 tokens", "smollm2 — layers 14–23, 12 tokens"."""
+def default_title(result, layers, heads, weighting: str = "") -> str:
+    """The grid's title: the model's name (never its folder's path), what it shows, ``weighting`` when given and the
+    text's length: "bundled — all heads, 12 tokens", "smollm2 — layers 14–23, value-weighted, 12 tokens"."""
     name = model_name(result.model_label)
     parts = []
     if list(layers) != list(range(result.n_layer)):
         parts.append("layers " + spans(layers))
     if list(heads) != list(range(result.n_head)):
         parts.append("heads " + spans(heads))
-    return f"{name} — {', '.join(parts) if parts else 'all heads'}, {result.n_tokens} tokens"
+    shows = ", ".join(parts) if parts else "all heads"
+    return f"{name} — {shows}{', ' + weighting if weighting else ''}, {result.n_tokens} tokens"
 
 
 def spans(indices) -> str:
@@ -245,12 +246,22 @@ class GridFigure(pg.GraphicsLayoutWidget):
         settle_layout()
 
 
-def shown_cells(result, layers, heads, target: int, hide_first: bool = False) -> np.ndarray:
+def shown_cells(result, layers, heads, target: int, hide_first: bool = False, key_norms=None) -> np.ndarray:
     """(layer shown, head shown, c, c) float32 thumbnails of the heads shown, max-pooled to ``target`` pixels a side
-    (c = min(target, n)): from the run's thumbnails when they have that many, else from the attentions; a causal
-    model's masked pixels NaN (grid_plot.mask_future)."""
+    (c = min(target, n)): from the run's thumbnails when they have that many, else from the attentions; with
+    ``key_norms`` ((L, H, n) ‖f_h(x_k)‖) each head's value-weighted map (figure_parts.value_weighted_map), pooled a
+    layer at a time (memory: one layer's shown heads); a causal model's masked pixels NaN (grid_plot.mask_future)."""
     from .figures import grid_source
 
+    if key_norms is not None:
+        from .figure_parts import value_weighted_map
+
+        cells = np.stack([pooled_heads(np.stack([value_weighted_map(result.head_map(layer, head), key_norms[layer, head])
+                                                 for head in heads])[None], target, hide_first)[0]
+                          for layer in layers]).astype(np.float32)  # (L′, H′, c, c)
+        if result.causal:
+            mask_future(cells)
+        return cells
     thumbs = result.thumbnails
     full = result.attentions if result.attentions is not None else grid_source(result)
     use_thumbs = not hide_first and thumbs is not None and target <= thumbs.shape[-1]
@@ -262,9 +273,11 @@ def shown_cells(result, layers, heads, target: int, hide_first: bool = False) ->
     return cells
 
 
-def grid_figure(result, options: FigureOptions, hide_first: bool = False):
+def grid_figure(result, options: FigureOptions, hide_first: bool = False, key_norms=None):
     """The grid of ``result`` as ``options`` ask, laid out offscreen, and what it shows (for the options file);
-    ``hide_first``: as ``options.hide_first``, either hides the first key."""
+    ``hide_first``: as ``options.hide_first``, either hides the first key; ``key_norms``: (L, H, n) ‖f_h(x_k)‖ of
+    every head, for a value-weighted grid (``options.weighting`` "value": figure_parts.value_weighted_map)."""
+    from .figure_parts import VALUE_TITLE, check_key_norms, weighting_label
     from analysis.measures.head_scores import all_scores
 
     hide_first = bool(hide_first or options.hide_first)
@@ -286,11 +299,13 @@ def grid_figure(result, options: FigureOptions, hide_first: bool = False):
         cell_ratio = min(MAX_STRETCH, max(1 / MAX_STRETCH, columns / rows / options.aspect))
     cell_px = max(1.0, (width - 90 * blocks - 80) / columns) * png_scale  # PNG pixels a cell has (about)
     target = max(1, min(result.n_tokens, int(cell_px * max(1.0, cell_ratio))))
-    cells = shown_cells(result, layers, heads, target, hide_first)
+    norms = check_key_norms(options, key_norms, result) if options.weighting == "value" else None
+    cells = shown_cells(result, layers, heads, target, hide_first, norms)
     top = options.vmax if options.vmax is not None else 1.0
     drawn, _ = apply_scale(cells, options.scale)
     _, levels = apply_scale(np.array([top], np.float32), options.scale)
-    bar = options.bar_label if options.bar_label is not None else bar_label(options.scale, hide_first)
+    bar = options.bar_label if options.bar_label is not None else weighting_label(bar_label(options.scale, hide_first),
+                                                                                  options)
     badged, legend = [], ""
     if options.badges is not None:
         values = np.asarray(all_scores(result)[options.badges], dtype=np.float64)
@@ -299,7 +314,8 @@ def grid_figure(result, options: FigureOptions, hide_first: bool = False):
         count = (f"{len(badged)} head{'s' if len(badged) != 1 else ''}" if badged
                  else "none among the heads shown" if standout else "no head does")
         legend = f"{badge_rule(options.badges)} ({count})"
-    title = options.title if options.title is not None else default_title(result, layers, heads)
+    title = options.title if options.title is not None else default_title(
+        result, layers, heads, VALUE_TITLE if options.weighting == "value" else "")
     fig = GridFigure()
     fig.fonts = FigureFont.of(options.font_pt)
     fig.cell_ratio = cell_ratio

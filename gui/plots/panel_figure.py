@@ -27,7 +27,8 @@ from analysis.display import apply_scale, format_score, head_name
 from analysis.export.figure_options import FigureOptions, model_name
 
 from ..export.figure_files import settle_layout
-from .figure_parts import figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top, shown_labels, shown_range
+from .figure_parts import (VALUE_TITLE, figure_bar_label, figure_map, layout_size, lines_of_heads, scale_top,
+                           shown_labels, shown_range)
 from .figure_text import FigureFont, elided, fill_lines, measure_axes, set_axis_font, set_figure_font, wrap_text
 from .figures import lay_out_offscreen
 from .grid_plot import bar_label
@@ -73,16 +74,18 @@ class PanelFigure(pg.GraphicsLayoutWidget):
         self.grid = (1, 1)
 
 
-def panel_figure(result, options: FigureOptions):
+def panel_figure(result, options: FigureOptions, key_norms=None):
     """The figure of ``options.heads`` side by side (see the module's docstring) and what it shows, for the options
-    file (the heads, tokens, token range, labels, each panel's levels)."""
+    file (the heads, tokens, token range, labels, each panel's levels). ``key_norms``: (L, H, n) ‖f_h(x_k)‖ of every
+    head, for value-weighted panels (``options.weighting``, figure_parts.figure_map)."""
     heads = list(options.heads)
     first, stop = shown_range(result, options)
     tokens = list(result.tokens[first:stop])
     labels = shown_labels(tokens, first, options.labels)
     texts = panel_scores(result, heads, options.scores)
-    maps = {h: figure_map(result, *h, options) for h in heads}
-    title = options.title if options.title is not None else model_name(result.model_label)
+    maps = {h: figure_map(result, *h, options, key_norms) for h in heads}
+    title = options.title if options.title is not None else model_name(result.model_label) + (
+        f" — {VALUE_TITLE}" if options.weighting == "value" else "")
     shown = {"heads": [head_name(*h) for h in heads], "tokens": tokens, "token_range": [first, stop], "labels": labels}
     if options.drawing == "lines":
         return lines_of_heads(result, options, maps, labels, title), shown

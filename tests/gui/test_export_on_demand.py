@@ -45,7 +45,10 @@ def exported(qtbot, worker, settings, tmp_path, result, what="everything"):
 def test_everything_of_an_on_demand_result_within_the_budget_is_every_head(qtbot, loaded_worker, settings, tmp_path,
                                                                           on_demand, tiny_result):
     out, files = exported(qtbot, loaded_worker, settings, tmp_path, on_demand)
-    assert "grid.png" in files and len([f for f in files if f.startswith("heads/")]) == 12
+    images = [f for f in files if f.startswith("heads/") and f.endswith(".png")]
+    assert "grid.png" in files and len(images) == 12
+    assert {f for f in files if f.endswith(".json") and f != "summary.json" and f != "parity.json"} == {
+        "grid.json", *(f.replace(".png", ".json") for f in images)}  # each image's options beside it
     with np.load(out / "attention.npz") as data:
         assert data.files == ["attentions", "value_norms", "rollout", "tokens", "token_ids"]
         np.testing.assert_allclose(data["attentions"], tiny_result.attentions, atol=1e-5, rtol=0)

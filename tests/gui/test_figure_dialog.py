@@ -146,7 +146,7 @@ def test_a_refusal_of_the_figure_code_shows_as_a_message(qtbot, dialog, tmp_path
     from analysis.errors import InputError
     from gui.plots import figure_make
 
-    def refuse(result, options):
+    def refuse(result, options, key_norms=None):
         raise InputError("A figure of several heads is not made yet.")
 
     monkeypatch.setattr(figure_make, "make_figure", refuse)

@@ -294,5 +294,16 @@ def test_the_tab_s_figure_is_the_lines_figure(qtbot, tab, tiny_result, tmp_path)
         assert [name for name, _, _ in fig.heads] == ["L1H3", "L1H1"]
         assert "L1 heads 3, 1" in fig.title.text
         assert save_figure(fig, tmp_path / "lines.svg").stat().st_size > 1000
+        sizes = (fig.text_pt, fig.title_pt)
     finally:
         dispose_figure(fig)
+    from gui.plots.figure_parts import lines_of_heads
+    from analysis.export.figure_options import FigureOptions
+
+    # its text at the sizes main.py figure --drawing lines draws (figure_text.FigureFont), not the view's own
+    made = lines_of_heads(tiny_result, FigureOptions(heads=((1, 3),), drawing="lines"),
+                          {(1, 3): tiny_result.head_map(1, 3)}, list(tiny_result.tokens), "t")
+    try:
+        assert sizes == (made.text_pt, made.title_pt) != (LinesPlot.text_pt, LinesPlot.title_pt)
+    finally:
+        dispose_figure(made)

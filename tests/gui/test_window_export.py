@@ -27,9 +27,11 @@ def test_export_files(qtbot, window, tmp_path, what, name):
     tmp_path = tmp_path / "out"
     tmp_path.mkdir()
     r = run(qtbot, window, "The cat sat on the mat")
-    assert export(qtbot, window, what, tmp_path / name, png_width=900) == [tmp_path / name]
+    image = name.rsplit(".", 1)[1] in ("png", "svg", "pdf")
+    side = [tmp_path / (name.rsplit(".", 1)[0] + ".json")] if image else []  # an image's options beside it
+    assert export(qtbot, window, what, tmp_path / name, png_width=900) == [tmp_path / name, *side]
     assert (tmp_path / name).stat().st_size > 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing else left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, *(p.name for p in side)])  # nothing else
     if name.endswith(".png"):
         assert QtGui.QImage(str(tmp_path / name)).width() == 900
     if name == "h.npz":
@@ -44,9 +46,11 @@ def test_export_files(qtbot, window, tmp_path, what, name):
 def test_every_head_export_honours_the_png_width_in_one_folder(qtbot, window, tmp_path):
     run(qtbot, window, "The cat sat on the mat")
     written = export(qtbot, window, "heads", tmp_path / "heads", "png", png_width=500)
-    assert len(written) == 13 and (tmp_path / "heads" / "L2H3.png").exists()
+    images = [p for p in written if p.suffix == ".png"]
+    assert len(images) == 13 and (tmp_path / "heads" / "L2H3.png").exists()
+    assert sorted(p for p in written if p.suffix == ".json") == sorted(p.with_suffix(".json") for p in images)
     assert not (tmp_path / "heads" / "heads").exists()
-    assert {QtGui.QImage(str(p)).width() for p in written} == {500}
+    assert {QtGui.QImage(str(p)).width() for p in images} == {500}
 
 
 def test_gui_and_cli_data_exports_are_the_same_bytes(qtbot, window, tmp_path, tiny_model_dir):
@@ -219,8 +223,8 @@ def test_copy_figure_copies_the_clean_figure_of_the_view_in_front_at_the_export_
     assert copied.width() == DEFAULT_PNG_WIDTH == 1600
     assert abs(copied.height() / copied.width() - reference.height() / reference.width()) < 0.01
     dispose_figure(reference)
-    (png,) = export(qtbot, window, "head", tmp_path / "head.png", png_width=DEFAULT_PNG_WIDTH)
-    assert QtGui.QImage(str(png)).size() == copied.size()  # the same size as the PNG export
+    png, _ = export(qtbot, window, "head", tmp_path / "head.png", png_width=DEFAULT_PNG_WIDTH)
+    assert QtGui.QImage(str(png)).width() == copied.width()  # as wide as the PNG export (that is main.py figure's)
     window.grid_panel.plot.setFocus()
     qtbot.waitUntil(window.grid_panel.plot.hasFocus)
     window.settings.setValue("export/png_width", 700)  # what the Export dialog last used
@@ -234,31 +238,22 @@ def test_copy_figure_copies_the_clean_figure_of_the_view_in_front_at_the_export_
 
 @pytest.mark.slow
 def test_gui_exports_follow_the_value_weighted_view_and_the_sink_epsilon(qtbot, window, tmp_path, tiny_model_dir):
-    """What is visible exports: the head PNG in the value-weighted view is the Head tab's own figure; the data
-    export's summary has the sink rate at the Scores panel's ε, like `main.py export --sink-epsilon`."""
+    """What is visible exports: the head and grid PNGs in the value-weighted view are value-weighted (their options
+    say so, and differ from the weights'; tests/gui/test_export_redraw.py draws them again with main.py figure); the
+    data export's summary has the sink rate at the Scores panel's ε, like `main.py export --sink-epsilon`."""
     import main
-    from gui.plots.figures import dispose_figure
-    from gui.export.figure_files import save_figure
     from gui.state.lens_data import VALUE_NORMS
     from gui.tabs.scores.scores_tab import ScoresTab
 
     text = "The cat sat on the mat because it was tired."
     run(qtbot, window, text)
-    (weights_png,) = export(qtbot, window, "head", tmp_path / "weights.png", png_width=600)
+    weights_png, _ = export(qtbot, window, "head", tmp_path / "weights.png", png_width=600)
     window.state.set_attention_view("value-weighted")
     qtbot.waitUntil(lambda: window.state.lens(VALUE_NORMS) is not None, timeout=WAIT_MS)
-    (values_png,) = export(qtbot, window, "head", tmp_path / "values.png", png_width=600)
-    shown = window.head_tab.offscreen_figure()
-    save_figure(shown, tmp_path / "shown.png", 600)
-    dispose_figure(shown)
-    values, weights = QtGui.QImage(str(values_png)), QtGui.QImage(str(weights_png))
-    assert values != weights
-    assert values == QtGui.QImage(str(tmp_path / "shown.png"))
-    (grid_png,) = export(qtbot, window, "grid", tmp_path / "grid.png", png_width=600)
-    grid = window.grid_panel.offscreen_figure()
-    save_figure(grid, tmp_path / "grid-shown.png", 600)
-    dispose_figure(grid)
-    assert QtGui.QImage(str(grid_png)) == QtGui.QImage(str(tmp_path / "grid-shown.png"))
+    for what in ("head", "grid"):
+        png, side = export(qtbot, window, what, tmp_path / f"values-{what}.png", png_width=600)
+        assert json.loads(side.read_text())["options"]["weighting"] == "value"
+    assert QtGui.QImage(str(tmp_path / "values-head.png")) != QtGui.QImage(str(weights_png))
     window.state.set_attention_view("weights")
     scores = window.tab(ScoresTab)
     scores.epsilon_spin.setValue(0.05)  # the user sets ε in the Scores tab

@@ -48,12 +48,16 @@ def lines_weights(state: ViewState) -> tuple[dict, str]:
 
 
 def lines_figure_of(state: ViewState, title: str) -> LinesPlot:
-    """The export figure of the Lines view as the state shows it (lines_plot.lines_figure)."""
+    """The export figure of the Lines view as the state shows it (lines_plot.lines_figure), its text at a figure's
+    sizes (figure_text.FigureFont's defaults: tokens and legend 8.5 pt, title 11 pt), as ``main.py figure --drawing
+    lines`` and the other figures draw theirs, not the view's own 10 pt."""
+    from ...plots.figure_text import FigureFont
+
     r = state.result
     weights, quantity = lines_weights(state)
     return lines_figure(r.tokens, weights, list(weights), n_head=r.n_head, causal=r.causal,
                         hide_first=state.hide_first, scale=state.scale, quantity=quantity,
-                        query_row=state.query_row, title=title, dark=state.dark)
+                        query_row=state.query_row, title=title, dark=state.dark, fonts=FigureFont())
 
 
 class HeadToggles(QtWidgets.QWidget):
