@@ -234,8 +234,8 @@ def test_without_a_result_the_map_is_a_line_saying_why(qtbot, panel, tiny_result
     state = panel.state
     assert panel.stack.currentWidget() is panel.placeholder and panel.placeholder.text() == NO_RESULT
     assert not panel.plot.isVisible()
-    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))
-    assert panel.stack.currentWidget() is panel.plot and panel.plot.isVisible()
+    state.set_bundle(bundle(tiny_result, all_scores(tiny_result), 1))  # the first map: shown in the next turn
+    qtbot.waitUntil(lambda: panel.stack.currentWidget() is panel.plot and panel.plot.isVisible(), timeout=WAIT_MS)
     state.set_bundle(None)
     state.set_placeholder("no model loaded")
     assert panel.placeholder.isVisible() and panel.placeholder.text() == "no model loaded"
