@@ -269,11 +269,18 @@ class Exporter(QtCore.QObject):
             target.parent.mkdir(parents=True, exist_ok=True)
             write_figure(view.result, figure_options(job, layer, head), target,
                          view.values.key_norms if view.value_weighted else None, cache)
-        except (AttnScopeError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (one sentence, the drawing folder removed, the cursor restored)
             cache.close()
             shutil.rmtree(folder, ignore_errors=True)
             QtWidgets.QApplication.restoreOverrideCursor()
-            message = str(exc) if isinstance(exc, AttnScopeError) else f"Cannot draw the figures: {exc.strerror or exc}."
+            if isinstance(exc, AttnScopeError):
+                message = str(exc)
+            elif isinstance(exc, OSError):
+                message = f"Cannot draw the figures: {exc.strerror or exc}."
+            elif isinstance(exc, MemoryError):
+                message = "Cannot draw the figures: not enough memory; export fewer heads or a shorter text."
+            else:
+                message = f"Cannot draw the figures: {type(exc).__name__}: {exc}."
             self.failed.emit(message)
             return
         QtCore.QTimer.singleShot(0, self, lambda: self._draw(job, folder, rest, cache))
@@ -361,6 +368,21 @@ def figure_options(job: ExportJob, layer: int | None, head: int | None):
                          weighting="value" if view.value_weighted else "attention")
 
 
+def check_not_other_json(path: Path) -> None:
+    """An image's options file may replace an earlier figure's options (the same name), never another JSON file the
+    user keeps there (a results.json beside results.png): that is refused in one sentence, before anything is
+    written."""
+    from analysis.export.figure_options import FigureOptions
+
+    if not path.exists():
+        return
+    try:
+        FigureOptions.read(path)
+    except AttnScopeError:
+        raise AttnScopeError(f"{path.name} exists beside the image and is not an AttnScope figure's options file, "
+                             "which the export would write there; choose another name.") from None
+
+
 def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     """Write ``job`` (on the worker): data from the job's result, figures copied from ``drawn``.
 
@@ -370,10 +392,17 @@ def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     from analysis.export.folders import write_file_atomically, write_folder_atomically
     from analysis.export.paths import check_outputs_apart
 
+    from analysis.export.figure_options import sidecar
+
     r, scores = job.view.result, job.view.scores
-    # the export never replaces what the model is read from (a .json export named over its config.json)
-    check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)],
-                        [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")])
+    outputs = [("the export", job.path, "folder" if job.what in FOLDER_KINDS else "file")]
+    side = sidecar(job.path) if job.what not in FOLDER_KINDS and sidecar(drawn / job.path.name).is_file() else None
+    if side is not None:  # the options file written beside a head or grid image
+        outputs.append(("the figure's options file", side, "file"))
+        check_not_other_json(side)
+    # the export never replaces what the model is read from (a .json export, or an image's options file, named over
+    # its config.json)
+    check_outputs_apart([(f"the model's folder {loaded.folder}", loaded.folder)], outputs)
 
     def copy_drawn(staging: Path) -> None:
         for src in sorted(p for p in drawn.rglob("*") if p.is_file()):
@@ -389,13 +418,10 @@ def write_job(loaded, job: ExportJob, drawn: Path) -> list[Path]:
     if job.what == "heads":
         return write_folder_atomically(job.path, copy_drawn)
     if job.fmt in IMAGE_FORMATS:  # the image, and beside it its options file when it has one (all but "front")
-        from analysis.export.figure_options import sidecar
-
         drawn_file = drawn / job.path.name
         written = [write_file_atomically(job.path, lambda tmp: shutil.copyfile(drawn_file, tmp))]
-        if sidecar(drawn_file).is_file():
-            written.append(write_file_atomically(sidecar(job.path),
-                                                 lambda tmp: shutil.copyfile(sidecar(drawn_file), tmp)))
+        if side is not None:
+            written.append(write_file_atomically(side, lambda tmp: shutil.copyfile(sidecar(drawn_file), tmp)))
         return written
     fmt = DATA_FORMATS[job.fmt]
     if job.what == "head":  # one head's (query, key) map

@@ -250,15 +250,18 @@ def shown_cells(result, layers, heads, target: int, hide_first: bool = False, ke
     """(layer shown, head shown, c, c) float32 thumbnails of the heads shown, max-pooled to ``target`` pixels a side
     (c = min(target, n)): from the run's thumbnails when they have that many, else from the attentions; with
     ``key_norms`` ((L, H, n) ‖f_h(x_k)‖) each head's value-weighted map (figure_parts.value_weighted_map), pooled a
-    layer at a time (memory: one layer's shown heads); a causal model's masked pixels NaN (grid_plot.mask_future)."""
+    head at a time (memory: one head's map and its weighted copy); a causal model's masked pixels NaN (grid_plot.mask_future)."""
     from .figures import grid_source
 
     if key_norms is not None:
         from .figure_parts import value_weighted_map
 
-        cells = np.stack([pooled_heads(np.stack([value_weighted_map(result.head_map(layer, head), key_norms[layer, head])
-                                                 for head in heads])[None], target, hide_first)[0]
-                          for layer in layers]).astype(np.float32)  # (L′, H′, c, c)
+        c = min(target, result.n_tokens)
+        cells = np.empty((len(layers), len(heads), c, c), np.float32)  # (L′, H′, c, c), one head's map at a time
+        for i, layer in enumerate(layers):
+            for j, head in enumerate(heads):
+                weighted = value_weighted_map(result.head_map(layer, head), key_norms[layer, head])
+                cells[i, j] = pooled_heads(weighted[None, None], target, hide_first)[0, 0]
         if result.causal:
             mask_future(cells)
         return cells

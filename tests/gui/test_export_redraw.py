@@ -97,3 +97,26 @@ def test_a_heads_folder_has_each_images_options_beside_it(qtbot, exporter, worke
         assert (tmp_path / "anew.png").read_bytes() == (tmp_path / "heads" / image).read_bytes(), image
     assert redrawn(capsys, tmp_path / "heads" / "L2H3.json", tmp_path / "again.png") == (
         tmp_path / "heads" / "L2H3.png").read_bytes()
+
+
+def test_an_images_options_file_never_replaces_another_json(qtbot, exporter, worker, settings, tmp_path):
+    """results.png beside the user's own results.json: refused in one sentence, nothing written; an earlier figure's
+    options file of that name is replaced with the image."""
+    from gui.export.exporting import Exporter
+
+    theirs = tmp_path / "results.json"
+    theirs.write_text('{"accuracy": 0.9}\n')
+    other = Exporter(exporter.state, worker, settings, exporter.parent())  # (the fixture's refuses any failure)
+    failed = []
+    other.failed.connect(failed.append)
+    with qtbot.waitSignal(other.failed, timeout=WAIT_MS):
+        assert other.start("head", tmp_path / "results.png", "png", 400)
+    assert failed == ["results.json exists beside the image and is not an AttnScope figure's options file, which the "
+                      "export would write there; choose another name."]
+    assert theirs.read_text() == '{"accuracy": 0.9}\n' and not (tmp_path / "results.png").exists()
+    exporter.ask_overwrite = lambda *_: True  # "Replace?" answered yes
+    _, side = exported(qtbot, exporter, "head", tmp_path / "fig.png")
+    before = side.read_text()
+    exporter.state.select(0, 1)
+    _, side = exported(qtbot, exporter, "head", tmp_path / "fig.png")  # the same name again: replaced
+    assert side.read_text() != before and json.loads(side.read_text())["options"]["heads"] == [[0, 1]]

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from helpers import bundle  # noqa: E402
+from helpers import WAIT_MS, bundle  # noqa: E402
 
 
 def causal_weights(n: int, seed: int) -> np.ndarray:
@@ -212,7 +212,7 @@ def test_the_lines_view_follows_the_selected_head_and_the_options(qtbot, tab, ti
     state = tab.state
     state.set_bundle(bundle(tiny_result, None, 1))
     assert tiny_result.n_tokens <= 64
-    assert tab.stack.currentWidget() is tab.plot
+    qtbot.waitUntil(lambda: tab.stack.currentWidget() is tab.plot, timeout=WAIT_MS)  # the first map: the next turn
     state.set_head_drawing("lines")
     assert tab.stack.currentWidget() is tab.lines and not tab.lines_note.isVisible()
     state.select(1, 2)

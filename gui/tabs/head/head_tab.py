@@ -279,6 +279,8 @@ class HeadTab(QtWidgets.QWidget):
             self.head_label.set_texts(f"<b>{head_name(*self.pending[1:])}</b> — "
                                       f"<i>{html.escape(f'could not compute its map: {message}')}</i>")
             self.head_label.setToolTip(plain_tooltip(message))
+            if self.stack.currentWidget() is self.placeholder:  # no longer "Computing …'s map…"
+                self.placeholder.setText(f"Could not compute {head_name(*self.pending[1:])}'s map: {message}")
 
     def _label_head(self, layer: int, head: int) -> None:
         """The label above the map: "L1H2 · top score: sink 0.930", where that is too wide "L1H2 · sink 0.930",
