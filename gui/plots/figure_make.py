@@ -65,7 +65,6 @@ def head_figure(result, options: FigureOptions, key_norms=None, reuse=None):
                  scale=options.scale, causal=result.causal)
     for axis in (fig.left_axis, fig.bottom_axis):
         axis.set_tokens(labels, with_index=False)
-    fig._strides = None  # the new labels are drawn every one: the next update_label_density thins them again
     if options.vmax is not None:
         levels = scale_top(options.vmax, options.scale)
         fig.image.setLevels(levels)

@@ -85,7 +85,6 @@ class HeadPlot(ZoomableFigure):
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormap("viridis"), interactive=False, width=14)
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
         self.colorbar.axis.enableAutoSIPrefix(False)  # weights as they are: a top of 0.9997 is never "900 (x0.001)"
-        self._strides = None
         self._title: tuple[str, int, float] | None = None  # (title, title_px, title_pt) drawn now
         # zooming in shows more token labels, zooming out thins them
         self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self.update_label_density())
@@ -120,7 +119,6 @@ class HeadPlot(ZoomableFigure):
         self._show_titles(html.escape(title, quote=False))
         self.left_axis.set_tokens(self.tokens)
         self.bottom_axis.set_tokens(self.tokens)
-        self._strides = None
         if new_size:
             limit_to_data(self.plot, n, n)
         # the view's range as it will be painted (pyqtgraph auto-ranges a new image only when the scene is about to
@@ -220,10 +218,8 @@ class HeadPlot(ZoomableFigure):
         col_px = vb.width() / max(1e-9, x1 - x0) if vb.width() > 10 else 400 / n
         strides = (max(1, math.ceil(self.left_axis.label_px() / row_px)),
                    max(1, math.ceil(self.bottom_axis.label_px() / col_px)))
-        if strides != self._strides:
-            self._strides = strides
-            self.left_axis.set_stride(strides[0])
-            self.bottom_axis.set_stride(strides[1])
+        self.left_axis.set_stride(strides[0])  # (the same stride again changes nothing; new labels get it anew)
+        self.bottom_axis.set_stride(strides[1])
         self.left_axis.fit_width()  # the labels in view now: the figure laid out for them before it paints
 
     def resizeEvent(self, ev):  # noqa: N802
