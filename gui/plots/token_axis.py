@@ -49,15 +49,12 @@ def _elided(tokens, limit: int | None, with_index: bool) -> list[str]:
     tokens = list(tokens)
     if limit is None or not with_index:
         spans = [(0, len(tokens), LABEL_CHARS if limit is None else limit)]
-    else:
-        spans, digits = [], 1
-        while 10 ** (digits - 1) <= max(1, len(tokens) - 1) or digits == 1:
-            first, stop = (0 if digits == 1 else 10 ** (digits - 1)), min(len(tokens), 10 ** digits)
-            if first < stop:
-                spans.append((first, stop, max(1, limit - digits - 3)))  # " [" + digits + "]"
-            if stop >= len(tokens):
-                break
-            digits += 1
+    else:  # the indices of one length: 0 … 9, 10 … 99, …, each room as token_label leaves it
+        spans, first = [], 0
+        while first < len(tokens):
+            stop = min(len(tokens), 10 ** len(str(first)))
+            spans.append((first, stop, max(1, limit - len(f" [{first}]"))))
+            first = stop
     out: list[str] = []
     for first, stop, room in spans:
         part = tokens[first:stop]

@@ -121,3 +121,19 @@ def test_the_head_tab_says_its_first_map_is_on_its_way_instead_of_empty_axes(qtb
     assert tab.pending is None and tab.plot.matrix is not None  # drawn while hidden, shown in a turn of its own
     assert tab.stack.currentWidget() is tab.placeholder
     qtbot.waitUntil(lambda: tab.stack.currentWidget() is tab.plot, timeout=WAIT_MS)
+
+
+@pytest.mark.parametrize("n", [0, 1, 10, 11, 101, 1234])
+def test_labels_made_once_per_distinct_token_are_token_labels(n):
+    """token_axis._elided (each distinct token elided once per index length) against token_label one by one."""
+    import random
+
+    from analysis.display import LABEL_CHARS, elide
+    from gui.plots.token_axis import _elided, token_label
+
+    rng = random.Random(n)
+    tokens = ["".join(rng.choice("ab ␣<|>xyz") for _ in range(rng.randint(0, 30))) for _ in range(n)]
+    for limit in (None, 3, 5, 14, 24):
+        assert _elided(tokens, limit, True) == [token_label(t, i, limit).rpartition(" [")[0]
+                                                for i, t in enumerate(tokens)]
+        assert _elided(tokens, limit, False) == [elide(t, limit or LABEL_CHARS) for t in tokens]
