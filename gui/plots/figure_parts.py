@@ -68,8 +68,8 @@ def figure_map(result, layer: int, head: int, options: FigureOptions, key_norms=
     return out.astype(np.float32)
 
 
-VALUE_QUANTITY = "share of row N"  # what a value-weighted figure's colour bar names (the app's value-weighted view)
-VALUE_TITLE = "value-weighted"  # what its default title adds
+VALUE_QUANTITY = "share of row N"  # what a value-weighted map's colour bar names, in figures and the app's grid
+VALUE_TITLE = "value-weighted"  # what its title adds (a figure's default title, the app's grid panel)
 
 
 def value_weighted_map(weights: np.ndarray, key_norms: np.ndarray) -> np.ndarray:

@@ -22,11 +22,10 @@ from ..state.lens_data import HIDDEN_FIRST, VALUE_NORMS
 from ..state.view_state import ViewState
 from ..widgets import ElidedLabel, add_arrow_keys, placeholder_label, show_focus_ring
 from .badges import LOW_IS_FINDING
+from .figure_parts import VALUE_QUANTITY, VALUE_TITLE
 from .figures import fit_title, grid_source
 from .grid_plot import BAR_LABELS, GridPlot
 from .plot_items import apply_theme
-
-VALUE_TITLE = "value-weighted"
 
 
 class QuantityGridPlot(GridPlot):
@@ -95,10 +94,10 @@ def grid_data(state: ViewState) -> GridData:
     kept = r.maps_kept
     if state.attention_view == "value-weighted" and values is not None:
         if values.shown is not None:
-            return GridData(values.shown, values.shown, (rid, VALUE_NORMS), "share of row N", VALUE_TITLE,
+            return GridData(values.shown, values.shown, (rid, VALUE_NORMS), VALUE_QUANTITY, VALUE_TITLE,
                             state.hide_first)
         note = " (first key shown: pooled with it)" if state.hide_first else ""
-        return GridData(values.grid, values.grid, (rid, VALUE_NORMS), "share of row N", VALUE_TITLE + note)
+        return GridData(values.grid, values.grid, (rid, VALUE_NORMS), VALUE_QUANTITY, VALUE_TITLE + note)
     if kept:
         return GridData(grid_source(r), r.attentions, rid, hide_first=state.hide_first)
     hidden = state.lens(HIDDEN_FIRST) if state.hide_first else None
