@@ -217,6 +217,25 @@ def make_window(qtbot, settings, model_dir):
     return window
 
 
+def exporter_on(qtbot, worker, settings, shown, layer: int, head: int):
+    """(an Exporter on a state of its own showing the bundle ``shown`` with head ``layer``.``head`` selected, the
+    list its ``failed`` messages go to): the window's export path without a window."""
+    from PySide6 import QtWidgets
+
+    from gui.export.exporting import Exporter
+    from gui.state.view_state import ViewState
+
+    state = ViewState()
+    state.set_bundle(shown)
+    state.select(layer, head)
+    parent = QtWidgets.QWidget()
+    qtbot.addWidget(parent)
+    exporter = Exporter(state, worker, settings, parent)
+    failed = []
+    exporter.failed.connect(failed.append)
+    return exporter, failed
+
+
 def run(qtbot, window, text, bos=False):
     """Run ``text`` in ``window`` (BOS as given) and return the result once it is on screen."""
     window.text_input.set_bos(bos)

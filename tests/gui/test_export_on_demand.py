@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtWidgets  # noqa: E402
 
-from helpers import TEXT, WAIT_MS, bundle  # noqa: E402
+from helpers import TEXT, WAIT_MS, bundle, exporter_on  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +24,7 @@ def on_demand(tiny_model):
 
 def exported(qtbot, worker, settings, tmp_path, result, what="everything"):
     from analysis.measures.head_scores import all_scores
-    from gui.export.exporting import Exporter
-    from gui.state.view_state import ViewState
-
-    state = ViewState()
-    state.set_bundle(bundle(result, all_scores(result)))
-    state.select(2, 1)
-    parent = QtWidgets.QWidget()
-    qtbot.addWidget(parent)
-    exporter = Exporter(state, worker, settings, parent)
-    failed = []
-    exporter.failed.connect(failed.append)
+    exporter, failed = exporter_on(qtbot, worker, settings, bundle(result, all_scores(result)), 2, 1)
     with qtbot.waitSignal(exporter.finished, timeout=WAIT_MS) as blocker:
         assert exporter.start(what, tmp_path / what)
     assert failed == []

@@ -6,24 +6,13 @@ import json
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6 import QtWidgets  # noqa: E402
 
-from helpers import TEXT, WAIT_MS, analyse, run_main  # noqa: E402
+from helpers import TEXT, WAIT_MS, analyse, exporter_on, run_main  # noqa: E402
 
 
 @pytest.fixture
 def exporter(qtbot, worker, settings):
-    from gui.export.exporting import Exporter
-    from gui.state.view_state import ViewState
-
-    state = ViewState()
-    state.set_bundle(analyse(qtbot, worker, TEXT))
-    state.select(1, 2)
-    parent = QtWidgets.QWidget()
-    qtbot.addWidget(parent)
-    exporter = Exporter(state, worker, settings, parent)
-    failed = []
-    exporter.failed.connect(failed.append)
+    exporter, failed = exporter_on(qtbot, worker, settings, analyse(qtbot, worker, TEXT), 1, 2)
     yield exporter
     assert failed == []
 
